@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One-command set-up of a fresh machine: Java 17+, Debian's zookeeper, and .venv with the
+# pinned dependencies (constraints.txt). Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+
+say() { printf 'setup: %s\n' "$*"; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo "$@"
+  else say "need root to run: $*"; exit 1
+  fi
+}
+
+APT_UPDATED=0
+apt_install() {
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "apt-get not found; install these by hand: $*"; exit 1
+  fi
+  if [ "$APT_UPDATED" -eq 0 ]; then
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    APT_UPDATED=1
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+java_major() {
+  command -v java >/dev/null 2>&1 || { echo 0; return; }
+  java -version 2>&1 | awk -F'"' '/version/ { split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit }'
+}
+
+# 1. Python 3.11+
+"$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+  || { say "Python 3.11 or newer is needed ($PYTHON is $("$PYTHON" --version 2>&1))"; exit 1; }
+
+# 2. Java 17+ (Spark 4 and ZooKeeper run on it)
+if [ "$(java_major)" -lt 17 ]; then
+  say "installing Java 17 (found: $(java_major))"
+  apt_install openjdk-17-jre-headless
+fi
+[ "$(java_major)" -ge 17 ] || { say "Java 17 or newer is needed"; exit 1; }
+
+# 3. ZooKeeper from Debian's package (started by scripts/zk.sh, never as a system service here)
+if [ ! -d /usr/share/zookeeper/lib ] && [ ! -f /usr/share/java/zookeeper.jar ]; then
+  say "installing Debian's zookeeper package"
+  apt_install zookeeper
+fi
+
+# 4. The virtualenv with pinned versions
+stamp_of() { cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1; }
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; then
+  say "installing Python dependencies (pinned in constraints.txt)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[spark,airflow,dev]"
+  stamp_of > "$VENV/.walship-stamp"
+fi
+say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present)"
