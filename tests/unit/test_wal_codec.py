@@ -96,9 +96,7 @@ _entries = st.lists(st.tuples(_keys, st.lists(_cells, max_size=6).map(tuple)), m
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(_entries, st.booleans(), st.sampled_from(["ProtobufLogWriter", "AsyncProtobufLogWriter"]), st.integers(1, 300))
-def test_round_trip(
-    entries: list[tuple[WalKey, tuple[Cell, ...]]], close: bool, writer_class: str, chunk: int
-) -> None:
+def test_round_trip(entries: list[tuple[WalKey, tuple[Cell, ...]]], close: bool, writer_class: str, chunk: int) -> None:
     buf = io.BytesIO()
     w = WalWriter(buf, writer_class=writer_class)
     ends = [w.append(k, cs) for k, cs in entries]
@@ -117,7 +115,12 @@ def test_round_trip(
 def test_writer_matches_independent_encoder(cells: list[Cell]) -> None:
     for cell in cells:
         expected = keyvalue(
-            cell.row, cell.family, cell.qualifier, cell.timestamp, int(cell.type), cell.value,
+            cell.row,
+            cell.family,
+            cell.qualifier,
+            cell.timestamp,
+            int(cell.type),
+            cell.value,
             [(t.type, t.value) for t in cell.tags],
         )
         assert encode_cell(cell) == expected
@@ -135,8 +138,9 @@ def test_deprecated_single_cluster_id_is_read() -> None:
 
     from walship.protos import WAL_pb2
 
-    k = WAL_pb2.WALKey(encoded_region_name=b"r", table_name=b"t", log_sequence_number=1, write_time=2,
-                       following_kv_count=0)
+    k = WAL_pb2.WALKey(
+        encoded_region_name=b"r", table_name=b"t", log_sequence_number=1, write_time=2, following_kv_count=0
+    )
     cid = uuid.uuid4()
     k.cluster_id.most_sig_bits = cid.int >> 64
     k.cluster_id.least_sig_bits = cid.int & ((1 << 64) - 1)
@@ -149,7 +153,7 @@ def test_deprecated_single_cluster_id_is_read() -> None:
 def test_large_value_larger_than_chunk() -> None:
     big = bytes(range(256)) * 4096  # 1 MiB
     raw = RawEntry(b"r", b"t", 1, 2, [(b"row", b"f", b"q", 5, 4, big, [])])
-    entries, _ = read_all(wal_bytes(sample_raw(3) + [raw] + sample_raw(2)), chunk_size=1024)
+    entries, _ = read_all(wal_bytes([*sample_raw(3), raw, *sample_raw(2)]), chunk_size=1024)
     assert len(entries) == 6
     assert entries[3].cells[0].value == big
 
@@ -325,7 +329,7 @@ def test_corrupt_key_in_the_middle_names_the_offset() -> None:
 
 def test_unknown_cell_type_is_corruption() -> None:
     raw = RawEntry(b"r", b"t", 1, 2, [(b"a", b"f", b"q", 1, 7, b"v", [])])
-    data = wal_bytes(sample_raw(1) + [raw], trailer=False)
+    data = wal_bytes([*sample_raw(1), raw], trailer=False)
     with pytest.raises(CorruptWalError, match="unknown cell type 7"):
         read_all(data)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from walship.wal.model import Cell, WalEntry
+from walship.wal.model import Cell, CellType, WalEntry
 
 __all__ = ["entry_to_json", "entry_to_text", "to_string_binary"]
 
@@ -23,7 +23,7 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
         "family": to_string_binary(cell.family),
         "qualifier": to_string_binary(cell.qualifier),
         "timestamp": cell.timestamp,
-        "type": cell.type.name,
+        "type": CellType(cell.type).name,
         "value": to_string_binary(cell.value),
         "tags": [{"type": t.type, "value": to_string_binary(t.value)} for t in cell.tags],
     }
@@ -61,7 +61,7 @@ def entry_to_text(entry: WalEntry) -> str:
         lines.append(
             f"    row={to_string_binary(cell.row)}, "
             f"column={to_string_binary(cell.family)}:{to_string_binary(cell.qualifier)}, "
-            f"timestamp={cell.timestamp}, type={cell.type.name}"
+            f"timestamp={cell.timestamp}, type={CellType(cell.type).name}"
         )
         lines.append(f"    value: {to_string_binary(cell.value)}")
         for tag in cell.tags:

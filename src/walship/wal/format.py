@@ -68,7 +68,9 @@ def check_header(header: WAL_pb2.WALHeader, path: str) -> None:
     if codec.endswith("SecureWALCellCodec"):
         raise UnsupportedWalError(path, None, f"encrypted WAL (cell codec {codec}) is not supported")
     if codec not in ACCEPTED_CODECS:
-        raise UnsupportedWalError(path, None, f"unknown cell codec {codec!r}; expected one of {sorted(ACCEPTED_CODECS)}")
+        raise UnsupportedWalError(
+            path, None, f"unknown cell codec {codec!r}; expected one of {sorted(ACCEPTED_CODECS)}"
+        )
 
 
 def encode_varint(value: int) -> bytes:

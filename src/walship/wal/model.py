@@ -11,10 +11,11 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 __all__ = [
+    "EMPTY_SCOPES",
     "METAFAMILY",
     "Cell",
     "CellType",
@@ -27,6 +28,9 @@ __all__ = [
 #: Family of the marker cells (flush, compaction, region event, bulk load) HBase writes into
 #: WALs; an edit whose cells are all in this family is a meta edit, never replicated.
 METAFAMILY = b"METAFAMILY"
+
+#: The scopes of an edit with no replicated family.
+EMPTY_SCOPES: Mapping[bytes, int] = MappingProxyType({})
 
 
 class CellType(enum.IntEnum):
@@ -55,23 +59,26 @@ class Tag(NamedTuple):
 
 
 class Cell(NamedTuple):
-    """One cell of an edit: a KeyValue with its type and optional tags."""
+    """One cell of an edit: a KeyValue with its type and optional tags.
+
+    ``type`` is a :class:`CellType` code; the reader leaves it a plain ``int`` (it compares
+    equal to the :class:`CellType` member) because building enum members per cell is slow.
+    """
 
     row: bytes
     family: bytes
     qualifier: bytes
     timestamp: int
-    type: CellType
+    type: int
     value: bytes = b""
     tags: tuple[Tag, ...] = ()
 
     @property
     def is_delete(self) -> bool:
-        return self.type is not CellType.Put
+        return self.type != CellType.Put
 
 
-@dataclass(frozen=True, slots=True)
-class WalKey:
+class WalKey(NamedTuple):
     """The key of a WAL entry (``WALKeyImpl``).
 
     ``table`` is ``TableName.getName()``: ``b"t1"`` in the default namespace, ``b"ns:t1"``
@@ -85,7 +92,7 @@ class WalKey:
     sequence_id: int
     write_time: int
     cluster_ids: tuple[uuid.UUID, ...] = ()
-    scopes: Mapping[bytes, int] = field(default_factory=dict)
+    scopes: Mapping[bytes, int] = EMPTY_SCOPES
     nonce_group: int = 0
     nonce: int = 0
     orig_sequence_id: int = 0

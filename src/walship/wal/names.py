@@ -78,9 +78,7 @@ def is_wal_name(name: str) -> bool:
     return True
 
 
-def build_wal_name(
-    server: ServerName, timestamp: int, *, provider_id: str | None = None, meta: bool = False
-) -> str:
+def build_wal_name(server: ServerName, timestamp: int, *, provider_id: str | None = None, meta: bool = False) -> str:
     """Build the name HBase 2.x gives a WAL of ``server`` created at ``timestamp`` (ms).
 
     :param provider_id: a WAL group id for multiwal (``regiongroup-0``); the prefix becomes

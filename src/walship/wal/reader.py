@@ -25,19 +25,22 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import io
+import itertools
 import logging
 import struct
 import uuid
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, BinaryIO
 
 from google.protobuf.message import DecodeError
 
 from walship.errors import CorruptWalError, WalError
 from walship.protos import WAL_pb2
 from walship.wal.format import INT32, MAGIC, TRAILER_MAGIC, TRAILER_TAIL_SIZE, check_header
-from walship.wal.model import Cell, CellType, Tag, WalEntry, WalKey
+from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "WalReader", "read_wal"]
 
@@ -48,9 +51,20 @@ DEFAULT_CHUNK_SIZE = 4 * 1024 * 1024
 _CELL_HEAD = struct.Struct(">iiih")  # total length, key length, value length, row length
 _TS_TYPE = struct.Struct(">qB")
 _INT16 = struct.Struct(">h")
-_TYPES: dict[int, CellType] = {t.value: t for t in CellType}
-_EMPTY_SCOPES: dict[bytes, int] = {}
-_KEY_INFRASTRUCTURE = 12  # int16 row length + int8 family length + int64 ts + int8 type
+_TYPE_CODES = frozenset(t.value for t in CellType)
+_NO_TAGS: tuple[tuple[Tag, ...]] = ((),)
+_NO_TAGS_FOREVER = itertools.repeat(())
+_make_cell = functools.partial(tuple.__new__, Cell)
+_SHAPES: dict[tuple[int, int, int, int, int], struct.Struct] = {}
+_SHAPES_SEEN: dict[tuple[int, ...], int] = {}
+_RUNS: dict[tuple[int, int, int, int, int, int], struct.Struct] = {}
+_SHAPES_MAX = 8192
+# Entries parsed per call: enough to spread the call's cost, few enough to stay in cache.
+_BATCH = 32
+_tuple_new = tuple.__new__
+_SCOPES_CACHE: dict[tuple[Any, ...], Mapping[bytes, int]] = {}
+_SCOPES_CACHE_MAX = 4096
+_key_from_string = WAL_pb2.WALKey.FromString
 
 
 class _NeedMore(Exception):
@@ -169,9 +183,11 @@ class WalReader:
             self.stop_offset = 0
             self.incomplete_tail = True
             return
-        pos = self.header_end if not start else start
+        pos = start if start else self.header_end
         if pos < self.header_end:
-            raise WalError(self.path, pos, f"position {pos} lies inside the WAL header (entries start at {self.header_end})")
+            raise WalError(
+                self.path, pos, f"position {pos} lies inside the WAL header (entries start at {self.header_end})"
+            )
         if pos > self.edits_end:
             raise WalError(self.path, pos, f"position {pos} is past the end of the entries ({self.edits_end})")
         self.stop_offset = pos
@@ -187,13 +203,14 @@ class WalReader:
         while True:
             n = len(buf)
             while p < n:
-                try:
-                    entry, q = _parse_entry(buf, p, buf_off, self.path)
-                except _NeedMore:
-                    break
-                p = q
-                self.stop_offset = buf_off + q
-                yield entry
+                batch, p, error = _parse_entries(buf, p, buf_off, self.path)
+                for entry in batch:
+                    self.stop_offset = entry.end_offset
+                    yield entry
+                if error is not None:
+                    raise error
+                if len(batch) < _BATCH:
+                    break  # the buffer ends inside an entry, or at its end
             read_to = buf_off + n
             if read_to >= limit:
                 if p < n:
@@ -236,80 +253,221 @@ def _varint(buf: bytes, p: int, path: str, file_off: int) -> tuple[int, int]:
     raise CorruptWalError(path, file_off, "malformed varint length prefix")
 
 
-def _parse_entry(buf: bytes, p: int, buf_off: int, path: str) -> tuple[WalEntry, int]:
-    """Parse the entry starting at ``buf[p]``; return it and the index just after it."""
-    b0 = buf[p]
-    if b0 < 0x80:
-        klen = b0
-        q = p + 1
-    else:
-        klen, q = _varint(buf, p, path, buf_off + p)
-    kend = q + klen
+def _parse_entries(buf: bytes, p: int, buf_off: int, path: str) -> tuple[list[WalEntry], int, CorruptWalError | None]:
+    """Parse every complete entry in ``buf`` from index ``p``.
+
+    Returns the entries, the index where parsing stopped (the start of an entry cut short
+    by the end of ``buf``, or ``len(buf)``) and the corruption that stopped it, if any: the
+    entries before a corrupt one are returned first, so nothing that was readable is lost.
+
+    This is the hot loop of every read: it is written for speed (locals, one struct call per
+    cell, tuples built directly) and checks every length it trusts.
+    """
+    out: list[WalEntry] = []
     n = len(buf)
-    if kend > n:
-        raise _NeedMore
-    try:
-        pb = WAL_pb2.WALKey.FromString(buf[q:kend])
-    except DecodeError as exc:
-        raise CorruptWalError(path, buf_off + p, f"WALKey does not parse: {exc}") from exc
-    count = pb.following_kv_count
-    cells: list[Cell] = []
-    c = kend
     unpack_head = _CELL_HEAD.unpack_from
     unpack_ts = _TS_TYPE.unpack_from
-    types = _TYPES
-    for i in range(count):
-        if c + 18 > n:  # int32 total + the smallest KeyValue head we unpack
-            if c + 4 <= n and INT32.unpack_from(buf, c)[0] < 14:
-                raise CorruptWalError(path, buf_off + c, f"cell {i} of entry at offset {buf_off + p}: length too small")
-            raise _NeedMore
-        total, klen_kv, vlen, rowlen = unpack_head(buf, c)
-        cstart = c + 4
-        cend = cstart + total
-        if total < 0:
-            raise CorruptWalError(path, buf_off + c, f"cell {i} of entry at offset {buf_off + p}: negative length")
-        if cend > n:
-            raise _NeedMore
-        rest = total - 8 - klen_kv - vlen
-        if (
-            klen_kv < _KEY_INFRASTRUCTURE
-            or vlen < 0
-            or rest < 0
-            or rest == 1
-            or rowlen < 0
-            or rowlen > klen_kv - _KEY_INFRASTRUCTURE
-        ):
-            raise CorruptWalError(
-                path,
-                buf_off + c,
-                f"cell {i} of entry at offset {buf_off + p}: inconsistent lengths "
-                f"(cell {total}, key {klen_kv}, value {vlen}, row {rowlen})",
-            )
-        r = cstart + 10  # after key length, value length, row length
-        row = buf[r : r + rowlen]
-        fpos = r + rowlen
-        famlen = buf[fpos]
-        qstart = fpos + 1 + famlen
-        kend_kv = cstart + 8 + klen_kv
-        tspos = kend_kv - 9
-        if qstart > tspos:
-            raise CorruptWalError(
-                path, buf_off + c, f"cell {i} of entry at offset {buf_off + p}: family length {famlen} overruns the key"
-            )
-        ts, tcode = unpack_ts(buf, tspos)
-        ctype = types.get(tcode)
-        if ctype is None:
-            raise CorruptWalError(path, buf_off + c, f"cell {i} of entry at offset {buf_off + p}: unknown cell type {tcode}")
-        vend = kend_kv + vlen
-        tags: tuple[Tag, ...] = ()
-        if rest:
-            tags = _parse_tags(buf, vend, cend, path, buf_off, i, p)
-        cells.append(Cell(row, buf[fpos + 1 : qstart], buf[qstart:tspos], ts, ctype, buf[kend_kv:vend], tags))
-        c = cend
-    return WalEntry(_key_from_pb(pb), tuple(cells), buf_off + p, buf_off + c), c
+    types = _TYPE_CODES
+    new = _tuple_new
+    shapes = _SHAPES
+    runs = _RUNS
+    try:
+        while p < n and len(out) < _BATCH:
+            b0 = buf[p]
+            if b0 < 0x80:
+                q = p + 1
+                kend = q + b0
+            else:
+                klen, q = _varint(buf, p, path, buf_off + p)
+                kend = q + klen
+            if kend > n:
+                raise _NeedMore
+            try:
+                pb = _key_from_string(buf[q:kend])
+            except DecodeError as exc:
+                raise CorruptWalError(path, buf_off + p, f"WALKey does not parse: {exc}") from exc
+            count = pb.following_kv_count
+            c = kend
+            cells: list[Cell] = []
+            if count > 1 and runs:
+                run = _uniform_run(buf, c, n, count)
+                if run is not None:
+                    cells, c = run
+                    count = 0  # decoded
+            if count:
+                append = cells.append
+                run_shape: tuple[int, int, int, int, int] | None = None
+                uniform = count > 1
+                for i in range(count):
+                    if c + 18 > n:  # int32 total + the fixed head unpacked below
+                        if c + 4 <= n and INT32.unpack_from(buf, c)[0] < 14:
+                            raise _corrupt_cell(path, buf_off, p, c, i, "length too small")
+                        raise _NeedMore
+                    total, klen_kv, vlen, rowlen = unpack_head(buf, c)
+                    cend = c + 4 + total
+                    if cend > n:
+                        raise _NeedMore
+                    fpos = c + 14 + rowlen
+                    if rowlen >= 0 and fpos < cend:
+                        shape = (total, klen_kv, vlen, rowlen, buf[fpos])
+                        if i == 0:
+                            run_shape = shape
+                        elif shape != run_shape:
+                            uniform = False
+                        fast = shapes.get(shape)
+                        if fast is not None:
+                            # a known, already validated layout: one struct call decodes the cell
+                            t = fast.unpack_from(buf, c)
+                            if t[4] not in types:
+                                raise _corrupt_cell(path, buf_off, p, c, i, f"unknown cell type {t[4]}")
+                            append(new(Cell, t + _NO_TAGS))
+                            c = cend
+                            continue
+                        _learn_shape(shape)
+                    else:
+                        uniform = False
+                    kend_kv = c + 12 + klen_kv
+                    vend = kend_kv + vlen
+                    if rowlen < 0 or klen_kv < 12 + rowlen or vlen < 0 or (vend != cend and vend + 2 > cend):
+                        raise _corrupt_cell(
+                            path,
+                            buf_off,
+                            p,
+                            c,
+                            i,
+                            f"inconsistent lengths (cell {total}, key {klen_kv}, value {vlen}, row {rowlen})",
+                        )
+                    qstart = fpos + 1 + buf[fpos]
+                    tspos = kend_kv - 9
+                    if qstart > tspos:
+                        raise _corrupt_cell(path, buf_off, p, c, i, f"family length {buf[fpos]} overruns the key")
+                    ts, tcode = unpack_ts(buf, tspos)
+                    if tcode not in types:
+                        raise _corrupt_cell(path, buf_off, p, c, i, f"unknown cell type {tcode}")
+                    append(
+                        new(
+                            Cell,
+                            (
+                                buf[c + 14 : fpos],
+                                buf[fpos + 1 : qstart],
+                                buf[qstart:tspos],
+                                ts,
+                                tcode,
+                                buf[kend_kv:vend],
+                                _parse_tags(buf, vend, cend, path, buf_off, i, p) if vend != cend else (),
+                            ),
+                        )
+                    )
+                    c = cend
+                if uniform and run_shape is not None:
+                    _learn_run(run_shape, len(cells))
+            out.append(_tuple_new(WalEntry, (_key_from_pb(pb), tuple(cells), buf_off + p, buf_off + c)))
+            p = c
+    except _NeedMore:
+        pass
+    except CorruptWalError as exc:
+        return out, p, exc
+    return out, p, None
 
 
-def _parse_tags(buf: bytes, start: int, end: int, path: str, buf_off: int, cell_no: int, entry_p: int) -> tuple[Tag, ...]:
+def _learn_shape(shape: tuple[int, int, int, int, int]) -> None:
+    """Count a cell layout; on its second sighting compile one struct that decodes it whole.
+
+    A layout is (cell length, key length, value length, row length, family length). Cells of
+    one table mostly share a few layouts, and one ``unpack_from`` per cell replaces a dozen
+    slices and checks. Only valid, tag-free layouts are compiled, so the fast path needs no
+    checks but the cell type's. The caches are bounded; data whose every cell differs just
+    stays on the general path.
+    """
+    fmt = _cell_format(shape)
+    if fmt is None:
+        return
+    seen = _SHAPES_SEEN.get(shape, 0) + 1
+    if seen < 2:
+        if len(_SHAPES_SEEN) >= _SHAPES_MAX:
+            _SHAPES_SEEN.clear()
+        _SHAPES_SEEN[shape] = seen
+        return
+    _SHAPES_SEEN.pop(shape, None)
+    if len(_SHAPES) >= _SHAPES_MAX:
+        _SHAPES.clear()
+    _SHAPES[shape] = struct.Struct(">" + fmt)
+
+
+def _cell_format(shape: tuple[int, int, int, int, int]) -> str | None:
+    """The struct format decoding a valid, tag-free cell of this layout, or ``None``.
+
+    It skips the int32 total, key length, value length and row length, then reads the row,
+    skips the family length, then reads family, qualifier, timestamp, type and value.
+    """
+    total, klen, vlen, rowlen, famlen = shape
+    qlen = klen - 12 - rowlen - famlen
+    if rowlen < 0 or qlen < 0 or vlen < 0 or total != 8 + klen + vlen:
+        return None
+    return f"14x{rowlen}sx{famlen}s{qlen}sqB{vlen}s"
+
+
+def _learn_run(shape: tuple[int, int, int, int, int], count: int) -> None:
+    """Count an entry whose ``count`` cells share one layout; compile the run on its second
+    sighting, so that one struct call decodes all its cells (see :func:`_uniform_run`)."""
+    key = (*shape, count)
+    if key in _RUNS:
+        return
+    fmt = _cell_format(shape)
+    if fmt is None:
+        return
+    seen = _SHAPES_SEEN.get(key, 0) + 1
+    if seen < 2:
+        if len(_SHAPES_SEEN) >= _SHAPES_MAX:
+            _SHAPES_SEEN.clear()
+        _SHAPES_SEEN[key] = seen
+        return
+    _SHAPES_SEEN.pop(key, None)
+    if len(_RUNS) >= _SHAPES_MAX:
+        _RUNS.clear()
+    _RUNS[key] = struct.Struct(">" + fmt * count)
+
+
+def _uniform_run(buf: bytes, c: int, n: int, count: int) -> tuple[list[Cell], int] | None:
+    """Decode ``count`` cells at ``buf[c]`` with one struct call when they all share a
+    compiled layout; ``None`` sends them down the cell-by-cell path.
+
+    Every cell's 14-byte head and family length are compared with the first cell's before
+    the struct is trusted, so a differing cell is never decoded with the wrong layout.
+    """
+    if c + 18 > n:
+        return None
+    total, klen, vlen, rowlen = _CELL_HEAD.unpack_from(buf, c)
+    stride = 4 + total
+    end = c + count * stride
+    fpos = 14 + rowlen
+    if end > n or rowlen < 0 or fpos >= stride:
+        return None
+    famlen = buf[c + fpos]
+    run = _RUNS.get((total, klen, vlen, rowlen, famlen, count))
+    if run is None:
+        return None
+    head = buf[c : c + 14]
+    j = c + stride
+    while j < end:
+        if buf[j : j + 14] != head or buf[j + fpos] != famlen:
+            return None
+        j += stride
+    t = run.unpack_from(buf, c)
+    if not _TYPE_CODES.issuperset(t[4::6]):
+        return None  # the cell-by-cell path names the bad cell
+    it = iter(t)
+    # zip regroups the flat tuple six fields at a time, adding the empty tags, all in C
+    return list(map(_make_cell, zip(it, it, it, it, it, it, _NO_TAGS_FOREVER, strict=False))), end
+
+
+def _corrupt_cell(path: str, buf_off: int, p: int, c: int, i: int, what: str) -> CorruptWalError:
+    return CorruptWalError(path, buf_off + c, f"cell {i} of entry at offset {buf_off + p}: {what}")
+
+
+def _parse_tags(
+    buf: bytes, start: int, end: int, path: str, buf_off: int, cell_no: int, entry_p: int
+) -> tuple[Tag, ...]:
     tags_len = _INT16.unpack_from(buf, start)[0] & 0xFFFF
     t = start + 2
     if t + tags_len != end:
@@ -337,19 +495,43 @@ def _key_from_pb(pb: WAL_pb2.WALKey) -> WalKey:
     elif pb.HasField("cluster_id"):  # 0.94-era single origin id, read as WALKeyImpl does
         u = pb.cluster_id
         cluster_ids = (uuid.UUID(int=(u.most_sig_bits << 64) | u.least_sig_bits),)
-    scopes = {s.family: s.scope_type for s in pb.scopes} if pb.scopes else _EMPTY_SCOPES
-    return WalKey(
-        pb.encoded_region_name,
-        pb.table_name,
-        pb.log_sequence_number,
-        pb.write_time,
-        cluster_ids,
-        scopes,
-        pb.nonceGroup,
-        pb.nonce,
-        pb.orig_sequence_number,
-        tuple((a.key, a.value) for a in pb.extended_attributes) if pb.extended_attributes else (),
+    scopes = pb.scopes
+    attrs = pb.extended_attributes
+    return _tuple_new(
+        WalKey,
+        (
+            pb.encoded_region_name,
+            pb.table_name,
+            pb.log_sequence_number,
+            pb.write_time,
+            cluster_ids,
+            _scopes(scopes) if scopes else EMPTY_SCOPES,
+            pb.nonceGroup,
+            pb.nonce,
+            pb.orig_sequence_number,
+            tuple((a.key, a.value) for a in attrs) if attrs else (),
+        ),
     )
+
+
+def _scopes(scopes: Any) -> Mapping[bytes, int]:
+    """The scopes of a key as a shared read-only mapping.
+
+    Every edit of a region carries the same scopes, so the mappings are cached: building a
+    dict per entry was the largest single cost of decoding a key.
+    """
+    if len(scopes) == 1:
+        s = scopes[0]
+        sig: tuple[Any, ...] = (s.family, s.scope_type)
+    else:
+        sig = tuple((s.family, s.scope_type) for s in scopes)
+    found = _SCOPES_CACHE.get(sig)
+    if found is None:
+        if len(_SCOPES_CACHE) >= _SCOPES_CACHE_MAX:
+            _SCOPES_CACHE.clear()
+        pairs = [sig] if len(scopes) == 1 else list(sig)
+        found = _SCOPES_CACHE[sig] = MappingProxyType(dict(pairs))
+    return found
 
 
 def read_wal(path: str, start: int | None = None) -> list[WalEntry]:

@@ -79,7 +79,7 @@ def encode_key(key: WalKey, cell_count: int) -> bytes:
         following_kv_count=cell_count,
     )
     for family, scope in key.scopes.items():
-        pb.scopes.add(family=family, scope_type=scope)  # type: ignore[arg-type]
+        pb.scopes.add(family=family, scope_type=scope)
     for cid in key.cluster_ids:
         pb.cluster_ids.add(least_sig_bits=cid.int & _UINT64_MASK, most_sig_bits=cid.int >> 64)
     # WALKeyImpl writes the nonces and the original sequence id only when they are set.
