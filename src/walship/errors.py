@@ -8,7 +8,14 @@ catch the whole family in one place and let programming errors through::
     │   ├── CorruptWalError          bytes that are all present but do not parse (file, offset)
     │   ├── UnsupportedWalError      a header walship refuses: compression, encryption, codec
     │   └── InvalidWalNameError      a file name that is not an HBase WAL name
-    └── ConfigError                  invalid configuration or command-line input
+    ├── ConfigError                  invalid configuration or command-line input
+    └── ZkError                      replication state in ZooKeeper
+        ├── ZkUnavailableError       ZooKeeper cannot be reached
+        ├── ZkDataError              a znode holds data HBase would not write (names the path)
+        ├── PeerError                peers: PeerNotFoundError, PeerExistsError,
+        │                            InvalidPeerConfigError (also a ConfigError)
+        └── QueueError               queues: QueueNotFoundError, PositionBackwardsError,
+                                     InvalidQueueIdError (also a ConfigError)
 
 Messages name the thing that is wrong and where it is (file and byte offset, flag, znode
 path, peer id), so that an operator can find it without reading code.
@@ -55,3 +62,55 @@ class InvalidWalNameError(WalshipError, ValueError):
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"not a WAL file name: {name!r}: {reason}")
         self.name = name
+
+
+class ZkError(WalshipError):
+    """Replication state in ZooKeeper cannot be read or changed as asked."""
+
+
+class ZkUnavailableError(ZkError):
+    """ZooKeeper cannot be reached (connection refused, timed out, session lost)."""
+
+
+class ZkDataError(ZkError):
+    """A znode holds data that is not what HBase writes there.
+
+    :param path: the znode path.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"znode {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class PeerError(ZkError):
+    """A replication peer operation failed: the message names the peer id."""
+
+
+class PeerNotFoundError(PeerError):
+    """No peer with that id exists."""
+
+
+class PeerExistsError(PeerError):
+    """A peer with that id exists already."""
+
+
+class InvalidPeerConfigError(PeerError, ConfigError):
+    """A peer id, cluster key, table-cfs spec or configuration entry is invalid."""
+
+
+class QueueError(ZkError):
+    """A replication queue operation failed: the message names the znode."""
+
+
+class QueueNotFoundError(QueueError):
+    """The queue or WAL znode does not exist (claimed by another server, or removed)."""
+
+
+class PositionBackwardsError(QueueError):
+    """A position update would move a WAL's position backwards."""
+
+
+class InvalidQueueIdError(QueueError, ConfigError):
+    """A queue id that HBase's ReplicationQueueInfo would not parse."""

@@ -1,0 +1,55 @@
+"""A cluster's identity and its live region servers."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from walship.errors import ZkDataError, ZkError
+from walship.zk.encoding import decode_cluster_id, encode_cluster_id
+from walship.zk.layout import ZnodeLayout
+
+__all__ = ["ensure_cluster_id", "live_servers", "read_cluster_id", "register_server"]
+
+
+def read_cluster_id(client: KazooClient, layout: ZnodeLayout) -> uuid.UUID:
+    """The cluster id at ``<parent>/hbaseid``.
+
+    :raises ZkError: the znode does not exist.
+    :raises ZkDataError: it is not PBUF + ClusterId holding a UUID.
+    """
+    path = layout.cluster_id
+    try:
+        data, _ = client.get(path)
+    except NoNodeError:
+        raise ZkError(f"znode {path} does not exist: is {layout.parent} an HBase cluster?") from None
+    text = decode_cluster_id(data, path)
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise ZkDataError(path, f"cluster id {text!r} is not a UUID") from None
+
+
+def ensure_cluster_id(client: KazooClient, layout: ZnodeLayout, cluster_id: uuid.UUID | None = None) -> uuid.UUID:
+    """Create the cluster id if there is none (as the HBase master does on first start)."""
+    client.ensure_path(layout.parent)
+    with contextlib.suppress(NodeExistsError):
+        client.create(layout.cluster_id, encode_cluster_id(str(cluster_id or uuid.uuid4())))
+    return read_cluster_id(client, layout)
+
+
+def live_servers(client: KazooClient, layout: ZnodeLayout) -> list[str]:
+    """Servers with an ephemeral znode under ``<parent>/rs``."""
+    try:
+        return sorted(client.get_children(layout.live_servers))
+    except NoNodeError:
+        return []
+
+
+def register_server(client: KazooClient, layout: ZnodeLayout, server: str) -> str:
+    """Announce a live region server: an ephemeral znode that goes with the session."""
+    client.ensure_path(layout.live_servers)
+    return str(client.create(layout.live_server(server), b"", ephemeral=True))

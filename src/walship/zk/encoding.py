@@ -1,0 +1,126 @@
+"""Znode data as HBase 2.x writes it: ``PBUF`` + a protobuf message.
+
+Every decoder takes the znode path so that malformed data is reported with it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from google.protobuf.message import DecodeError, Message
+
+from walship.errors import ZkDataError
+from walship.protos import ClusterId_pb2, Replication_pb2
+
+__all__ = [
+    "PB_MAGIC",
+    "decode_cluster_id",
+    "decode_peer",
+    "decode_peer_state",
+    "decode_position",
+    "encode_cluster_id",
+    "encode_peer_state",
+    "encode_position",
+    "strip_pb_magic",
+]
+
+PB_MAGIC = b"PBUF"
+_ENABLED = Replication_pb2.ReplicationState.ENABLED
+_DISABLED = Replication_pb2.ReplicationState.DISABLED
+
+
+def strip_pb_magic(data: bytes, path: str, what: str) -> bytes:
+    """The bytes after ``PBUF``; :class:`ZkDataError` if the magic is missing."""
+    if not data.startswith(PB_MAGIC):
+        raise ZkDataError(path, f"expected PBUF + {what}, got {data[:16]!r}")
+    return data[len(PB_MAGIC) :]
+
+
+def _parse(message: Message, data: bytes, path: str, what: str) -> None:
+    try:
+        message.ParseFromString(strip_pb_magic(data, path, what))
+    except DecodeError as exc:
+        raise ZkDataError(path, f"{what} does not parse: {exc}") from exc
+
+
+# -- cluster id ------------------------------------------------------------------------------
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return PB_MAGIC + ClusterId_pb2.ClusterId(cluster_id=cluster_id).SerializeToString()
+
+
+def decode_cluster_id(data: bytes, path: str) -> str:
+    msg = ClusterId_pb2.ClusterId()
+    _parse(msg, data, path, "ClusterId")
+    return msg.cluster_id
+
+
+# -- peer state --------------------------------------------------------------------------------
+
+
+def encode_peer_state(enabled: bool) -> bytes:
+    """``50 42 55 46 08 00`` for ENABLED, ``... 08 01`` for DISABLED."""
+    state = _ENABLED if enabled else _DISABLED
+    return PB_MAGIC + Replication_pb2.ReplicationState(state=state).SerializeToString()
+
+
+def decode_peer_state(data: bytes, path: str) -> bool:
+    """True for ENABLED. HBase compares the bytes exactly; so do we, naming what we saw."""
+    if data == encode_peer_state(True):
+        return True
+    if data == encode_peer_state(False):
+        return False
+    raise ZkDataError(path, f"not a ReplicationState (ENABLED or DISABLED): {data!r}")
+
+
+# -- queue positions -----------------------------------------------------------------------------
+
+
+def encode_position(position: int) -> bytes:
+    """``PBUF`` + ReplicationHLogPosition, e.g. 254 -> ``50 42 55 46 08 FE 01``."""
+    if position < 0:
+        raise ValueError(f"a WAL position must be >= 0, got {position}")
+    return PB_MAGIC + Replication_pb2.ReplicationHLogPosition(position=position).SerializeToString()
+
+
+def decode_position(data: bytes, path: str) -> int:
+    """A WAL position: empty data is 0; a raw 8-byte long (older HBase) is accepted.
+
+    HBase falls back to 0 on data it cannot parse; walship refuses it, since restarting a
+    queue from the beginning silently is a decision for an operator, not a parser.
+    """
+    if not data:
+        return 0
+    if data.startswith(PB_MAGIC):
+        msg = Replication_pb2.ReplicationHLogPosition()
+        _parse(msg, data, path, "ReplicationHLogPosition")
+        if msg.position < 0:
+            raise ZkDataError(path, f"negative WAL position {msg.position}")
+        return msg.position
+    if len(data) == 8:
+        (value,) = struct.unpack(">q", data)
+        if value < 0:
+            raise ZkDataError(path, f"negative WAL position {value}")
+        return int(value)
+    raise ZkDataError(path, f"not a WAL position (PBUF + ReplicationHLogPosition or 8-byte long): {data[:16]!r}")
+
+
+# -- peers ---------------------------------------------------------------------------------------
+
+
+def decode_peer(data: bytes, path: str) -> Replication_pb2.ReplicationPeer:
+    """The ReplicationPeer message of a peer znode; legacy data is a bare cluster key."""
+    msg = Replication_pb2.ReplicationPeer()
+    if data.startswith(PB_MAGIC):
+        _parse(msg, data, path, "ReplicationPeer")
+        return msg
+    if not data:
+        raise ZkDataError(path, "empty peer data")
+    try:
+        msg.clusterkey = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ZkDataError(
+            path, f"peer data is neither PBUF + ReplicationPeer nor a cluster key: {data[:16]!r}"
+        ) from exc
+    return msg

@@ -1,0 +1,89 @@
+"""Where HBase 2.x keeps its state in ZooKeeper, under ``zookeeper.znode.parent``.
+
+::
+
+    <parent>/hbaseid                                     PBUF + ClusterId
+    <parent>/rs/<server>                                 live region servers (ephemeral)
+    <parent>/replication/peers/<peer>                    PBUF + ReplicationPeer
+    <parent>/replication/peers/<peer>/peer-state         PBUF + ReplicationState
+    <parent>/replication/rs/<server>/<queue>/<wal>       PBUF + ReplicationHLogPosition
+    <parent>/replication/walship/locks/<server>/<queue>  walship's per-queue shipper locks
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from walship.errors import ConfigError
+
+__all__ = ["DEFAULT_PARENT", "ZnodeLayout", "check_znode_name"]
+
+DEFAULT_PARENT = "/hbase"
+_PARENT_RE = re.compile(r"^(/[^/\x00-\x1f]+)+$")
+
+
+def check_znode_name(name: str, what: str) -> str:
+    """A single znode name: non-empty, no ``/``, not ``.`` or ``..``, no control characters."""
+    if not name or "/" in name or name in (".", "..") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        raise ConfigError(f"invalid {what}: {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class ZnodeLayout:
+    """The znode paths of one HBase cluster.
+
+    :param parent: ``zookeeper.znode.parent``, e.g. ``/hbase``.
+    """
+
+    parent: str = DEFAULT_PARENT
+
+    def __post_init__(self) -> None:
+        if not _PARENT_RE.match(self.parent) or self.parent.endswith("/"):
+            raise ConfigError(f"invalid znode parent {self.parent!r}: expected an absolute path like /hbase")
+
+    @property
+    def cluster_id(self) -> str:
+        return f"{self.parent}/hbaseid"
+
+    @property
+    def live_servers(self) -> str:
+        return f"{self.parent}/rs"
+
+    def live_server(self, server: str) -> str:
+        return f"{self.live_servers}/{check_znode_name(server, 'server name')}"
+
+    @property
+    def replication(self) -> str:
+        return f"{self.parent}/replication"
+
+    @property
+    def peers(self) -> str:
+        return f"{self.replication}/peers"
+
+    def peer(self, peer_id: str) -> str:
+        return f"{self.peers}/{check_znode_name(peer_id, 'peer id')}"
+
+    def peer_state(self, peer_id: str) -> str:
+        return f"{self.peer(peer_id)}/peer-state"
+
+    @property
+    def queues(self) -> str:
+        return f"{self.replication}/rs"
+
+    def replicator(self, server: str) -> str:
+        return f"{self.queues}/{check_znode_name(server, 'server name')}"
+
+    def queue(self, server: str, queue_id: str) -> str:
+        return f"{self.replicator(server)}/{check_znode_name(queue_id, 'queue id')}"
+
+    def wal(self, server: str, queue_id: str, wal: str) -> str:
+        return f"{self.queue(server, queue_id)}/{check_znode_name(wal, 'WAL name')}"
+
+    @property
+    def locks(self) -> str:
+        return f"{self.replication}/walship/locks"
+
+    def queue_lock(self, server: str, queue_id: str) -> str:
+        return f"{self.locks}/{check_znode_name(server, 'server name')}/{check_znode_name(queue_id, 'queue id')}"

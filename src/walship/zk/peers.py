@@ -1,0 +1,417 @@
+"""Replication peers, stored as HBase 2.x stores them.
+
+A peer is ``<parent>/replication/peers/<id>`` holding ``PBUF`` + ReplicationPeer, with a
+``peer-state`` child holding ``PBUF`` + ReplicationState. walship-specific settings travel in
+the peer's configuration map (``walship.sink.thrift``, ``walship.incompatible``), which HBase
+keeps and ignores.
+
+Example::
+
+    peers = ReplicationPeers(client, ZnodeLayout("/hbase"))
+    peers.add(PeerConfig("1", "zk1,zk2:2181:/hbase-b", configuration={"walship.sink.thrift": "b:9090"}))
+    peers.disable("1")
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from walship.errors import InvalidPeerConfigError, PeerExistsError, PeerNotFoundError
+from walship.protos import HBase_pb2, Replication_pb2
+from walship.zk.encoding import PB_MAGIC, decode_peer, decode_peer_state, encode_peer_state
+from walship.zk.layout import ZnodeLayout
+from walship.zk.queues import ReplicationQueues
+
+__all__ = [
+    "INCOMPATIBLE_KEY",
+    "INCOMPATIBLE_MODES",
+    "SINK_THRIFT_KEY",
+    "PeerConfig",
+    "ReplicationPeers",
+    "format_table_cfs",
+    "parse_cluster_key",
+    "parse_table_cfs",
+    "validate_peer_id",
+]
+
+log = logging.getLogger(__name__)
+
+#: Peer configuration key naming the peer's Thrift servers: ``host:port[,host:port...]``.
+SINK_THRIFT_KEY = "walship.sink.thrift"
+#: Peer configuration key: what to do with an edit Thrift1 cannot express.
+INCOMPATIBLE_KEY = "walship.incompatible"
+INCOMPATIBLE_MODES = ("fail", "skip", "deadletter")
+
+_PEER_ID_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+_CLUSTER_KEY_RE = re.compile(r"^([^:,\s/]+(?:,[^:,\s/]+)*):(\d{1,5}):(/[^\s]*)$")
+_HOST_PORT_RE = re.compile(r"^([A-Za-z0-9_.-]+):(\d{1,5})$")
+_TABLE_PART_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+#: table name (``t`` or ``ns:t``, as TableName.getNameAsString) -> families, or None for all
+TableCfs = Mapping[str, tuple[str, ...] | None]
+
+
+def validate_peer_id(peer_id: str) -> str:
+    """HBase refuses ``-`` in peer ids (it separates recovered queue ids); walship also keeps
+    them to characters that are safe in a znode name and a file name."""
+    if not peer_id:
+        raise InvalidPeerConfigError("invalid peer id '': must not be empty")
+    if "-" in peer_id:
+        raise InvalidPeerConfigError(f"invalid peer id {peer_id!r}: must not contain '-' (HBASE-11394)")
+    if not _PEER_ID_RE.match(peer_id) or peer_id in (".", ".."):
+        raise InvalidPeerConfigError(f"invalid peer id {peer_id!r}: use letters, digits, '_' and '.'")
+    return peer_id
+
+
+def parse_cluster_key(key: str) -> tuple[list[str], int, str]:
+    """Split ``host[,host...]:port:/parent`` into hosts, port and znode parent."""
+    m = _CLUSTER_KEY_RE.match(key.strip())
+    if not m:
+        raise InvalidPeerConfigError(f"invalid cluster key {key!r}: expected host[,host...]:port:/znode-parent")
+    port = int(m.group(2))
+    if not 0 < port < 65536:
+        raise InvalidPeerConfigError(f"invalid cluster key {key!r}: port {port} out of range")
+    return m.group(1).split(","), port, m.group(3)
+
+
+def parse_host_ports(spec: str, what: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port...]``; the error names ``what`` (a flag or configuration key)."""
+    out: list[tuple[str, int]] = []
+    for part in spec.split(","):
+        m = _HOST_PORT_RE.match(part.strip())
+        if not m or not 0 < int(m.group(2)) < 65536:
+            raise InvalidPeerConfigError(f"invalid {what} {spec!r}: expected host:port[,host:port...]")
+        out.append((m.group(1), int(m.group(2))))
+    return out
+
+
+def _table_name(text: str, spec: str) -> str:
+    """Canonical table name: ``t`` in the default namespace, ``ns:t`` otherwise."""
+    ns, sep, qualifier = text.partition(":")
+    if not sep:
+        ns, qualifier = "default", text
+    if not _TABLE_PART_RE.match(ns) or not _TABLE_PART_RE.match(qualifier):
+        raise InvalidPeerConfigError(f"invalid table {text!r} in table-cfs {spec!r}")
+    return qualifier if ns == "default" else f"{ns}:{qualifier}"
+
+
+def parse_table_cfs(spec: str) -> dict[str, tuple[str, ...] | None]:
+    """Parse a table-cfs spec: tables separated by ``;``, each ``table[:cf1,cf2]``.
+
+    The table is written as HBase's ReplicationPeerConfigUtil writes it, ``ns.table`` (one
+    dot splits off the namespace), or as ``ns:table:cf1,cf2`` with TableName's own colon. A
+    table with no families replicates all of them. Unlike HBase, which logs and drops a
+    malformed part, an invalid part is an error naming it.
+    """
+    out: dict[str, tuple[str, ...] | None] = {}
+    for raw in spec.split(";"):
+        part = raw.strip()
+        if not part:
+            continue
+        pieces = part.split(":")
+        if len(pieces) == 3:
+            table, cfs = f"{pieces[0].strip()}:{pieces[1].strip()}", pieces[2]
+        elif len(pieces) == 2:
+            table, cfs = pieces[0].strip(), pieces[1]
+        elif len(pieces) == 1:
+            table, cfs = pieces[0].strip(), None
+        else:
+            raise InvalidPeerConfigError(f"invalid table-cfs part {part!r} in {spec!r}: too many ':'")
+        if ":" not in table and table.count(".") == 1:
+            ns, qualifier = table.split(".")
+            table = f"{ns}:{qualifier}"
+        name = _table_name(table, spec)
+        families: tuple[str, ...] | None = None
+        if cfs is not None:
+            fams = tuple(f.strip() for f in cfs.split(",") if f.strip())
+            for fam in fams:
+                if ":" in fam or not fam.isprintable():
+                    raise InvalidPeerConfigError(f"invalid family {fam!r} in table-cfs {spec!r}")
+            families = fams or None
+        if name in out:
+            raise InvalidPeerConfigError(f"table {name!r} appears twice in table-cfs {spec!r}")
+        out[name] = families
+    if not out:
+        raise InvalidPeerConfigError(f"table-cfs {spec!r} names no table")
+    return out
+
+
+def format_table_cfs(table_cfs: TableCfs) -> str:
+    """Format as HBase's ``ReplicationPeerConfigUtil.convert(TableCF[])``: ``ns.t:cf1,cf2;t2``."""
+    parts = []
+    for table, fams in table_cfs.items():
+        ns, sep, qualifier = table.partition(":")
+        name = f"{ns}.{qualifier}" if sep else f"default.{table}"
+        parts.append(f"{name}:{','.join(fams)}" if fams else name)
+    return ";".join(parts)
+
+
+@dataclass(frozen=True)
+class PeerConfig:
+    """One replication peer: HBase's ReplicationPeerConfig plus its state.
+
+    With ``table_cfs`` or ``namespaces`` set, only those tables replicate and
+    ``replicate_all`` is false; otherwise every user table replicates except the
+    ``exclude_*`` ones, as in HBase 2.x.
+    """
+
+    peer_id: str
+    cluster_key: str
+    enabled: bool = True
+    table_cfs: TableCfs | None = None
+    namespaces: frozenset[str] | None = None
+    exclude_table_cfs: TableCfs | None = None
+    exclude_namespaces: frozenset[str] | None = None
+    replicate_all: bool | None = None
+    bandwidth: int = 0
+    serial: bool = False
+    configuration: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    endpoint_impl: str | None = None
+    peer_data: tuple[tuple[bytes, bytes], ...] = ()
+    remote_wal_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_peer_id(self.peer_id)
+        parse_cluster_key(self.cluster_key)
+        scoped = bool(self.table_cfs) or bool(self.namespaces)
+        if self.replicate_all is None:
+            object.__setattr__(self, "replicate_all", not scoped)
+        if self.replicate_all and scoped:
+            raise InvalidPeerConfigError(
+                f"peer {self.peer_id}: table-cfs or namespaces need replicate_all false "
+                "(HBase: clean them first to replicate all tables)"
+            )
+        if not self.replicate_all and (self.exclude_table_cfs or self.exclude_namespaces):
+            raise InvalidPeerConfigError(f"peer {self.peer_id}: exclude lists apply only when replicating all tables")
+        if self.bandwidth < 0:
+            raise InvalidPeerConfigError(f"peer {self.peer_id}: bandwidth must be >= 0, got {self.bandwidth}")
+        object.__setattr__(self, "configuration", MappingProxyType(dict(self.configuration)))
+        for key, value in self.configuration.items():
+            if not key:
+                raise InvalidPeerConfigError(f"peer {self.peer_id}: empty configuration key")
+            if key == SINK_THRIFT_KEY:
+                parse_host_ports(value, f"{SINK_THRIFT_KEY} of peer {self.peer_id}")
+            if key == INCOMPATIBLE_KEY and value not in INCOMPATIBLE_MODES:
+                raise InvalidPeerConfigError(
+                    f"peer {self.peer_id}: {INCOMPATIBLE_KEY} must be one of {', '.join(INCOMPATIBLE_MODES)}, "
+                    f"got {value!r}"
+                )
+
+    @property
+    def sink_thrift(self) -> list[tuple[str, int]]:
+        """The peer's Thrift servers from ``walship.sink.thrift`` (empty when not set)."""
+        spec = self.configuration.get(SINK_THRIFT_KEY)
+        return parse_host_ports(spec, SINK_THRIFT_KEY) if spec else []
+
+    # -- protobuf -------------------------------------------------------------------------
+
+    def to_proto(self) -> Replication_pb2.ReplicationPeer:
+        """The message ``ReplicationPeerConfigUtil.convert(ReplicationPeerConfig)`` builds."""
+        pb = Replication_pb2.ReplicationPeer(clusterkey=self.cluster_key)
+        if self.endpoint_impl:
+            pb.replicationEndpointImpl = self.endpoint_impl
+        for first, second in self.peer_data:
+            pb.data.add(first=first, second=second)
+        for name, value in self.configuration.items():
+            pb.configuration.add(name=name, value=value)
+        _add_table_cfs(pb.table_cfs, self.table_cfs)
+        for ns in sorted(self.namespaces or ()):
+            pb.namespaces.append(ns.encode())
+        pb.bandwidth = self.bandwidth
+        pb.replicate_all = bool(self.replicate_all)
+        pb.serial = self.serial
+        _add_table_cfs(pb.exclude_table_cfs, self.exclude_table_cfs)
+        for ns in sorted(self.exclude_namespaces or ()):
+            pb.exclude_namespaces.append(ns.encode())
+        if self.remote_wal_dir:
+            pb.remoteWALDir = self.remote_wal_dir
+        return pb
+
+    def to_bytes(self) -> bytes:
+        return PB_MAGIC + self.to_proto().SerializeToString()
+
+    @classmethod
+    def from_proto(cls, peer_id: str, pb: Replication_pb2.ReplicationPeer, *, enabled: bool) -> PeerConfig:
+        return cls(
+            peer_id=peer_id,
+            cluster_key=pb.clusterkey,
+            enabled=enabled,
+            table_cfs=_read_table_cfs(pb.table_cfs),
+            namespaces=frozenset(ns.decode() for ns in pb.namespaces) or None,
+            exclude_table_cfs=_read_table_cfs(pb.exclude_table_cfs),
+            exclude_namespaces=frozenset(ns.decode() for ns in pb.exclude_namespaces) or None,
+            replicate_all=pb.replicate_all if pb.HasField("replicate_all") else None,
+            bandwidth=pb.bandwidth,
+            serial=pb.serial,
+            configuration={p.name: p.value for p in pb.configuration},
+            endpoint_impl=pb.replicationEndpointImpl or None,
+            peer_data=tuple((p.first, p.second) for p in pb.data),
+            remote_wal_dir=pb.remoteWALDir or None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready description, as ``walship peer show --json`` prints it."""
+        return {
+            "peer_id": self.peer_id,
+            "cluster_key": self.cluster_key,
+            "state": "ENABLED" if self.enabled else "DISABLED",
+            "replicate_all": self.replicate_all,
+            "table_cfs": _json_table_cfs(self.table_cfs),
+            "namespaces": sorted(self.namespaces) if self.namespaces else None,
+            "exclude_table_cfs": _json_table_cfs(self.exclude_table_cfs),
+            "exclude_namespaces": sorted(self.exclude_namespaces) if self.exclude_namespaces else None,
+            "bandwidth": self.bandwidth,
+            "serial": self.serial,
+            "configuration": dict(sorted(self.configuration.items())),
+        }
+
+
+def _json_table_cfs(table_cfs: TableCfs | None) -> dict[str, list[str] | None] | None:
+    if not table_cfs:
+        return None
+    return {t: list(f) if f else None for t, f in table_cfs.items()}
+
+
+def _add_table_cfs(target: Any, table_cfs: TableCfs | None) -> None:
+    for table, fams in (table_cfs or {}).items():
+        ns, sep, qualifier = table.partition(":")
+        if not sep:
+            ns, qualifier = "default", table
+        tcf = target.add()
+        tcf.table_name.CopyFrom(HBase_pb2.TableName(namespace=ns.encode(), qualifier=qualifier.encode()))
+        for fam in fams or ():
+            tcf.families.append(fam.encode())
+
+
+def _read_table_cfs(items: Iterable[Replication_pb2.TableCF]) -> dict[str, tuple[str, ...] | None] | None:
+    out: dict[str, tuple[str, ...] | None] = {}
+    for tcf in items:
+        ns = tcf.table_name.namespace.decode()
+        qualifier = tcf.table_name.qualifier.decode()
+        name = qualifier if ns in ("", "default") else f"{ns}:{qualifier}"
+        out[name] = tuple(f.decode() for f in tcf.families) or None
+    return out or None
+
+
+class ReplicationPeers:
+    """Add, remove, enable, disable, update and list peers.
+
+    Every change is one ZooKeeper write or one multi, so concurrent tools see a peer either
+    whole or not at all; updates are versioned compare-and-set writes.
+    """
+
+    def __init__(self, client: KazooClient, layout: ZnodeLayout) -> None:
+        self.client = client
+        self.layout = layout
+
+    def add(self, config: PeerConfig) -> None:
+        """Create the peer and its state in one multi.
+
+        :raises PeerExistsError: a peer with that id exists.
+        """
+        path = self.layout.peer(config.peer_id)
+        self.client.ensure_path(self.layout.peers)
+        tx = self.client.transaction()
+        tx.create(path, config.to_bytes())
+        tx.create(self.layout.peer_state(config.peer_id), encode_peer_state(config.enabled))
+        results = tx.commit()
+        for result in results:
+            if isinstance(result, NodeExistsError):
+                raise PeerExistsError(f"peer {config.peer_id} exists already ({path})")
+            if isinstance(result, Exception):
+                raise result
+        log.info("added peer %s -> %s", config.peer_id, config.cluster_key)
+
+    def get(self, peer_id: str) -> PeerConfig:
+        """:raises PeerNotFoundError: no such peer."""
+        validate_peer_id(peer_id)
+        path = self.layout.peer(peer_id)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
+        return PeerConfig.from_proto(peer_id, decode_peer(data, path), enabled=self._enabled(peer_id))
+
+    def _enabled(self, peer_id: str) -> bool:
+        path = self.layout.peer_state(peer_id)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return True  # HBase 1.x peers created before peer-state existed are enabled
+        return decode_peer_state(data, path)
+
+    def ids(self) -> list[str]:
+        try:
+            return sorted(self.client.get_children(self.layout.peers))
+        except NoNodeError:
+            return []
+
+    def list(self) -> list[PeerConfig]:
+        out = []
+        for peer_id in self.ids():
+            try:
+                out.append(self.get(peer_id))
+            except PeerNotFoundError:
+                continue  # removed while we listed
+        return out
+
+    def exists(self, peer_id: str) -> bool:
+        return self.client.exists(self.layout.peer(validate_peer_id(peer_id))) is not None
+
+    def set_enabled(self, peer_id: str, enabled: bool) -> None:
+        """Enable or disable a peer: the peer-state znode, as HBase's enable_peer writes it."""
+        validate_peer_id(peer_id)
+        if not self.exists(peer_id):
+            raise PeerNotFoundError(f"peer {peer_id} does not exist ({self.layout.peer(peer_id)})")
+        path = self.layout.peer_state(peer_id)
+        data = encode_peer_state(enabled)
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            self.client.create(path, data)
+        log.info("%s peer %s", "enabled" if enabled else "disabled", peer_id)
+
+    def enable(self, peer_id: str) -> None:
+        self.set_enabled(peer_id, True)
+
+    def disable(self, peer_id: str) -> None:
+        self.set_enabled(peer_id, False)
+
+    def update(self, peer_id: str, **changes: Any) -> PeerConfig:
+        """Change fields of a peer's configuration with a versioned write (retried on a race).
+
+        ``enabled`` is changed with :meth:`set_enabled`, not here.
+        """
+        if "peer_id" in changes or "enabled" in changes:
+            raise InvalidPeerConfigError("update cannot change 'peer_id' or 'enabled'")
+        path = self.layout.peer(validate_peer_id(peer_id))
+        while True:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
+            current = PeerConfig.from_proto(peer_id, decode_peer(data, path), enabled=self._enabled(peer_id))
+            updated = replace(current, **changes)
+            try:
+                self.client.set(path, updated.to_bytes(), version=stat.version)
+            except BadVersionError:
+                continue
+            return updated
+
+    def remove(self, peer_id: str) -> None:
+        """Remove the peer, then every queue of it (as HBase's RemovePeerProcedure does), so
+        its WALs stop being held for it."""
+        path = self.layout.peer(validate_peer_id(peer_id))
+        if self.client.exists(path) is None:
+            raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})")
+        self.client.delete(path, recursive=True)
+        removed = ReplicationQueues(self.client, self.layout).remove_peer_queues(peer_id)
+        log.info("removed peer %s and %d of its queues", peer_id, removed)

@@ -1,0 +1,379 @@
+"""Replication queues: which WALs each region server still has to ship to each peer, and how
+far, stored as HBase 2.x's ZKReplicationQueueStorage stores them.
+
+``<parent>/replication/rs/<server>/<queueId>/<wal>`` holds ``PBUF`` + ReplicationHLogPosition.
+A queue id is a peer id, or for a queue claimed from dead servers ``<peerId>-<dead>[-<dead>...]``.
+
+Every change is safe under concurrency: positions move by versioned compare-and-set and
+never backwards; a claim moves one queue with one ZooKeeper multi, so a queue is either
+wholly with the dead server or wholly with its claimer, whatever happens to the claimer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+from walship.errors import (
+    ConfigError,
+    InvalidQueueIdError,
+    InvalidWalNameError,
+    PositionBackwardsError,
+    QueueError,
+    QueueNotFoundError,
+    ZkDataError,
+)
+from walship.servername import ServerName
+from walship.wal.names import parse_wal_name
+from walship.zk.encoding import decode_position, encode_position
+from walship.zk.layout import ZnodeLayout
+
+__all__ = ["QueueId", "QueueInfo", "ReplicationQueues", "WalPosition"]
+
+log = logging.getLogger(__name__)
+
+# A transient child created and deleted inside every claim's multi: it bumps the cversion of
+# the rs znode, so a snapshot of all queues taken across a claim sees the change and retries.
+_CVERSION_BUMP = "walship-claim-in-progress"
+
+
+@dataclass(frozen=True, order=True)
+class QueueId:
+    """A queue id: the peer, and for a recovered queue the chain of dead servers it came from."""
+
+    peer_id: str
+    dead_servers: tuple[str, ...] = ()
+
+    @property
+    def recovered(self) -> bool:
+        return bool(self.dead_servers)
+
+    def claimed_from(self, dead_server: str) -> QueueId:
+        """The id this queue gets when claimed from ``dead_server``."""
+        return QueueId(self.peer_id, (*self.dead_servers, dead_server))
+
+    def __str__(self) -> str:
+        return "-".join((self.peer_id, *self.dead_servers))
+
+    @classmethod
+    def parse(cls, text: str) -> QueueId:
+        """Parse a queue id as HBase's ``ReplicationQueueInfo`` does.
+
+        The peer id ends at the first ``-``. Server names may contain ``-`` (host names), so
+        a ``-`` separates two dead servers only once two commas of the current name are seen.
+        Unlike HBase, which logs and drops a malformed server name, this raises.
+
+        :raises InvalidQueueIdError: an empty peer id or a malformed dead server name.
+        """
+        peer_id, sep, rest = text.partition("-")
+        if not peer_id:
+            raise InvalidQueueIdError(f"invalid queue id {text!r}: empty peer id")
+        if not sep:
+            return cls(peer_id)
+        servers: list[str] = []
+        commas = 0
+        start = 0
+        for i, ch in enumerate(rest):
+            if ch == ",":
+                commas += 1
+            elif ch == "-" and commas >= 2:
+                servers.append(rest[start:i])
+                start = i + 1
+                commas = 0
+        servers.append(rest[start:])
+        for server in servers:
+            try:
+                ServerName.parse(server)
+            except ConfigError:
+                raise InvalidQueueIdError(f"invalid queue id {text!r}: {server!r} is not a server name") from None
+        return cls(peer_id, tuple(servers))
+
+
+@dataclass(frozen=True)
+class WalPosition:
+    """A WAL in a queue: its name, the position shipped up to, the znode version."""
+
+    name: str
+    position: int
+    version: int
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """One queue of one server: its id and its WALs, oldest first."""
+
+    server: str
+    queue_id: QueueId
+    wals: tuple[WalPosition, ...]
+
+    @property
+    def peer_id(self) -> str:
+        return self.queue_id.peer_id
+
+    @property
+    def recovered(self) -> bool:
+        return self.queue_id.recovered
+
+
+class ReplicationQueues:
+    """Read and change the replication queues of one cluster."""
+
+    def __init__(self, client: KazooClient, layout: ZnodeLayout) -> None:
+        self.client = client
+        self.layout = layout
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def replicators(self) -> list[str]:
+        """Servers that own queues (live or dead)."""
+        try:
+            return sorted(c for c in self.client.get_children(self.layout.queues) if c != _CVERSION_BUMP)
+        except NoNodeError:
+            return []
+
+    def queue_ids(self, server: str) -> list[str]:
+        try:
+            return sorted(self.client.get_children(self.layout.replicator(server)))
+        except NoNodeError:
+            return []
+
+    def wals(self, server: str, queue_id: str) -> list[WalPosition]:
+        """The WALs of a queue with their positions, ordered by WAL timestamp.
+
+        :raises QueueNotFoundError: the queue does not exist.
+        :raises ZkDataError: a child is not a WAL name, or a position is malformed.
+        """
+        qpath = self.layout.queue(server, queue_id)
+        try:
+            names = self.client.get_children(qpath)
+        except NoNodeError:
+            raise QueueNotFoundError(f"queue {qpath} does not exist") from None
+        out: list[tuple[int, str, WalPosition]] = []
+        for name in names:
+            wpath = f"{qpath}/{name}"
+            try:
+                parsed = parse_wal_name(name)
+            except InvalidWalNameError as exc:
+                raise ZkDataError(wpath, str(exc)) from None
+            try:
+                data, stat = self.client.get(wpath)
+            except NoNodeError:
+                continue  # shipped and removed while we listed
+            out.append((parsed.timestamp, name, WalPosition(name, decode_position(data, wpath), stat.version)))
+        return [w for _, _, w in sorted(out)]
+
+    def list_queues(self, peer_id: str | None = None) -> list[QueueInfo]:
+        """Every queue of every server (optionally of one peer), WALs oldest first."""
+        out = []
+        for server in self.replicators():
+            for qid in self.queue_ids(server):
+                queue_id = QueueId.parse(qid)
+                if peer_id is not None and queue_id.peer_id != peer_id:
+                    continue
+                try:
+                    wals = self.wals(server, qid)
+                except QueueNotFoundError:
+                    continue  # claimed or removed while we listed
+                out.append(QueueInfo(server, queue_id, tuple(wals)))
+        return out
+
+    def get_position(self, server: str, queue_id: str, wal: str) -> tuple[int, int]:
+        """(position, znode version) of one WAL of a queue."""
+        path = self.layout.wal(server, queue_id, wal)
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            raise QueueNotFoundError(f"WAL znode {path} does not exist") from None
+        return decode_position(data, path), stat.version
+
+    def all_wals(self, *, attempts: int = 50) -> frozenset[str]:
+        """Every WAL name referenced by any queue, as one consistent snapshot.
+
+        As HBase's ``getAllWALs``: list everything, and retry while the cversion of the
+        ``rs`` znode changed underneath (servers added or removed, queues claimed).
+
+        :raises QueueError: no consistent snapshot after ``attempts`` tries.
+        """
+        root = self.layout.queues
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(min(0.005 * 2**attempt, 0.5) * random.uniform(0.5, 1.0))
+            before = self.client.exists(root)
+            if before is None:
+                return frozenset()
+            wals: set[str] = set()
+            try:
+                for server in self.client.get_children(root):
+                    spath = f"{root}/{server}"
+                    for qid in self.client.get_children(spath):
+                        wals.update(self.client.get_children(f"{spath}/{qid}"))
+            except NoNodeError:
+                log.debug("queues changed during snapshot attempt %d; retrying", attempt + 1)
+                continue
+            after = self.client.exists(root)
+            if after is not None and after.cversion == before.cversion:
+                return frozenset(wals)
+            log.debug("rs cversion moved %s -> %s; retrying", before.cversion, after and after.cversion)
+        raise QueueError(f"queues under {root} kept changing: no consistent snapshot after {attempts} attempts")
+
+    # -- changing ---------------------------------------------------------------------------
+
+    def add_wal(self, server: str, wal: str, peer_ids: Iterable[str] | None = None) -> list[str]:
+        """Add a new WAL to every peer's queue of ``server`` (the region server does this on
+        every roll, before it writes to the WAL). Returns the znodes created."""
+        parse_wal_name(wal)
+        if peer_ids is None:
+            try:
+                peer_ids = self.client.get_children(self.layout.peers)
+            except NoNodeError:
+                peer_ids = []
+        created = []
+        for peer_id in sorted(peer_ids):
+            path = self.layout.wal(server, peer_id, wal)
+            try:
+                self.client.create(path, b"", makepath=True)
+            except NodeExistsError:
+                continue
+            created.append(path)
+        return created
+
+    def set_position(self, server: str, queue_id: str, wal: str, position: int, *, version: int | None = None) -> int:
+        """Move a WAL's position forward; return the znode's new version.
+
+        With ``version``, the write succeeds only if the znode is still at that version (a
+        shipper's check that nobody else moved the queue); without, it re-reads and retries.
+
+        :raises PositionBackwardsError: ``position`` is below the stored one.
+        :raises QueueNotFoundError: the WAL znode is gone (removed, or the queue was claimed).
+        :raises QueueError: ``version`` was given and the znode changed since.
+        """
+        path = self.layout.wal(server, queue_id, wal)
+        data_out = encode_position(position)
+        while True:
+            try:
+                data, stat = self.client.get(path)
+            except NoNodeError:
+                raise QueueNotFoundError(f"WAL znode {path} does not exist (claimed or removed)") from None
+            current = decode_position(data, path)
+            if version is not None and stat.version != version:
+                raise QueueError(f"WAL znode {path} changed: version {stat.version}, expected {version}")
+            if position < current:
+                raise PositionBackwardsError(f"{path}: position {position} is behind the stored {current}")
+            if position == current and data:
+                return int(stat.version)
+            try:
+                new_stat = self.client.set(path, data_out, version=stat.version)
+            except BadVersionError:
+                if version is not None:
+                    raise QueueError(f"WAL znode {path} changed while setting position {position}") from None
+                continue
+            except NoNodeError:
+                raise QueueNotFoundError(f"WAL znode {path} does not exist (claimed or removed)") from None
+            return int(new_stat.version)
+
+    def remove_wals(self, server: str, queue_id: str, wals: Iterable[str]) -> int:
+        """Remove finished WALs from a queue; returns how many were there to remove."""
+        removed = 0
+        for wal in wals:
+            try:
+                self.client.delete(self.layout.wal(server, queue_id, wal))
+                removed += 1
+            except NoNodeError:
+                continue
+        return removed
+
+    def remove_queue(self, server: str, queue_id: str) -> None:
+        """Delete a queue and its WALs (a drained recovered queue, or a removed peer's)."""
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(self.layout.queue(server, queue_id), recursive=True)
+
+    def remove_peer_queues(self, peer_id: str) -> int:
+        removed = 0
+        for server in self.replicators():
+            for qid in self.queue_ids(server):
+                if QueueId.parse(qid).peer_id == peer_id:
+                    self.remove_queue(server, qid)
+                    removed += 1
+        return removed
+
+    # -- failover ---------------------------------------------------------------------------
+
+    def claim_queue(self, dead_server: str, queue_id: str, dest_server: str, *, attempts: int = 5) -> str | None:
+        """Move one queue of a dead server to ``dest_server`` as a recovered queue.
+
+        One multi creates ``<dest>/<queueId>-<dead>`` with every WAL znode and its position
+        and deletes the old ones; each old WAL znode is deleted at the version it was read at,
+        so a position written meanwhile makes the multi fail rather than be lost.
+
+        :returns: the new queue id, or ``None`` when the queue is gone (another claimer took it).
+        """
+        ServerName.parse(dead_server)
+        if dest_server == dead_server:
+            raise QueueError(f"cannot claim queue {queue_id} of {dead_server} into itself")
+        new_id = str(QueueId.parse(queue_id).claimed_from(dead_server))
+        src = self.layout.queue(dead_server, queue_id)
+        dst = self.layout.queue(dest_server, new_id)
+        for _ in range(attempts):
+            try:
+                names = self.client.get_children(src)
+                wals = []
+                for name in names:
+                    data, stat = self.client.get(f"{src}/{name}")
+                    wals.append((name, data, stat.version))
+            except NoNodeError:
+                if self.client.exists(src) is None:
+                    return None
+                continue  # a WAL went away while we read: read again
+            self.client.ensure_path(self.layout.replicator(dest_server))
+            tx = self.client.transaction()
+            tx.create(dst, b"")
+            for name, data, version in wals:
+                tx.create(f"{dst}/{name}", data)
+                tx.delete(f"{src}/{name}", version=version)
+            tx.delete(src)
+            tx.create(f"{self.layout.queues}/{_CVERSION_BUMP}", b"")
+            tx.delete(f"{self.layout.queues}/{_CVERSION_BUMP}")
+            results = tx.commit()
+            failures = [r for r in results if isinstance(r, Exception)]
+            if not failures:
+                log.info(
+                    "claimed queue %s of %s into %s as %s (%d WALs)",
+                    queue_id,
+                    dead_server,
+                    dest_server,
+                    new_id,
+                    len(wals),
+                )
+                return new_id
+            if self.client.exists(src) is None:
+                return None  # someone else took it
+            if not any(isinstance(f, (BadVersionError, NotEmptyError, NoNodeError, NodeExistsError)) for f in failures):
+                raise QueueError(f"claiming {src} into {dst} failed: {failures}")
+        raise QueueError(f"queue {src} kept changing while claiming it into {dest_server}")
+
+    def claim_all(self, dead_server: str, dest_server: str) -> list[tuple[str, str]]:
+        """Claim every queue of a dead server. A queue of a peer that no longer exists is
+        removed instead, as HBase does. Returns (old id, new id) for each queue claimed here."""
+        claimed = []
+        try:
+            peers = set(self.client.get_children(self.layout.peers))
+        except NoNodeError:
+            peers = set()
+        for qid in self.queue_ids(dead_server):
+            if QueueId.parse(qid).peer_id not in peers:
+                log.info("removing queue %s of %s: peer no longer exists", qid, dead_server)
+                self.remove_queue(dead_server, qid)
+                continue
+            new_id = self.claim_queue(dead_server, qid, dest_server)
+            if new_id is not None:
+                claimed.append((qid, new_id))
+        with contextlib.suppress(NoNodeError, NotEmptyError):
+            self.client.delete(self.layout.replicator(dead_server))
+        return claimed

@@ -1,0 +1,59 @@
+"""Shared fixtures: a real ZooKeeper server per test session, a chroot per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from walship.zk import ZnodeLayout, connect, zk_client
+from walship.zk.localserver import LocalZooKeeper, free_port
+
+
+@pytest.fixture(scope="session")
+def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
+    server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), free_port())
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_hosts(zk_server: LocalZooKeeper) -> str:
+    """The server's connect string with a fresh chroot of this test's own."""
+    chroot = f"/walship-test-{uuid.uuid4().hex}"
+    with zk_client(zk_server.hosts) as client:
+        client.ensure_path(chroot)
+    return zk_server.hosts + chroot
+
+
+@pytest.fixture
+def zk(zk_hosts: str) -> Iterator[KazooClient]:
+    client = connect(zk_hosts)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def layout() -> ZnodeLayout:
+    return ZnodeLayout("/hbase")
+
+
+def server_name(i: int) -> str:
+    return f"rs-{i}.example-dc.net,16020,{1600000000000 + i}"
+
+
+def wal_name(server: str, ts: int) -> str:
+    from walship.servername import ServerName
+    from walship.wal import build_wal_name
+
+    return build_wal_name(ServerName.parse(server), ts)
+
+
+@pytest.fixture
+def tmp_dir(tmp_path: Path) -> Path:
+    return tmp_path

@@ -1,0 +1,181 @@
+"""`walship peer ...`, `walship queues` and `walship zookeeper ...` against a real server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import server_name, wal_name
+from kazoo.client import KazooClient
+
+from walship.cli import main
+from walship.zk import ReplicationQueues, ZnodeLayout
+from walship.zk.localserver import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_peer_commands(zk_hosts: str, capsys: pytest.CaptureFixture[str], zk: KazooClient) -> None:
+    g = ["--zk", zk_hosts, "--znode-parent", "/hbase-a"]
+    code, out, _ = run(
+        capsys,
+        *g,
+        "peer",
+        "add",
+        "1",
+        "--cluster-key",
+        "127.0.0.1:2181:/hbase-b",
+        "--config",
+        "walship.sink.thrift=127.0.0.1:9091",
+        "--table-cfs",
+        "demo:r;ns.t2",
+    )
+    assert code == 0 and "added peer 1 (ENABLED)" in out
+    code, out, _ = run(
+        capsys, *g, "peer", "add", "2", "--cluster-key", "h1,h2:2181:/c", "--disabled", "--namespaces", "ns1,ns2"
+    )
+    assert code == 0 and "(DISABLED)" in out
+    code, out, _ = run(capsys, *g, "peer", "list", "--json")
+    peers = json.loads(out)
+    assert [p["peer_id"] for p in peers] == ["1", "2"]
+    assert peers[0]["table_cfs"] == {"demo": ["r"], "ns:t2": None}
+    assert peers[0]["configuration"] == {"walship.sink.thrift": "127.0.0.1:9091"}
+    assert peers[0]["replicate_all"] is False and peers[1]["state"] == "DISABLED"
+    assert peers[1]["namespaces"] == ["ns1", "ns2"]
+    code, out, _ = run(capsys, *g, "peer", "list")
+    assert "default.demo:r;ns.t2" in out and "2 peer(s)" in out
+    assert run(capsys, *g, "peer", "enable", "2")[0] == 0
+    code, out, _ = run(capsys, *g, "peer", "show", "2", "--json")
+    assert json.loads(out)["state"] == "ENABLED"
+    assert run(capsys, *g, "peer", "disable", "1")[0] == 0
+    assert zk.get("/hbase-a/replication/peers/1/peer-state")[0] == bytes.fromhex("504255460801")
+    assert run(capsys, *g, "peer", "remove", "2")[0] == 0
+    code, out, _ = run(capsys, *g, "peer", "list", "--json")
+    assert [p["peer_id"] for p in json.loads(out)] == ["1"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["peer", "add", "a-b", "--cluster-key", "h:1:/x"], "invalid peer id 'a-b'"),
+        (["peer", "add", "1", "--cluster-key", "nonsense"], "invalid cluster key 'nonsense'"),
+        (["peer", "add", "1", "--cluster-key", "h:1:/x", "--table-cfs", "a:b:c:d"], "invalid table-cfs part"),
+        (["peer", "add", "1", "--cluster-key", "h:1:/x", "--config", "novalue"], "invalid --config 'novalue'"),
+        (
+            ["peer", "add", "1", "--cluster-key", "h:1:/x", "--config", "walship.sink.thrift=x"],
+            "invalid walship.sink.thrift of peer 1",
+        ),
+        (["peer", "enable", "42"], "peer 42 does not exist"),
+        (["peer", "show", "42"], "peer 42 does not exist"),
+        (["peer", "remove", "42"], "peer 42 does not exist"),
+    ],
+)
+def test_peer_errors_name_the_thing(
+    zk_hosts: str, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, _, err = run(capsys, "--zk", zk_hosts, *argv)
+    assert code == 1
+    assert message in err
+
+
+def test_duplicate_peer(zk_hosts: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "--zk", zk_hosts, "peer", "add", "1", "--cluster-key", "h:1:/x")[0] == 0
+    code, _, err = run(capsys, "--zk", zk_hosts, "peer", "add", "1", "--cluster-key", "h:1:/x")
+    assert code == 1 and "peer 1 exists already" in err
+
+
+def test_bad_global_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--zk", "not a host", "peer", "list")
+    assert code == 1 and "invalid --zk 'not a host'" in err
+    code, _, err = run(capsys, "--zk", "127.0.0.1:1", "--znode-parent", "hbase", "peer", "list")
+    assert code == 1 and "invalid znode parent 'hbase'" in err
+
+
+def test_unreachable_zookeeper(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--zk", f"127.0.0.1:{free_port()}", "--zk-timeout", "1", "peer", "list")
+    assert code == 1 and "did not answer" in err
+
+
+def test_queues_command(zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str]) -> None:
+    g = ["--zk", zk_hosts]
+    run(capsys, *g, "peer", "add", "1", "--cluster-key", "h:1:/x")
+    run(capsys, *g, "peer", "add", "2", "--cluster-key", "h:1:/y")
+    layout = ZnodeLayout("/hbase")
+    queues = ReplicationQueues(zk, layout)
+    dead, live = server_name(7), server_name(1)
+    w_dead = wal_name(dead, 1700000000000)
+    w_live = wal_name(live, 1700000001000)
+    queues.add_wal(dead, w_dead)
+    queues.add_wal(live, w_live)
+    queues.set_position(live, "1", w_live, 4242)
+    queues.claim_queue(dead, "1", live)
+    code, out, _ = run(capsys, *g, "queues", "--json")
+    rows = json.loads(out)
+    by_id = {(r["server"], r["queue_id"]): r for r in rows}
+    assert set(by_id) == {(live, "1"), (live, "2"), (live, f"1-{dead}"), (dead, "2")}
+    rec = by_id[(live, f"1-{dead}")]
+    assert rec["recovered"] and rec["peer_id"] == "1" and rec["dead_servers"] == [dead]
+    assert by_id[(live, "1")]["wals"] == [{"name": w_live, "position": 4242}]
+    code, out, _ = run(capsys, *g, "queues", "--peer", "2")
+    assert code == 0 and "2 queue(s)" in out and f"recovered from {dead}" not in out
+    code, out, _ = run(capsys, *g, "queues", "--peer", "1")
+    assert f"recovered from {dead}" in out and "position 4242" in out
+
+
+def test_zookeeper_start_stop_by_pid(tmp_path: Path) -> None:
+    port = free_port()
+    exe = Path(sys.executable).with_name("walship")
+    data = tmp_path / "zk"
+    started = subprocess.run(
+        [str(exe), "zookeeper", "start", "--data-dir", str(data), "--port", str(port)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout)["zk"] == f"127.0.0.1:{port}"
+    try:
+        status = subprocess.run(
+            [str(exe), "zookeeper", "status", "--data-dir", str(data), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert status.returncode == 0 and "running" in status.stdout
+        listed = subprocess.run(
+            [str(exe), "--zk", f"127.0.0.1:{port}", "peer", "list"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert listed.returncode == 0 and "0 peer(s)" in listed.stdout
+    finally:
+        stopped = subprocess.run(
+            [str(exe), "zookeeper", "stop", "--data-dir", str(data), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    status = subprocess.run(
+        [str(exe), "zookeeper", "status", "--data-dir", str(data), "--port", str(port)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert status.returncode == 1
+    assert not (data / "zookeeper.pid").exists()

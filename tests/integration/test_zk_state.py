@@ -1,0 +1,424 @@
+"""Peers, queues, positions, claims, snapshots and locks against a real ZooKeeper server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import server_name, wal_name
+from kazoo.client import KazooClient
+
+from walship.errors import (
+    InvalidPeerConfigError,
+    PeerExistsError,
+    PeerNotFoundError,
+    PositionBackwardsError,
+    QueueError,
+    QueueNotFoundError,
+    ZkDataError,
+)
+from walship.zk import (
+    PeerConfig,
+    ReplicationPeers,
+    ReplicationQueues,
+    ZnodeLayout,
+    connect,
+    ensure_cluster_id,
+    live_servers,
+    queue_lock,
+    read_cluster_id,
+    register_server,
+)
+from walship.zk.encoding import encode_position
+
+pytestmark = pytest.mark.integration
+
+DEAD = server_name(9)
+
+
+def test_cluster_id_and_live_servers(zk: KazooClient, zk_hosts: str, layout: ZnodeLayout) -> None:
+    cid = ensure_cluster_id(zk, layout)
+    assert read_cluster_id(zk, layout) == cid
+    assert ensure_cluster_id(zk, layout) == cid  # kept
+    data, _ = zk.get("/hbase/hbaseid")
+    assert data == b"PBUF\x0a\x24" + str(cid).encode()
+    other = connect(zk_hosts)
+    register_server(other, layout, server_name(1))
+    assert live_servers(zk, layout) == [server_name(1)]
+    other.stop()
+    other.close()
+    deadline = time.time() + 10
+    while live_servers(zk, layout) and time.time() < deadline:
+        time.sleep(0.05)
+    assert live_servers(zk, layout) == []
+
+
+def test_peers_round_trip(zk: KazooClient, layout: ZnodeLayout) -> None:
+    peers = ReplicationPeers(zk, layout)
+    p1 = PeerConfig("1", "zkb:2181:/hbase", configuration={"walship.sink.thrift": "b:9090"})
+    p2 = PeerConfig("2", "zkc:2181:/hbase", enabled=False, table_cfs={"t1": ("f1", "f2"), "ns:t2": None})
+    peers.add(p1)
+    peers.add(p2)
+    assert peers.list() == [p1, p2]
+    assert zk.get("/hbase/replication/peers/1/peer-state")[0] == bytes.fromhex("504255460800")
+    assert zk.get("/hbase/replication/peers/2/peer-state")[0] == bytes.fromhex("504255460801")
+    assert zk.get("/hbase/replication/peers/2")[0] == p2.to_bytes()
+    with pytest.raises(PeerExistsError, match="peer 1 exists"):
+        peers.add(p1)
+    peers.disable("1")
+    assert peers.get("1").enabled is False
+    peers.enable("1")
+    assert peers.get("1").enabled is True
+    updated = peers.update("2", bandwidth=1024)
+    assert peers.get("2") == updated and updated.bandwidth == 1024 and updated.enabled is False
+    peers.remove("1")
+    assert peers.ids() == ["2"]
+    with pytest.raises(PeerNotFoundError, match="peer 1 does not exist"):
+        peers.get("1")
+    with pytest.raises(PeerNotFoundError, match="peer 9"):
+        peers.enable("9")
+    with pytest.raises(InvalidPeerConfigError, match="'a-b'"):
+        peers.get("a-b")
+
+
+def test_malformed_peer_znode_names_the_path(zk: KazooClient, layout: ZnodeLayout) -> None:
+    zk.ensure_path("/hbase/replication/peers/3")
+    zk.set("/hbase/replication/peers/3", b"PBUF\xff")
+    with pytest.raises(ZkDataError, match="/hbase/replication/peers/3"):
+        ReplicationPeers(zk, layout).get("3")
+
+
+def _queues_with_wals(zk: KazooClient, layout: ZnodeLayout, server: str, peers: list[str], n: int) -> list[str]:
+    for p in peers:
+        ReplicationPeers(zk, layout).add(PeerConfig(p, "zk:2181:/b"))
+    queues = ReplicationQueues(zk, layout)
+    wals = [wal_name(server, 1700000000000 + 1000 * i) for i in range(n)]
+    for w in wals:
+        queues.add_wal(server, w)
+    return wals
+
+
+def test_add_wal_goes_to_every_peer_and_lists_in_order(zk: KazooClient, layout: ZnodeLayout) -> None:
+    server = server_name(1)
+    # added out of order: listing orders by the WAL timestamp, not by name or creation
+    names = [wal_name(server, ts) for ts in (1700000000900, 1700000000010, 1700000000200)]
+    ReplicationPeers(zk, layout).add(PeerConfig("1", "zk:2181:/b"))
+    ReplicationPeers(zk, layout).add(PeerConfig("2", "zk:2181:/c"))
+    queues = ReplicationQueues(zk, layout)
+    for n in names:
+        assert len(queues.add_wal(server, n)) == 2
+    listed = queues.list_queues()
+    assert [(q.server, str(q.queue_id)) for q in listed] == [(server, "1"), (server, "2")]
+    assert [w.name for w in listed[0].wals] == sorted(names, key=lambda n: int(n.rsplit(".", 1)[1]))
+    assert all(w.position == 0 for q in listed for w in q.wals)
+    assert [str(q.queue_id) for q in queues.list_queues("2")] == ["2"]
+
+
+def test_positions_move_forward_only(zk: KazooClient, layout: ZnodeLayout) -> None:
+    server = server_name(1)
+    (w,) = _queues_with_wals(zk, layout, server, ["1"], 1)
+    queues = ReplicationQueues(zk, layout)
+    v1 = queues.set_position(server, "1", w, 254)
+    assert zk.get(layout.wal(server, "1", w))[0] == bytes.fromhex("5042554608FE01")
+    assert queues.get_position(server, "1", w) == (254, v1)
+    with pytest.raises(PositionBackwardsError, match="position 100 is behind the stored 254"):
+        queues.set_position(server, "1", w, 100)
+    assert queues.get_position(server, "1", w)[0] == 254
+    v2 = queues.set_position(server, "1", w, 500, version=v1)
+    with pytest.raises(QueueError, match="changed"):
+        queues.set_position(server, "1", w, 600, version=v1)
+    assert queues.get_position(server, "1", w) == (500, v2)
+    queues.remove_wals(server, "1", [w])
+    with pytest.raises(QueueNotFoundError):
+        queues.set_position(server, "1", w, 700)
+
+
+def test_concurrent_position_writers_never_go_backwards(zk_hosts: str, layout: ZnodeLayout) -> None:
+    clients = [connect(zk_hosts) for _ in range(4)]
+    server = server_name(1)
+    (w,) = _queues_with_wals(clients[0], layout, server, ["1"], 1)
+    errors: list[Exception] = []
+
+    def writer(client: KazooClient, start: int) -> None:
+        q = ReplicationQueues(client, layout)
+        for pos in range(start, 400, 4):
+            try:
+                q.set_position(server, "1", w, pos)
+            except PositionBackwardsError:
+                continue
+            except Exception as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(c, i)) for i, c in enumerate(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert ReplicationQueues(clients[0], layout).get_position(server, "1", w)[0] == 399
+    for c in clients:
+        c.stop()
+        c.close()
+
+
+def test_malformed_position_names_the_znode(zk: KazooClient, layout: ZnodeLayout) -> None:
+    server = server_name(1)
+    (w,) = _queues_with_wals(zk, layout, server, ["1"], 1)
+    zk.set(layout.wal(server, "1", w), b"garbage!!")
+    with pytest.raises(ZkDataError, match=f"znode /hbase/replication/rs/{server}/1/{w}"):
+        ReplicationQueues(zk, layout).list_queues()
+
+
+def test_claim_moves_queue_with_positions(zk: KazooClient, layout: ZnodeLayout) -> None:
+    wals = _queues_with_wals(zk, layout, DEAD, ["1", "2"], 3)
+    queues = ReplicationQueues(zk, layout)
+    queues.set_position(DEAD, "1", wals[0], 1234)
+    dest = server_name(1)
+    claimed = queues.claim_all(DEAD, dest)
+    assert sorted(claimed) == [("1", f"1-{DEAD}"), ("2", f"2-{DEAD}")]
+    assert zk.exists(layout.replicator(DEAD)) is None
+    listed = {str(q.queue_id): q for q in queues.list_queues()}
+    assert set(listed) == {f"1-{DEAD}", f"2-{DEAD}"}
+    q1 = listed[f"1-{DEAD}"]
+    assert q1.server == dest and q1.recovered and q1.queue_id.dead_servers == (DEAD,)
+    assert [(w.name, w.position) for w in q1.wals] == [(wals[0], 1234), (wals[1], 0), (wals[2], 0)]
+    # claimed again from the second server: the chain of dead servers grows
+    third = server_name(2)
+    again = queues.claim_all(dest, third)
+    assert sorted(n for _, n in again) == [f"1-{DEAD}-{dest}", f"2-{DEAD}-{dest}"]
+    assert {str(q.queue_id.dead_servers) for q in queues.list_queues()} == {str((DEAD, dest))}
+
+
+def test_claim_of_a_removed_peer_removes_the_queue(zk: KazooClient, layout: ZnodeLayout) -> None:
+    _queues_with_wals(zk, layout, DEAD, ["1"], 2)
+    queues = ReplicationQueues(zk, layout)
+    zk.create(layout.wal(DEAD, "7", wal_name(DEAD, 5)), b"", makepath=True)  # peer 7 does not exist
+    claimed = queues.claim_all(DEAD, server_name(1))
+    assert claimed == [("1", f"1-{DEAD}")]
+    assert queues.replicators() == [server_name(1)]
+
+
+def test_claim_refuses_when_a_position_moved_meanwhile(zk: KazooClient, layout: ZnodeLayout) -> None:
+    """A position written between the claimer's read and its multi must not be lost."""
+    wals = _queues_with_wals(zk, layout, DEAD, ["1"], 2)
+    queues = ReplicationQueues(zk, layout)
+
+    class Racing(ReplicationQueues):
+        raced = False
+
+        def claim_queue(self, dead_server: str, queue_id: str, dest_server: str, *, attempts: int = 5) -> str | None:
+            original_get = self.client.get
+
+            def get(path: str, watch: object = None) -> object:
+                result = original_get(path)
+                if path.endswith(wals[0]) and not Racing.raced:
+                    Racing.raced = True
+                    queues.set_position(DEAD, "1", wals[0], 999)  # a shipper commits meanwhile
+                return result
+
+            self.client.get = get  # type: ignore[method-assign]
+            try:
+                return super().claim_queue(dead_server, queue_id, dest_server, attempts=attempts)
+            finally:
+                self.client.get = original_get  # type: ignore[method-assign]
+
+    new_id = Racing(zk, layout).claim_queue(DEAD, "1", server_name(1))
+    assert Racing.raced and new_id == f"1-{DEAD}"
+    (q,) = queues.list_queues()
+    assert q.wals[0].position == 999  # the retry carried the newer position
+
+
+CLAIMER = """
+import json, sys, time
+from walship.zk import ReplicationQueues, ZnodeLayout, connect
+hosts, dead, me, start = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+client = connect(hosts)
+queues = ReplicationQueues(client, ZnodeLayout("/hbase"))
+while time.time() < start:
+    time.sleep(0.001)
+print(json.dumps(queues.claim_all(dead, me)))
+client.stop()
+"""
+
+
+@pytest.mark.parametrize("claimers", [2, 4])
+def test_concurrent_claimers_each_queue_exactly_once(
+    zk: KazooClient, zk_hosts: str, layout: ZnodeLayout, claimers: int
+) -> None:
+    peers = [str(i) for i in range(1, 9)]
+    wals = _queues_with_wals(zk, layout, DEAD, peers, 4)
+    queues = ReplicationQueues(zk, layout)
+    for i, p in enumerate(peers):
+        queues.set_position(DEAD, p, wals[0], 100 + i)
+    start = time.time() + 2.0
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, zk_hosts, DEAD, server_name(10 + i), str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(claimers)
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    claimed = [old for r in results for old, _ in r]
+    assert sorted(claimed) == sorted(peers)  # each queue exactly once across all claimers
+    listed = queues.list_queues()
+    assert sorted(str(q.queue_id) for q in listed) == sorted(f"{p}-{DEAD}" for p in peers)
+    for q in listed:
+        assert [w.name for w in q.wals] == wals
+        assert q.wals[0].position == 100 + peers.index(q.peer_id)
+    assert DEAD not in queues.replicators()
+
+
+def expire_session(client: KazooClient, hosts: str) -> None:
+    """Expire a client's session as ZooKeeper does: another client on the same session closes it."""
+    session_id, password = client.client_id
+    ghost = KazooClient(hosts=hosts, client_id=(session_id, password))
+    ghost.start()
+    ghost.stop()
+    ghost.close()
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1])
+def test_session_expired_mid_claim_leaves_no_half_moved_queue(
+    zk: KazooClient, zk_hosts: str, layout: ZnodeLayout, delay: float
+) -> None:
+    """The claimer's session expires while it claims 20 queues: whatever it had done, every
+    queue is whole in one place with its positions, and a second claimer finishes the rest."""
+    peers = [str(i) for i in range(1, 21)]
+    wals = _queues_with_wals(zk, layout, DEAD, peers, 3)
+    for p in peers:
+        ReplicationQueues(zk, layout).set_position(DEAD, p, wals[1], 10 * int(p))
+    claimer = connect(zk_hosts)
+    outcome: list[object] = []
+
+    def claim() -> None:
+        try:
+            outcome.append(ReplicationQueues(claimer, layout).claim_all(DEAD, server_name(1)))
+        except Exception as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=claim)
+    t.start()
+    time.sleep(delay)
+    expire_session(claimer, zk_hosts)
+    t.join(timeout=60)
+    claimer.stop()
+    claimer.close()
+    queues = ReplicationQueues(zk, layout)
+    listed = queues.list_queues()
+    assert sorted(q.peer_id for q in listed) == sorted(peers)  # nothing lost, nothing doubled
+    for q in listed:  # every queue whole, wherever it is, positions kept
+        assert [w.name for w in q.wals] == wals
+        assert q.wals[1].position == 10 * int(q.peer_id)
+        assert (q.server, q.recovered) in {(DEAD, False), (server_name(1), True)}
+    queues.claim_all(DEAD, server_name(2))
+    final = queues.list_queues()
+    assert sorted(q.peer_id for q in final) == sorted(peers)
+    assert all(q.recovered for q in final)
+    assert DEAD not in queues.replicators()
+
+
+def test_snapshot_is_consistent_under_concurrent_claims(zk: KazooClient, zk_hosts: str, layout: ZnodeLayout) -> None:
+    """WALs that stay referenced while their queue moves between servers appear in every
+    snapshot. Every server keeps a pinned queue, so no replicator znode is created or
+    removed: only the claims themselves can tell the snapshot that something moved."""
+    for p in ("1", "2"):
+        ReplicationPeers(zk, layout).add(PeerConfig(p, "zk:2181:/b"))
+    queues = ReplicationQueues(zk, layout)
+    servers = [server_name(i) for i in range(20, 24)]
+    for s in servers:
+        queues.add_wal(s, wal_name(s, 1600000000000), peer_ids=["2"])  # pinned, never moves
+    moving = {wal_name(servers[0], 1700000000000 + i) for i in range(3)}
+    for w in moving:
+        queues.add_wal(servers[0], w, peer_ids=["1"])
+    referenced = queues.all_wals()
+    assert moving <= referenced
+    done = threading.Event()
+    mover = connect(zk_hosts)
+    moves = 0
+
+    def move() -> None:
+        nonlocal moves
+        q = ReplicationQueues(mover, layout)
+        owner, qid = servers[0], "1"
+        try:
+            for _i in range(120):
+                dest = servers[(servers.index(owner) + 1) % len(servers)]
+                new_id = q.claim_queue(owner, qid, dest)
+                assert new_id is not None
+                owner, qid = dest, new_id
+                moves += 1
+                time.sleep(0.01)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=move)
+    t.start()
+    snapshots = 0
+    try:
+        while not done.is_set():
+            snap = queues.all_wals()
+            assert referenced <= snap, referenced - snap
+            snapshots += 1
+    finally:
+        t.join()
+        mover.stop()
+        mover.close()
+    assert moves == 120 and snapshots > 5
+    assert queues.all_wals() == referenced
+
+
+def test_lock_excludes_a_second_shipper(zk: KazooClient, zk_hosts: str, layout: ZnodeLayout) -> None:
+    other = connect(zk_hosts)
+    server = server_name(1)
+    with queue_lock(zk, layout, server, "1", owner="first") as held:
+        assert held
+        with queue_lock(other, layout, server, "1", owner="second") as second:
+            assert not second
+        with queue_lock(other, layout, server, "2", owner="second") as different_queue:
+            assert different_queue
+    with queue_lock(other, layout, server, "1", owner="second") as after:
+        assert after
+    other.stop()
+    other.close()
+
+
+def test_lock_is_released_when_the_holder_dies(zk: KazooClient, zk_hosts: str, layout: ZnodeLayout) -> None:
+    holder = connect(zk_hosts)
+    server = server_name(1)
+    lock = holder.Lock(layout.queue_lock(server, "1"), identifier="dying")
+    assert lock.acquire(blocking=False)
+    with queue_lock(zk, layout, server, "1") as held:
+        assert not held
+    holder.stop()  # the session ends, the lock's ephemeral node goes
+    holder.close()
+    with queue_lock(zk, layout, server, "1", timeout=10) as held:
+        assert held
+
+
+def test_position_written_to_a_claimed_queue_fails(zk: KazooClient, layout: ZnodeLayout) -> None:
+    wals = _queues_with_wals(zk, layout, DEAD, ["1"], 1)
+    queues = ReplicationQueues(zk, layout)
+    queues.claim_all(DEAD, server_name(1))
+    with pytest.raises(QueueNotFoundError, match="claimed or removed"):
+        queues.set_position(DEAD, "1", wals[0], 10)
+    assert zk.exists(layout.wal(DEAD, "1", wals[0])) is None
+
+
+def test_legacy_position_is_read(zk: KazooClient, layout: ZnodeLayout) -> None:
+    wals = _queues_with_wals(zk, layout, DEAD, ["1"], 1)
+    zk.set(layout.wal(DEAD, "1", wals[0]), (4096).to_bytes(8, "big"))
+    queues = ReplicationQueues(zk, layout)
+    assert queues.get_position(DEAD, "1", wals[0])[0] == 4096
+    queues.set_position(DEAD, "1", wals[0], 5000)
+    assert zk.get(layout.wal(DEAD, "1", wals[0]))[0] == encode_position(5000)

@@ -1,0 +1,169 @@
+"""Znode encodings checked against bytes built from HBase's field numbers."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from walship.errors import InvalidPeerConfigError, InvalidQueueIdError, ZkDataError
+from walship.zk.encoding import (
+    decode_cluster_id,
+    decode_peer,
+    decode_peer_state,
+    decode_position,
+    encode_cluster_id,
+    encode_peer_state,
+    encode_position,
+)
+from walship.zk.peers import PeerConfig, format_table_cfs, parse_cluster_key, parse_table_cfs, validate_peer_id
+from walship.zk.queues import QueueId
+
+
+def ld(tag: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (payload < 128 bytes)."""
+    assert len(payload) < 128
+    return bytes([tag, len(payload)]) + payload
+
+
+def test_peer_state_bytes() -> None:
+    assert encode_peer_state(True) == bytes.fromhex("504255460800")
+    assert encode_peer_state(False) == bytes.fromhex("504255460801")
+    assert decode_peer_state(bytes.fromhex("504255460800"), "/p") is True
+    assert decode_peer_state(bytes.fromhex("504255460801"), "/p") is False
+    with pytest.raises(ZkDataError, match="/hbase/replication/peers/1/peer-state"):
+        decode_peer_state(b"ENABLED", "/hbase/replication/peers/1/peer-state")
+
+
+def test_position_bytes() -> None:
+    assert encode_position(254) == bytes.fromhex("5042554608FE01")
+    assert encode_position(0) == bytes.fromhex("504255460800")
+    assert decode_position(bytes.fromhex("5042554608FE01"), "/w") == 254
+    assert decode_position(b"", "/w") == 0
+    assert decode_position(struct.pack(">q", 77), "/w") == 77  # legacy raw long
+    with pytest.raises(ZkDataError, match="/rs/x/1/w: not a WAL position"):
+        decode_position(b"12", "/rs/x/1/w")
+    with pytest.raises(ZkDataError, match="does not parse"):
+        decode_position(b"PBUF\x08", "/w")
+    with pytest.raises(ValueError, match=">= 0"):
+        encode_position(-1)
+
+
+def test_cluster_id_bytes() -> None:
+    cid = "7f3c0b7e-1f52-4b8e-9c55-2f8a3d1e6b90"
+    assert encode_cluster_id(cid) == b"PBUF" + ld(0x0A, cid.encode())
+    assert decode_cluster_id(b"PBUF" + ld(0x0A, cid.encode()), "/hbase/hbaseid") == cid
+    with pytest.raises(ZkDataError, match="/hbase/hbaseid"):
+        decode_cluster_id(cid.encode(), "/hbase/hbaseid")
+
+
+def test_peer_bytes_match_hbase_field_numbers() -> None:
+    config = PeerConfig(
+        "1",
+        "zk1,zk2:2181:/hbase",
+        table_cfs={"ns:t": ("f",)},
+        configuration={"a": "b"},
+    )
+    table = ld(0x0A, ld(0x0A, b"ns") + ld(0x12, b"t")) + ld(0x12, b"f")
+    expected = (
+        b"PBUF"
+        + ld(0x0A, b"zk1,zk2:2181:/hbase")  # 1 clusterkey
+        + ld(0x22, ld(0x0A, b"a") + ld(0x12, b"b"))  # 4 configuration
+        + ld(0x2A, table)  # 5 table_cfs
+        + bytes([0x38, 0x00])  # 7 bandwidth
+        + bytes([0x40, 0x00])  # 8 replicate_all
+        + bytes([0x58, 0x00])  # 11 serial
+    )
+    assert config.to_bytes() == expected
+    back = PeerConfig.from_proto("1", decode_peer(expected, "/p"), enabled=True)
+    assert back == config
+
+
+def test_legacy_peer_data_is_a_cluster_key() -> None:
+    pb = decode_peer(b"zk:2181:/hbase", "/p")
+    assert pb.clusterkey == "zk:2181:/hbase"
+    with pytest.raises(ZkDataError, match="/p: ReplicationPeer does not parse"):
+        decode_peer(b"PBUF\xff\xff", "/p")
+
+
+@pytest.mark.parametrize("bad", ["", "a-b", "x/y", "..", "a b"])
+def test_peer_id_validation(bad: str) -> None:
+    with pytest.raises(InvalidPeerConfigError, match="invalid peer id"):
+        validate_peer_id(bad)
+
+
+@pytest.mark.parametrize(
+    ("key", "hosts", "port", "parent"),
+    [
+        ("zk1,zk2,zk3:2181:/hbase", ["zk1", "zk2", "zk3"], 2181, "/hbase"),
+        ("127.0.0.1:2182:/b/c", ["127.0.0.1"], 2182, "/b/c"),
+    ],
+)
+def test_cluster_key(key: str, hosts: list[str], port: int, parent: str) -> None:
+    assert parse_cluster_key(key) == (hosts, port, parent)
+
+
+@pytest.mark.parametrize("bad", ["zk:2181", "zk:2181:hbase", ":2181:/hbase", "zk:port:/hbase", "zk:99999:/h"])
+def test_bad_cluster_key(bad: str) -> None:
+    with pytest.raises(InvalidPeerConfigError, match="invalid cluster key"):
+        parse_cluster_key(bad)
+
+
+def test_table_cfs_spec() -> None:
+    assert parse_table_cfs("t1:f1,f2;ns.t2;ns:t3:a") == {"t1": ("f1", "f2"), "ns:t2": None, "ns:t3": ("a",)}
+    assert parse_table_cfs(" t1 ; default.t4:x ") == {"t1": None, "t4": ("x",)}
+    assert format_table_cfs({"t1": ("f1", "f2"), "ns:t2": None}) == "default.t1:f1,f2;ns.t2"
+    assert parse_table_cfs(format_table_cfs({"t1": ("f1", "f2"), "ns:t2": None})) == {"t1": ("f1", "f2"), "ns:t2": None}
+    for bad in ["", ";", "a:b:c:d", "t1;t1", "bad name:f"]:
+        with pytest.raises(InvalidPeerConfigError):
+            parse_table_cfs(bad)
+
+
+def test_peer_config_rules() -> None:
+    assert PeerConfig("1", "zk:2181:/h").replicate_all is True
+    assert PeerConfig("1", "zk:2181:/h", namespaces=frozenset({"ns"})).replicate_all is False
+    with pytest.raises(InvalidPeerConfigError, match="replicate_all"):
+        PeerConfig("1", "zk:2181:/h", table_cfs={"t": None}, replicate_all=True)
+    with pytest.raises(InvalidPeerConfigError, match="exclude"):
+        PeerConfig("1", "zk:2181:/h", table_cfs={"t": None}, exclude_namespaces=frozenset({"x"}))
+    with pytest.raises(InvalidPeerConfigError, match="walship.sink.thrift of peer 7"):
+        PeerConfig("7", "zk:2181:/h", configuration={"walship.sink.thrift": "nohostport"})
+    with pytest.raises(InvalidPeerConfigError, match="walship.incompatible must be one of fail, skip, deadletter"):
+        PeerConfig("7", "zk:2181:/h", configuration={"walship.incompatible": "drop"})
+    ok = PeerConfig("7", "zk:2181:/h", configuration={"walship.sink.thrift": "a:9090,b.example:9091"})
+    assert ok.sink_thrift == [("a", 9090), ("b.example", 9091)]
+
+
+@pytest.mark.parametrize(
+    ("text", "peer", "dead"),
+    [
+        ("2", "2", ()),
+        (
+            "2-ip-10-46-221-101.ec2.internal,52170,1364333181125",
+            "2",
+            ("ip-10-46-221-101.ec2.internal,52170,1364333181125",),
+        ),
+        (
+            "2-ip-10-46-221-101.ec2.internal,52170,1364333181125-ip-10-46-221-102.ec2.internal,52170,1364333181126",
+            "2",
+            ("ip-10-46-221-101.ec2.internal,52170,1364333181125", "ip-10-46-221-102.ec2.internal,52170,1364333181126"),
+        ),
+        ("peer_1-a,1,2-b-c,3,4-d,5,6", "peer_1", ("a,1,2", "b-c,3,4", "d,5,6")),
+    ],
+)
+def test_queue_id_parser(text: str, peer: str, dead: tuple[str, ...]) -> None:
+    qid = QueueId.parse(text)
+    assert (qid.peer_id, qid.dead_servers, qid.recovered) == (peer, dead, bool(dead))
+    assert str(qid) == text
+
+
+@pytest.mark.parametrize("bad", ["", "-a,1,2", "1-notaserver", "1-a,1,2-b,c"])
+def test_queue_id_parser_refuses(bad: str) -> None:
+    with pytest.raises(InvalidQueueIdError):
+        QueueId.parse(bad)
+
+
+def test_claimed_from_chains() -> None:
+    q = QueueId.parse("1").claimed_from("a-1,1,1").claimed_from("b,2,2")
+    assert str(q) == "1-a-1,1,1-b,2,2"
+    assert QueueId.parse(str(q)) == q
