@@ -9,6 +9,9 @@ catch the whole family in one place and let programming errors through::
     │   ├── UnsupportedWalError      a header walship refuses: compression, encryption, codec
     │   └── InvalidWalNameError      a file name that is not an HBase WAL name
     ├── ConfigError                  invalid configuration or command-line input
+    ├── MiniClusterError             the embedded cluster refused a request: TableNotFoundError,
+    │                                TableExistsError, TableDisabledError, NoSuchFamilyError,
+    │                                BadRequestError (also a ValueError)
     └── ZkError                      replication state in ZooKeeper
         ├── ZkUnavailableError       ZooKeeper cannot be reached
         ├── ZkDataError              a znode holds data HBase would not write (names the path)
@@ -114,3 +117,27 @@ class PositionBackwardsError(QueueError):
 
 class InvalidQueueIdError(QueueError, ConfigError):
     """A queue id that HBase's ReplicationQueueInfo would not parse."""
+
+
+class MiniClusterError(WalshipError):
+    """The embedded cluster refused a request; Thrift reports it as ``IOError``."""
+
+
+class TableNotFoundError(MiniClusterError):
+    """No such table (HBase's TableNotFoundException)."""
+
+
+class TableExistsError(MiniClusterError):
+    """The table exists already (Thrift ``AlreadyExists``)."""
+
+
+class TableDisabledError(MiniClusterError):
+    """The table is disabled (HBase's TableNotEnabledException)."""
+
+
+class NoSuchFamilyError(MiniClusterError):
+    """The table has no such column family (HBase's NoSuchColumnFamilyException)."""
+
+
+class BadRequestError(MiniClusterError, ValueError):
+    """An invalid argument (Thrift ``IllegalArgument``)."""

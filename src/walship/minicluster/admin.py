@@ -1,0 +1,111 @@
+"""The minicluster's admin endpoint: JSON over loopback HTTP, used by
+``walship minicluster set-scope | roll | abort-rs | info``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from walship.errors import MiniClusterError, WalshipError
+from walship.minicluster.cluster import MiniCluster
+
+__all__ = ["AdminClient", "AdminServer"]
+
+log = logging.getLogger(__name__)
+
+
+class AdminServer:
+    """Serves ``GET /info`` and ``POST /set-scope``, ``/roll``, ``/abort-rs``."""
+
+    def __init__(self, cluster: MiniCluster, host: str, port: int) -> None:
+        self.cluster = cluster
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("admin: " + format, *args)
+
+            def _reply(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path == "/info":
+                    self._reply(200, outer.cluster.info())
+                else:
+                    self._reply(404, {"error": f"no such endpoint {self.path}"})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    self._reply(200, outer.dispatch(self.path, body))
+                except (MiniClusterError, WalshipError, ValueError, KeyError) as exc:
+                    self._reply(400, {"error": str(exc)})
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.address = self.httpd.server_address[:2]
+        self._thread: threading.Thread | None = None
+
+    def dispatch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        c = self.cluster
+        if path == "/set-scope":
+            c.set_scope(body["table"].encode(), body["family"].encode(), int(body["scope"]))
+            return {"table": body["table"], "family": body["family"], "scope": int(body["scope"])}
+        if path == "/roll":
+            return {"rolled": c.roll(body.get("server"))}
+        if path == "/abort-rs":
+            return c.abort_rs(body["server"])
+        raise KeyError(f"no such endpoint {path}")
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="admin", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class AdminClient:
+    """Talks to a running minicluster's admin endpoint at ``host:port``."""
+
+    def __init__(self, address: str, timeout: float = 30.0) -> None:
+        self.base = f"http://{address}"
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = json.dumps(body or {}).encode() if method == "POST" else None
+        req = urllib.request.Request(
+            self.base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                result: dict[str, Any] = json.loads(resp.read())
+                return result
+        except urllib.error.HTTPError as exc:
+            detail = json.loads(exc.read() or b"{}").get("error", exc.reason)
+            raise MiniClusterError(f"minicluster at {self.base}: {detail}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise MiniClusterError(f"no minicluster answers at {self.base}: {exc}") from None
+
+    def info(self) -> dict[str, Any]:
+        return self._call("GET", "/info")
+
+    def set_scope(self, table: str, family: str, scope: int) -> dict[str, Any]:
+        return self._call("POST", "/set-scope", {"table": table, "family": family, "scope": scope})
+
+    def roll(self, server: str | None = None) -> dict[str, Any]:
+        return self._call("POST", "/roll", {"server": server} if server else {})
+
+    def abort_rs(self, server: str) -> dict[str, Any]:
+        return self._call("POST", "/abort-rs", {"server": server})

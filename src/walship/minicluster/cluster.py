@@ -1,0 +1,606 @@
+"""The embedded HBase-compatible cluster: region servers, WALs, replication queues, a store.
+
+A write goes the way it goes in HBase: the region server owning the row's region appends a
+WAL entry (table, encoded region name, sequence id, write time, the cluster ids of the
+``_cs.id`` attribute, the scopes of the table's replicated families) and syncs it, then the
+cells are applied to the store, then the client is answered. On every roll the new WAL is
+added to every peer's queue before it is used; the rolled WAL moves to ``oldWALs/`` once the
+store holds its edits durably. The cluster never ships anything: walship does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from kazoo.client import KazooClient
+
+from walship.errors import (
+    BadRequestError,
+    NoSuchFamilyError,
+    TableDisabledError,
+    TableExistsError,
+    TableNotFoundError,
+)
+from walship.minicluster.filters import Filter
+from walship.minicluster.store import Family, Region, Store, VisibleCell
+from walship.protos import WAL_pb2
+from walship.servername import ServerName
+from walship.wal import METAFAMILY, Cell, CellType, WalKey, WalReader, WalWriter, build_wal_name, parse_wal_name
+from walship.zk import ReplicationQueues, ZnodeLayout, connect, ensure_cluster_id, register_server
+
+__all__ = ["CLUSTER_ID_ATTRIBUTE", "MiniCluster", "RowMutation", "decode_cluster_ids", "encode_cluster_ids"]
+
+log = logging.getLogger(__name__)
+
+#: The mutation attribute HBase's replication sink sets: the clusters that consumed an edit.
+CLUSTER_ID_ATTRIBUTE = b"_cs.id"
+LATEST_TIMESTAMP = 2**63 - 1
+_TABLE_PART = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def encode_cluster_ids(ids: Sequence[uuid.UUID]) -> bytes:
+    """HBase's ``_cs.id`` encoding: an int32 count, then each UUID's two 64-bit halves."""
+    return struct.pack(">i", len(ids)) + b"".join(struct.pack(">QQ", u.int >> 64, u.int & (2**64 - 1)) for u in ids)
+
+
+def decode_cluster_ids(data: bytes) -> tuple[uuid.UUID, ...]:
+    """:raises BadRequestError: the attribute is not a count followed by that many UUIDs."""
+    if len(data) < 4:
+        raise BadRequestError(f"attribute _cs.id: {len(data)} bytes, expected a 4-byte count")
+    (count,) = struct.unpack_from(">i", data)
+    if count < 0 or len(data) != 4 + 16 * count:
+        raise BadRequestError(f"attribute _cs.id: count {count} does not match its {len(data)} bytes")
+    out = []
+    for i in range(count):
+        msb, lsb = struct.unpack_from(">QQ", data, 4 + 16 * i)
+        out.append(uuid.UUID(int=(msb << 64) | lsb))
+    return tuple(out)
+
+
+def check_table_name(name: bytes) -> bytes:
+    """``[ns:]qualifier`` with HBase's characters; :class:`BadRequestError` otherwise."""
+    parts = name.split(b":")
+    if len(parts) > 2 or not all(parts) or any(set(p) - _TABLE_PART for p in parts) or parts[-1].startswith(b"."):
+        raise BadRequestError(f"invalid table name {name!r}")
+    if name.startswith(b"hbase:"):
+        raise BadRequestError(f"table {name!r}: the hbase namespace is reserved")
+    return name
+
+
+@dataclass
+class RowMutation:
+    """What one row of a Thrift ``BatchMutation`` asks for: deletes, then puts."""
+
+    row: bytes
+    puts: list[tuple[bytes, bytes, bytes]] = field(default_factory=list)  # family, qualifier, value
+    deletes: list[tuple[bytes, bytes | None]] = field(default_factory=list)  # family, qualifier or None
+
+
+class RegionServer:
+    """One logical region server: its name, its own ZooKeeper session, its current WAL."""
+
+    def __init__(self, name: ServerName, cluster: MiniCluster) -> None:
+        self.name = name
+        self.cluster = cluster
+        self.zk: KazooClient | None = None
+        self.alive = False
+        self.wal_dir = cluster.data_dir / "WALs" / str(name)
+        self.wal_name = ""
+        self.wal_path: Path | None = None
+        self._file: BinaryIO | None = None
+        self.writer: WalWriter | None = None
+        self._last_ts = 0
+
+    def start(self) -> None:
+        self.zk = connect(self.cluster.zk_hosts)
+        register_server(self.zk, self.cluster.layout, str(self.name))
+        self.wal_dir.mkdir(parents=True, exist_ok=True)
+        self.alive = True
+        self.open_new_wal()
+
+    def open_new_wal(self) -> Path | None:
+        """Roll: name a new WAL, add it to every peer's queue, then switch to it. Returns the
+        rolled WAL's path (closed with its trailer), if there was one."""
+        assert self.zk is not None
+        ts = max(int(time.time() * 1000), self._last_ts + 1)
+        self._last_ts = ts
+        name = build_wal_name(self.name, ts)
+        ReplicationQueues(self.zk, self.cluster.layout).add_wal(str(self.name), name)
+        path = self.wal_dir / name
+        f = open(path, "xb")  # noqa: SIM115 - owned by this server until the next roll
+        writer = WalWriter(f)
+        writer.sync()
+        old = self.close_wal(trailer=True)
+        self._file, self.writer, self.wal_name, self.wal_path = f, writer, name, path
+        return old
+
+    def close_wal(self, *, trailer: bool) -> Path | None:
+        if self.writer is None or self._file is None:
+            return None
+        self.writer.close(trailer=trailer)
+        if trailer:
+            self.writer.sync()
+        self._file.close()
+        old = self.wal_path
+        self.writer = None
+        self._file = None
+        return old
+
+    def append(self, entries: Sequence[tuple[WalKey, Sequence[Cell]]]) -> None:
+        assert self.writer is not None
+        self.writer.append_many(entries)
+        self.writer.sync()
+
+    def stop_session(self) -> None:
+        if self.zk is not None:
+            with contextlib.suppress(Exception):
+                self.zk.stop()
+                self.zk.close()
+            self.zk = None
+        self.alive = False
+
+
+class MiniCluster:
+    """An embedded cluster. See the module docstring for the write path.
+
+    :param regionservers: how many logical region servers.
+    :param wal_roll_size: roll a WAL once it holds this many bytes.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        data_dir: Path,
+        zk_hosts: str,
+        znode_parent: str,
+        *,
+        regionservers: int = 3,
+        wal_roll_size: int = 64 * 1024 * 1024,
+        host: str = "127.0.0.1",
+    ) -> None:
+        if regionservers < 1:
+            raise BadRequestError(f"'regionservers' must be >= 1, got {regionservers}")
+        if wal_roll_size < 1024:
+            raise BadRequestError(f"'wal_roll_size' must be >= 1024 bytes, got {wal_roll_size}")
+        self.name = name
+        self.data_dir = Path(data_dir).resolve()
+        self.zk_hosts = zk_hosts
+        self.layout = ZnodeLayout(znode_parent)
+        self.n_regionservers = regionservers
+        self.wal_roll_size = wal_roll_size
+        self.host = host
+        self.lock = threading.RLock()
+        self.store: Store | None = None
+        self.zk: KazooClient | None = None
+        self.cluster_id: uuid.UUID | None = None
+        self.servers: list[RegionServer] = []
+        self.owner: dict[str, RegionServer] = {}  # encoded region -> server
+        self.seq: dict[str, int] = {}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def old_wals_dir(self) -> Path:
+        return self.data_dir / "oldWALs"
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.old_wals_dir.mkdir(exist_ok=True)
+        (self.data_dir / "WALs").mkdir(exist_ok=True)
+        self.store = Store(self.data_dir / "store.db")
+        self.zk = connect(self.zk_hosts)
+        known = self.store.get_meta("cluster_id")
+        self.cluster_id = ensure_cluster_id(self.zk, self.layout, uuid.UUID(known) if known else None)
+        self.store.set_meta("cluster_id", str(self.cluster_id))
+        self.seq = {r.encoded: r.seq for r in self.store.regions()}
+        self._recover()
+        start_code = int(time.time() * 1000)
+        for i in range(self.n_regionservers):
+            rs = RegionServer(ServerName(self.host, 16020 + i, start_code + i), self)
+            rs.start()
+            self.servers.append(rs)
+        for region in self.store.regions():
+            self._assign(region)
+        log.info(
+            "minicluster %s started: %d region servers, cluster id %s", self.name, len(self.servers), self.cluster_id
+        )
+
+    def _recover(self) -> None:
+        """Replay every WAL left under WALs/ (a crash, or a server aborted) into the store,
+        then archive it: what was acknowledged is never lost."""
+        assert self.store is not None
+        tables = set(self.store.table_names())
+        replayed = 0
+        for server_dir in sorted((self.data_dir / "WALs").iterdir()):
+            if not server_dir.is_dir():
+                continue
+            files = sorted((p for p in server_dir.iterdir() if p.is_file()), key=lambda p: parse_wal_name(p.name))
+            for path in files:
+                with open(path, "rb") as f:
+                    reader = WalReader(f, str(path))
+                    for entry in reader.entries():
+                        region = entry.key.encoded_region_name.decode()
+                        self.seq[region] = max(self.seq.get(region, 0), entry.key.sequence_id)
+                        if entry.key.table in tables and not entry.is_meta:
+                            self.store.apply(entry.key.table, entry.cells, {region: entry.key.sequence_id})
+                            replayed += 1
+                    if reader.incomplete_tail:
+                        log.warning(
+                            "%s ends with an incomplete entry at offset %d (a crash mid-write)",
+                            path,
+                            reader.stop_offset,
+                        )
+            self.store.checkpoint()
+            for path in files:
+                os.replace(path, self.old_wals_dir / path.name)
+            with contextlib.suppress(OSError):
+                server_dir.rmdir()
+        if replayed:
+            log.info("replayed %d WAL entries into the store", replayed)
+
+    def stop(self) -> None:
+        """Shut down cleanly: WALs closed with their trailer, store durable, WALs archived."""
+        with self.lock:
+            for rs in self.servers:
+                if rs.alive:
+                    rs.close_wal(trailer=True)
+            if self.store is not None:
+                self.store.checkpoint()
+            for rs in self.servers:
+                if rs.alive:
+                    self._archive_dir(rs)
+                rs.stop_session()
+            self.servers = []
+            if self.zk is not None:
+                self.zk.stop()
+                self.zk.close()
+                self.zk = None
+            if self.store is not None:
+                self.store.close()
+
+    def _archive_dir(self, rs: RegionServer) -> None:
+        if not rs.wal_dir.exists():
+            return
+        for path in rs.wal_dir.iterdir():
+            os.replace(path, self.old_wals_dir / path.name)
+        with contextlib.suppress(OSError):
+            rs.wal_dir.rmdir()
+
+    # -- region servers --------------------------------------------------------------------------
+
+    def live_servers(self) -> list[RegionServer]:
+        return [rs for rs in self.servers if rs.alive]
+
+    def server(self, name: str) -> RegionServer:
+        for rs in self.servers:
+            if str(rs.name) == name:
+                return rs
+        raise BadRequestError(f"no region server {name!r}; servers: {[str(r.name) for r in self.servers]}")
+
+    def _assign(self, region: Region) -> RegionServer:
+        live = self.live_servers()
+        if not live:
+            raise TableDisabledError("no live region server")
+        load = {str(rs.name): 0 for rs in live}
+        for enc, rs in self.owner.items():
+            if rs.alive and enc != region.encoded:
+                load[str(rs.name)] += 1
+        target = min(live, key=lambda rs: (load[str(rs.name)], str(rs.name)))
+        self.owner[region.encoded] = target
+        self._region_event(target, region)
+        return target
+
+    def _region_event(self, rs: RegionServer, region: Region) -> None:
+        """A REGION_OPEN marker, as HBase writes one into the WAL when a region opens."""
+        seq = self.seq.get(region.encoded, 0) + 1
+        self.seq[region.encoded] = seq
+        desc = WAL_pb2.RegionEventDescriptor(
+            event_type=WAL_pb2.RegionEventDescriptor.REGION_OPEN,
+            table_name=region.table,
+            encoded_region_name=region.encoded.encode(),
+            log_sequence_number=seq,
+        )
+        desc.server.host_name = rs.name.host
+        desc.server.port = rs.name.port
+        desc.server.start_code = rs.name.start_code
+        marker = Cell(
+            region.start_key or b"\x00",
+            METAFAMILY,
+            b"HBASE::REGION_EVENT::REGION_OPEN",
+            int(time.time() * 1000),
+            CellType.Put,
+            desc.SerializeToString(),
+        )
+        rs.append([(WalKey(region.encoded.encode(), region.table, seq, int(time.time() * 1000)), [marker])])
+
+    def roll(self, server: str | None = None) -> list[str]:
+        """Roll the WAL of one server (or every live server); returns the archived WAL names."""
+        with self.lock:
+            targets = [self.server(server)] if server else self.live_servers()
+            rolled = []
+            for rs in targets:
+                if not rs.alive:
+                    raise BadRequestError(f"region server {rs.name} is not alive")
+                old = rs.open_new_wal()
+                if old is not None:
+                    assert self.store is not None
+                    self.store.checkpoint()
+                    os.replace(old, self.old_wals_dir / old.name)
+                    rolled.append(old.name)
+            return rolled
+
+    def abort_rs(self, server: str) -> dict[str, Any]:
+        """Crash one region server: its WAL is left without a trailer, its ZooKeeper session
+        ends (its ephemeral znode goes, its queues stay for a claimer), its regions move to the
+        live servers. Its WALs are archived, as after HBase splits a dead server's logs."""
+        with self.lock:
+            rs = self.server(server)
+            if not rs.alive:
+                raise BadRequestError(f"region server {server} is already dead")
+            if len(self.live_servers()) == 1:
+                raise BadRequestError(f"region server {server} is the last live one")
+            wal = rs.wal_name
+            rs.close_wal(trailer=False)
+            rs.stop_session()
+            assert self.store is not None
+            self.store.checkpoint()
+            self._archive_dir(rs)
+            moved = []
+            for region in self.store.regions():
+                if self.owner.get(region.encoded) is rs:
+                    moved.append((region.encoded, str(self._assign(region).name)))
+            log.info("aborted region server %s; regions moved: %s", server, moved)
+            return {"aborted": server, "wal": wal, "regions_moved": moved}
+
+    # -- schema ----------------------------------------------------------------------------------
+
+    def _store(self) -> Store:
+        if self.store is None:
+            raise TableDisabledError("the cluster is not running")
+        return self.store
+
+    def create_table(self, table: bytes, families: Sequence[Family]) -> None:
+        check_table_name(table)
+        if not families:
+            raise BadRequestError(f"table {table!r}: at least one column family is needed")
+        names = [f.name for f in families]
+        for f in families:
+            if not f.name or b":" in f.name or f.name.startswith(b"."):
+                raise BadRequestError(f"invalid column family name {f.name!r}")
+            if f.max_versions < 1:
+                raise BadRequestError(f"family {f.name!r}: maxVersions must be >= 1, got {f.max_versions}")
+        if len(set(names)) != len(names):
+            raise BadRequestError(f"table {table!r}: a column family is named twice")
+        with self.lock:
+            store = self._store()
+            if store.table_enabled(table) is not None:
+                raise TableExistsError(f"table {table.decode(errors='replace')} exists already")
+            region_id = int(time.time() * 1000)
+            encoded = hashlib.md5(b"%s,,%d." % (table, region_id)).hexdigest()
+            region = Region(encoded, table, b"", b"", region_id, 0)
+            store.create_table(table, families, region)
+            self.seq[encoded] = 0
+            self._assign(region)
+
+    def table_families(self, table: bytes) -> dict[bytes, Family]:
+        store = self._store()
+        if store.table_enabled(table) is None:
+            raise TableNotFoundError(f"table {table.decode(errors='replace')} does not exist")
+        return store.families(table)
+
+    def check_enabled(self, table: bytes) -> dict[bytes, Family]:
+        families = self.table_families(table)
+        if not self._store().table_enabled(table):
+            raise TableDisabledError(f"table {table.decode(errors='replace')} is disabled")
+        return families
+
+    def set_enabled(self, table: bytes, enabled: bool) -> None:
+        with self.lock:
+            self.table_families(table)
+            self._store().set_enabled(table, enabled)
+
+    def delete_table(self, table: bytes) -> None:
+        with self.lock:
+            self.table_families(table)
+            if self._store().table_enabled(table):
+                raise TableDisabledError(f"table {table.decode(errors='replace')} must be disabled before deleting it")
+            for region in self._store().regions(table):
+                self.owner.pop(region.encoded, None)
+            self._store().delete_table(table)
+
+    def set_scope(self, table: bytes, family: bytes, scope: int) -> None:
+        """Like ``alter 't', {NAME => 'f', REPLICATION_SCOPE => scope}``."""
+        if scope not in (0, 1):
+            raise BadRequestError(f"replication scope must be 0 or 1, got {scope}")
+        with self.lock:
+            families = self.table_families(table)
+            if family not in families:
+                raise NoSuchFamilyError(f"table {table!r} has no column family {family!r}")
+            self._store().set_scope(table, family, scope)
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def mutate(
+        self,
+        table: bytes,
+        mutations: Sequence[RowMutation],
+        *,
+        timestamp: int | None = None,
+        attributes: dict[bytes, bytes] | None = None,
+    ) -> None:
+        """Apply row mutations: WAL first (synced), then the store, then return."""
+        cluster_ids: tuple[uuid.UUID, ...] = ()
+        if attributes and CLUSTER_ID_ATTRIBUTE in attributes:
+            cluster_ids = decode_cluster_ids(attributes[CLUSTER_ID_ATTRIBUTE])
+        with self.lock:
+            families = self.check_enabled(table)
+            now = int(time.time() * 1000)
+            ts = now if timestamp is None or timestamp == LATEST_TIMESTAMP else timestamp
+            if ts < 0:
+                raise BadRequestError(f"timestamp must be >= 0, got {ts}")
+            scopes = {f.name: f.scope for f in families.values() if f.scope}
+            region = self._store().regions(table)[0]
+            rs = self.owner.get(region.encoded)
+            if rs is None or not rs.alive:
+                rs = self._assign(region)
+            entries: list[tuple[WalKey, list[Cell]]] = []
+            all_cells: list[Cell] = []
+            seq = self.seq.get(region.encoded, 0)
+            for m in mutations:
+                cells: list[Cell] = []
+                for fam, qual in m.deletes:
+                    if fam not in families:
+                        raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
+                    if qual is None:
+                        cells.append(Cell(m.row, fam, b"", ts, CellType.DeleteFamily))
+                    else:
+                        cells.append(Cell(m.row, fam, qual, ts, CellType.DeleteColumn))
+                for fam, qual, value in m.puts:
+                    if fam not in families:
+                        raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
+                    cells.append(Cell(m.row, fam, qual, ts, CellType.Put, value))
+                if not cells:
+                    continue
+                if not m.row:
+                    raise BadRequestError("row key must not be empty")
+                seq += 1
+                entries.append((WalKey(region.encoded.encode(), table, seq, now, cluster_ids, scopes), cells))
+                all_cells.extend(cells)
+            if not entries:
+                return
+            rs.append(entries)
+            self.seq[region.encoded] = seq
+            self._store().apply(table, all_cells, {region.encoded: seq})
+            assert rs.writer is not None
+            if rs.writer.offset >= self.wal_roll_size:
+                self.roll(str(rs.name))
+
+    def increment(self, table: bytes, row: bytes, family: bytes, qualifier: bytes, amount: int) -> int:
+        """``atomicIncrement``: the column holds a big-endian 8-byte long; returns the new value."""
+        with self.lock:
+            families = self.check_enabled(table)
+            if family not in families:
+                raise NoSuchFamilyError(f"table {table!r} has no column family {family!r}")
+            found = self.read_row(table, row, {family: {qualifier}}, versions=1)
+            current = 0
+            if found:
+                raw = found[0].value
+                if len(raw) != 8:
+                    raise BadRequestError(f"column {family!r}:{qualifier!r} of row {row!r} is not an 8-byte long")
+                (current,) = struct.unpack(">q", raw)
+            value = current + amount
+            if not -(2**63) <= value < 2**63:
+                raise BadRequestError(f"increment overflows a long: {current} + {amount}")
+            self.mutate(table, [RowMutation(row, puts=[(family, qualifier, struct.pack(">q", value))])])
+            return value
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def read_row(
+        self,
+        table: bytes,
+        row: bytes,
+        columns: dict[bytes, set[bytes] | None] | None,
+        *,
+        versions: int = 1,
+        max_ts: int | None = None,
+    ) -> list[VisibleCell]:
+        families = self.check_enabled(table)
+        if columns is not None:
+            for fam in columns:
+                if fam not in families:
+                    raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
+        max_versions = {f.name: f.max_versions for f in families.values()}
+        return self._store().read_row(table, row, columns, max_versions, versions=versions, max_ts=max_ts)
+
+    def scan(
+        self,
+        table: bytes,
+        *,
+        start: bytes = b"",
+        stop: bytes = b"",
+        columns: dict[bytes, set[bytes] | None] | None = None,
+        max_ts: int | None = None,
+        reverse: bool = False,
+        row_filter: Filter | None = None,
+        chunk: int = 500,
+    ) -> Iterator[tuple[bytes, list[VisibleCell]]]:
+        """Rows in key order (or reversed) with their visible cells, after the filter."""
+        families = self.check_enabled(table)
+        if columns is not None:
+            for fam in columns:
+                if fam not in families:
+                    raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
+        max_versions = {f.name: f.max_versions for f in families.values()}
+        store = self._store()
+        after: bytes | None = None
+        while True:
+            rows = store.rows_in_range(table, start, stop, reverse=reverse, after=after, limit=chunk)
+            for row in rows:
+                cells = store.read_row(table, row, columns, max_versions, max_ts=max_ts)
+                if not cells:
+                    continue
+                if row_filter is not None:
+                    kept = row_filter.apply(row, cells)
+                    if not kept:
+                        continue
+                    cells = kept
+                yield row, cells
+            if len(rows) < chunk:
+                return
+            after = rows[-1]
+
+    # -- info ----------------------------------------------------------------------------------------
+
+    def wal_files(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        wal_root = self.data_dir / "WALs"
+        if wal_root.exists():
+            for d in sorted(wal_root.iterdir()):
+                out[d.name] = sorted(p.name for p in d.iterdir())
+        return out
+
+    def info(self) -> dict[str, Any]:
+        store = self._store()
+        return {
+            "name": self.name,
+            "cluster_id": str(self.cluster_id),
+            "zk": self.zk_hosts,
+            "znode_parent": self.layout.parent,
+            "data_dir": str(self.data_dir),
+            "regionservers": [
+                {
+                    "name": str(rs.name),
+                    "alive": rs.alive,
+                    "wal": rs.wal_name if rs.alive else None,
+                    "wal_bytes": rs.writer.offset if rs.writer else None,
+                    "regions": sorted(e for e, o in self.owner.items() if o is rs),
+                }
+                for rs in self.servers
+            ],
+            "tables": [
+                {
+                    "name": t.decode(errors="replace"),
+                    "enabled": bool(store.table_enabled(t)),
+                    "families": {
+                        f.name.decode(errors="replace"): {"scope": f.scope, "max_versions": f.max_versions}
+                        for f in store.families(t).values()
+                    },
+                    "regions": [r.encoded for r in store.regions(t)],
+                }
+                for t in store.table_names()
+            ],
+            "wals": self.wal_files(),
+            "old_wals": sorted(p.name for p in self.old_wals_dir.iterdir()),
+        }

@@ -1,0 +1,77 @@
+"""``walship minicluster start``: run a cluster in the foreground until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from walship.minicluster.admin import AdminServer
+from walship.minicluster.cluster import MiniCluster
+from walship.minicluster.thrift import HbaseHandler, ThriftServer
+
+__all__ = ["run_minicluster"]
+
+log = logging.getLogger(__name__)
+
+
+def _address(addr: tuple[object, ...]) -> str:
+    host, port = addr[0], addr[1]
+    return f"{host if isinstance(host, str) else bytes(host).decode()}:{port}"  # type: ignore[call-overload]
+
+
+def run_minicluster(
+    *,
+    name: str,
+    data_dir: Path,
+    zk: str,
+    znode_parent: str,
+    thrift_port: int,
+    admin_port: int,
+    regionservers: int = 3,
+    wal_roll_size: int = 64 * 1024 * 1024,
+    host: str = "127.0.0.1",
+) -> int:
+    """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly."""
+    cluster = MiniCluster(
+        name, data_dir, zk, znode_parent, regionservers=regionservers, wal_roll_size=wal_roll_size, host=host
+    )
+    cluster.start()
+    thrift = ThriftServer(HbaseHandler(cluster), host, thrift_port)
+    admin = AdminServer(cluster, host, admin_port)
+    thrift.start()
+    admin.start()
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: shutting down", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    ready = {
+        "ready": True,
+        "name": name,
+        "cluster_id": str(cluster.cluster_id),
+        "thrift": _address(thrift.address),
+        "admin": _address(admin.address),
+        "zk": zk,
+        "znode_parent": znode_parent,
+        "data_dir": str(cluster.data_dir),
+        "regionservers": [str(rs.name) for rs in cluster.servers],
+    }
+    print(json.dumps(ready), flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        thrift.stop()
+        admin.stop()
+        cluster.stop()
+        print(json.dumps({"stopped": True, "name": name}), flush=True)
+        sys.stdout.flush()
+    return 0
