@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
+from walship.minicluster.process import MiniClusterProcess
 from walship.zk import ZnodeLayout, connect, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -57,3 +59,26 @@ def wal_name(server: str, ts: int) -> str:
 @pytest.fixture
 def tmp_dir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture
+def minicluster_factory(zk_hosts: str, tmp_path: Path) -> Iterator[Callable[..., MiniClusterProcess]]:
+    """Start miniclusters (own processes) on this test's ZooKeeper chroot; stopped afterwards."""
+    started: list[MiniClusterProcess] = []
+
+    def make(name: str = "A", parent: str | None = None, **kwargs: Any) -> MiniClusterProcess:
+        mc = MiniClusterProcess(
+            name, tmp_path / name, zk=zk_hosts, znode_parent=parent or f"/hbase-{name.lower()}", **kwargs
+        )
+        mc.start()
+        started.append(mc)
+        return mc
+
+    yield make
+    for mc in started:
+        mc.stop()
+
+
+@pytest.fixture
+def minicluster(minicluster_factory: Callable[..., MiniClusterProcess]) -> MiniClusterProcess:
+    return minicluster_factory("A")

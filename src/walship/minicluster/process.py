@@ -1,0 +1,126 @@
+"""Run ``walship minicluster start`` as a child process (demo, tests, benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from walship.errors import MiniClusterError
+
+__all__ = ["MiniClusterProcess"]
+
+
+class MiniClusterProcess:
+    """A minicluster in its own process; :meth:`start` returns once it serves.
+
+    Example::
+
+        with MiniClusterProcess("A", data_dir, zk="127.0.0.1:2181", znode_parent="/hbase-a") as a:
+            happybase.Connection(*a.thrift)
+    """
+
+    def __init__(
+        self,
+        name: str,
+        data_dir: Path,
+        *,
+        zk: str,
+        znode_parent: str,
+        regionservers: int = 3,
+        wal_roll_size: int | None = None,
+        thrift_port: int = 0,
+        admin_port: int = 0,
+    ) -> None:
+        self.name = name
+        self.data_dir = Path(data_dir)
+        self.zk = zk
+        self.znode_parent = znode_parent
+        self.regionservers = regionservers
+        self.wal_roll_size = wal_roll_size
+        self.thrift_port = thrift_port
+        self.admin_port = admin_port
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready: dict[str, Any] = {}
+        self._log: IO[str] | None = None
+
+    @property
+    def thrift(self) -> tuple[str, int]:
+        host, port = self.ready["thrift"].rsplit(":", 1)
+        return host, int(port)
+
+    @property
+    def admin(self) -> str:
+        return str(self.ready["admin"])
+
+    @property
+    def cluster_id(self) -> str:
+        return str(self.ready["cluster_id"])
+
+    def start(self, timeout: float = 60.0) -> MiniClusterProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            sys.executable, "-m", "walship.cli", "minicluster", "start",
+            "--name", self.name, "--data-dir", str(self.data_dir), "--zk", self.zk,
+            "--znode-parent", self.znode_parent, "--thrift-port", str(self.thrift_port),
+            "--admin-port", str(self.admin_port), "--regionservers", str(self.regionservers),
+        ]  # fmt: skip
+        if self.wal_roll_size:
+            cmd += ["--wal-roll-size", str(self.wal_roll_size)]
+        self._log = open(self.data_dir.parent / f"{self.name}.minicluster.log", "a")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+        line: list[str] = []
+        reader = threading.Thread(
+            target=lambda: line.append(self.proc.stdout.readline() if self.proc and self.proc.stdout else "")
+        )
+        reader.start()
+        reader.join(timeout)
+        if not line or not line[0].strip():
+            self.kill()
+            raise MiniClusterError(f"minicluster {self.name} did not start; see {self._log.name}")
+        self.ready = json.loads(line[0])
+        # the new ports are fixed from now on: a restart on this data dir reuses them
+        self.thrift_port = self.thrift[1]
+        self.admin_port = int(self.admin.rsplit(":", 1)[1])
+        return self
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._close()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> MiniClusterProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,232 @@
+"""The minicluster's WALs, queues, restarts, crashes and aborted region servers."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import happybase
+import pytest
+from kazoo.client import KazooClient
+
+from walship.cli import main
+from walship.minicluster import AdminClient, encode_cluster_ids
+from walship.minicluster.process import MiniClusterProcess
+from walship.wal import CellType, WalReader, parse_wal_name
+from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, read_cluster_id
+
+pytestmark = pytest.mark.integration
+
+Hbase = __import__("Hbase_thrift")
+
+
+def all_entries(data_dir: Path) -> list:  # type: ignore[type-arg]
+    files = [p for p in (data_dir / "WALs").rglob("*") if p.is_file()] + list((data_dir / "oldWALs").iterdir())
+    out = []
+    for path in sorted(files, key=lambda p: parse_wal_name(p.name)):
+        with open(path, "rb") as f:
+            out.extend(WalReader(f, str(path)).entries())
+    return out
+
+
+def connect(mc: MiniClusterProcess) -> happybase.Connection:
+    return happybase.Connection(*mc.thrift)
+
+
+def test_wal_entries_carry_scopes_cluster_ids_types_and_timestamps(
+    minicluster: MiniClusterProcess, zk: KazooClient
+) -> None:
+    c = connect(minicluster)
+    c.create_table("demo", {"r": {}, "l": {}})
+    admin = AdminClient(minicluster.admin)
+    admin.set_scope("demo", "r", 1)
+    t = c.table("demo")
+    t.put(b"row1", {b"r:a": b"1", b"l:b": b"2"}, timestamp=1000)
+    t.delete(b"row1", columns=[b"r:a"], timestamp=1001)
+    t.delete(b"row2", columns=[b"l"], timestamp=1002)
+    origin = [uuid.uuid4(), uuid.uuid4()]
+    m = Hbase.Mutation(column=b"r:x", value=b"replicated", isDelete=False)
+    c.client.mutateRowTs(b"demo", b"row3", [m], 1003, {b"_cs.id": encode_cluster_ids(origin)})
+    entries = [e for e in all_entries(minicluster.data_dir) if not e.is_meta]
+    assert [(c.row, c.family, c.qualifier, c.timestamp, c.type) for e in entries for c in e.cells] == [
+        (b"row1", b"r", b"a", 1000, CellType.Put),
+        (b"row1", b"l", b"b", 1000, CellType.Put),
+        (b"row1", b"r", b"a", 1001, CellType.DeleteColumn),
+        (b"row2", b"l", b"", 1002, CellType.DeleteFamily),
+        (b"row3", b"r", b"x", 1003, CellType.Put),
+    ]
+    assert all(dict(e.key.scopes) == {b"r": 1} for e in entries)
+    assert [e.key.cluster_ids for e in entries] == [(), (), (), tuple(origin)]
+    assert {e.key.table for e in entries} == {b"demo"}
+    seqs = [e.key.sequence_id for e in entries]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert len({e.key.encoded_region_name for e in entries}) == 1
+    metas = [e for e in all_entries(minicluster.data_dir) if e.is_meta]
+    assert metas and metas[0].cells[0].qualifier == b"HBASE::REGION_EVENT::REGION_OPEN"
+    assert read_cluster_id(zk, ZnodeLayout("/hbase-a")) == uuid.UUID(minicluster.cluster_id)
+    c.close()
+
+
+def test_rolls_add_wals_to_every_peer_queue_first(minicluster: MiniClusterProcess, zk: KazooClient) -> None:
+    layout = ZnodeLayout("/hbase-a")
+    peers = ReplicationPeers(zk, layout)
+    peers.add(PeerConfig("1", "127.0.0.1:2181:/hbase-b"))
+    peers.add(PeerConfig("2", "127.0.0.1:2181:/hbase-c"))
+    admin = AdminClient(minicluster.admin)
+    info = admin.info()
+    server = info["regionservers"][0]["name"]
+    before = info["regionservers"][0]["wal"]
+    rolled = admin.roll(server)["rolled"]
+    assert rolled == [before]
+    info = admin.info()
+    current = info["regionservers"][0]["wal"]
+    assert current != before
+    assert before in info["old_wals"] and current in info["wals"][server]
+    queues = ReplicationQueues(zk, layout)
+    for peer in ("1", "2"):
+        assert current in [w.name for w in queues.wals(server, peer)]
+    assert all(len(q.wals) >= 1 for q in queues.list_queues())
+    with open(minicluster.data_dir / "oldWALs" / before, "rb") as f:
+        reader = WalReader(f, before)
+        list(reader.entries())
+        assert reader.has_trailer
+
+
+def test_roll_size_rolls_by_itself(minicluster_factory: object) -> None:
+    mc = minicluster_factory("S", wal_roll_size=64 * 1024, regionservers=1)  # type: ignore[operator]
+    c = connect(mc)
+    c.create_table("t", {"f": {}})
+    with c.table("t").batch(batch_size=200) as b:
+        for i in range(3000):
+            b.put(b"r%05d" % i, {b"f:q": b"x" * 100})
+    info = AdminClient(mc.admin).info()
+    assert len(info["old_wals"]) >= 3
+    entries = all_entries(mc.data_dir)
+    assert sum(len(e.cells) for e in entries if not e.is_meta) == 3000
+    c.close()
+
+
+def test_restart_after_sigkill_recovers_every_acknowledged_write(minicluster_factory: object, zk: KazooClient) -> None:
+    mc = minicluster_factory("K", regionservers=2)  # type: ignore[operator]
+    c = connect(mc)
+    c.create_table("t", {"f": {"max_versions": 2}})
+    t = c.table("t")
+    with t.batch(batch_size=100) as b:
+        for i in range(500):
+            b.put(b"r%04d" % i, {b"f:q": b"v%d" % i})
+    t.delete(b"r0007")
+    t.put(b"r0008", {b"f:q": b"second"})
+    c.close()
+    old_servers = [rs["name"] for rs in AdminClient(mc.admin).info()["regionservers"]]
+    mc.kill()  # SIGKILL: no clean shutdown, WALs without trailer
+    mc.start()
+    c = connect(mc)
+    t = c.table("t")
+    rows = dict(t.scan())
+    assert len(rows) == 499 and b"r0007" not in rows
+    assert rows[b"r0008"] == {b"f:q": b"second"}
+    assert t.cells(b"r0008", b"f:q", versions=5) == [b"second", b"v8"]
+    info = AdminClient(mc.admin).info()
+    assert not set(old_servers) & {rs["name"] for rs in info["regionservers"]}
+    assert len(info["old_wals"]) >= 2  # the crashed servers' WALs, replayed and archived
+    # the killed servers' ZooKeeper sessions expire after the session timeout, as on HBase
+    expected = sorted(rs["name"] for rs in info["regionservers"])
+    deadline = time.time() + 30
+    while live_servers(zk, ZnodeLayout("/hbase-k")) != expected and time.time() < deadline:
+        time.sleep(0.2)
+    assert live_servers(zk, ZnodeLayout("/hbase-k")) == expected
+    c.close()
+
+
+def test_sigterm_closes_wals_with_trailers(minicluster_factory: object) -> None:
+    mc = minicluster_factory("T", regionservers=2)  # type: ignore[operator]
+    c = connect(mc)
+    c.create_table("t", {"f": {}})
+    c.table("t").put(b"r", {b"f:q": b"v"})
+    c.close()
+    assert mc.stop() == 0
+    olds = list((mc.data_dir / "oldWALs").iterdir())
+    assert len(olds) == 2 and not any(p.is_file() for p in (mc.data_dir / "WALs").rglob("*"))
+    for p in olds:
+        with open(p, "rb") as f:
+            reader = WalReader(f, str(p))
+            list(reader.entries())
+            assert reader.has_trailer and not reader.incomplete_tail
+    mc.start()
+    c = connect(mc)
+    assert c.table("t").row(b"r") == {b"f:q": b"v"}
+    c.close()
+
+
+def test_abort_rs(minicluster_factory: object, zk: KazooClient, capsys: pytest.CaptureFixture[str]) -> None:
+    mc = minicluster_factory("X", regionservers=3)  # type: ignore[operator]
+    layout = ZnodeLayout("/hbase-x")
+    ReplicationPeers(zk, layout).add(PeerConfig("1", "127.0.0.1:2181:/hbase-y"))
+    c = connect(mc)
+    c.create_table("t", {"f": {}})
+    AdminClient(mc.admin).roll()  # the new WALs join peer 1's queues
+    t = c.table("t")
+    for i in range(20):
+        t.put(b"r%02d" % i, {b"f:q": b"%d" % i})
+    info = AdminClient(mc.admin).info()
+    owner = next(rs["name"] for rs in info["regionservers"] if rs["regions"])
+    wal = next(rs["wal"] for rs in info["regionservers"] if rs["name"] == owner)
+    assert main(["minicluster", "abort-rs", "--admin", mc.admin, owner]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["aborted"] == owner and result["regions_moved"]
+    assert owner not in live_servers(zk, layout)
+    path = mc.data_dir / "oldWALs" / wal
+    with open(path, "rb") as f:
+        reader = WalReader(f, str(path))
+        assert len([e for e in reader.entries() if not e.is_meta]) == 20
+        assert not reader.has_trailer  # crashed: no trailer
+    queues = ReplicationQueues(zk, layout)
+    dead_queues = [q for q in queues.list_queues() if q.server == owner]
+    assert dead_queues and wal in [w.name for w in dead_queues[0].wals]  # waits for a claimer
+    t.put(b"after", {b"f:q": b"x"})  # the region moved to a live server
+    assert t.row(b"after") == {b"f:q": b"x"}
+    assert t.row(b"r05") == {b"f:q": b"5"}
+    info = AdminClient(mc.admin).info()
+    assert [rs["alive"] for rs in info["regionservers"] if rs["name"] == owner] == [False]
+    assert main(["minicluster", "abort-rs", "--admin", mc.admin, owner]) == 1
+    assert "already dead" in capsys.readouterr().err
+    c.close()
+
+
+def test_two_clusters_on_one_zookeeper(minicluster_factory: object, zk: KazooClient) -> None:
+    a = minicluster_factory("A")  # type: ignore[operator]
+    b = minicluster_factory("B")  # type: ignore[operator]
+    assert a.cluster_id != b.cluster_id
+    ca, cb = connect(a), connect(b)
+    ca.create_table("t", {"f": {}})
+    cb.create_table("u", {"f": {}})
+    ca.table("t").put(b"r", {b"f:q": b"a"})
+    assert ca.tables() == [b"t"] and cb.tables() == [b"u"]
+    assert read_cluster_id(zk, ZnodeLayout("/hbase-a")) == uuid.UUID(a.cluster_id)
+    assert read_cluster_id(zk, ZnodeLayout("/hbase-b")) == uuid.UUID(b.cluster_id)
+    assert len(live_servers(zk, ZnodeLayout("/hbase-a"))) == 3 == len(live_servers(zk, ZnodeLayout("/hbase-b")))
+    ca.close()
+    cb.close()
+
+
+def test_admin_commands_and_errors(minicluster: MiniClusterProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    c = connect(minicluster)
+    c.create_table("demo", {"r": {}})
+    assert main(["minicluster", "set-scope", "--admin", minicluster.admin, "demo", "r", "1"]) == 0
+    capsys.readouterr()
+    assert main(["minicluster", "info", "--admin", minicluster.admin, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["tables"][0]["families"]["r"]["scope"] == 1
+    assert main(["minicluster", "info", "--admin", minicluster.admin]) == 0
+    assert "r(scope=1" in capsys.readouterr().out
+    assert main(["minicluster", "set-scope", "--admin", minicluster.admin, "demo", "zz", "1"]) == 1
+    assert "no column family" in capsys.readouterr().err
+    assert main(["minicluster", "set-scope", "--admin", minicluster.admin, "nope", "r", "1"]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["minicluster", "roll", "--admin", minicluster.admin, "no,such,server"]) == 1
+    assert "no region server" in capsys.readouterr().err
+    assert main(["minicluster", "info", "--admin", "127.0.0.1:1"]) == 1
+    assert "no minicluster answers" in capsys.readouterr().err
+    c.close()
