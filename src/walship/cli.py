@@ -254,6 +254,29 @@ def cmd_queues(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- shipping ------------------------------------------------------------------------------------
+
+
+def cmd_ship(args: argparse.Namespace) -> int:
+    from walship.replicate.shipper import Shipper
+    from walship.replicate.walstore import WalStore
+
+    if not args.wal_root:
+        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
+    with _state(args) as (client, layout):
+        shipper = Shipper(
+            client,
+            layout,
+            WalStore(args.wal_root),
+            batch_bytes=args.batch_bytes,
+            batch_entries=args.batch_entries,
+            lock_timeout=args.lock_wait,
+        )
+        summary = shipper.ship_peer(args.peer, args.queue, args.max_batches)
+    print(json.dumps(summary.to_json()))
+    return 1 if summary.status == "error" else 0
+
+
 # -- minicluster ---------------------------------------------------------------------------------
 
 
@@ -338,6 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("WALSHIP_ZNODE_PARENT", DEFAULT_PARENT),
         help="the cluster's zookeeper.znode.parent (env WALSHIP_ZNODE_PARENT; default %(default)s)",
     )
+    parser.add_argument(
+        "--wal-root",
+        default=os.environ.get("WALSHIP_WAL_ROOT"),
+        help="the source's WAL root holding WALs/ and oldWALs/: a path or URL (env WALSHIP_WAL_ROOT)",
+    )
     parser.add_argument("--zk-timeout", type=float, default=10.0, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -386,6 +414,21 @@ def build_parser() -> argparse.ArgumentParser:
     queues.add_argument("--peer", metavar="PEER_ID", help="only the queues of this peer")
     queues.add_argument("--json", action="store_true")
     queues.set_defaults(func=cmd_queues)
+
+    ship = sub.add_parser("ship", help="one pass over a peer's queues, without Airflow; JSON summary on stdout")
+    ship.add_argument("--peer", required=True, metavar="PEER_ID")
+    ship.add_argument("--queue", metavar="QUEUE_ID", help="only this queue (an id, server/id, or a glob)")
+    ship.add_argument("--max-batches", type=_positive_int, help="stop each queue after N batches")
+    ship.add_argument("--batch-bytes", type=_positive_int, default=64 * 1024 * 1024)
+    ship.add_argument("--batch-entries", type=_positive_int, default=25_000)
+    ship.add_argument(
+        "--lock-wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for a queue another shipper holds (default: skip it and say so)",
+    )
+    ship.set_defaults(func=cmd_ship)
 
     mc = sub.add_parser("minicluster", help="an embedded HBase-compatible cluster")
     mc_sub = mc.add_subparsers(dest="mc_command", required=True, metavar="MC_COMMAND")

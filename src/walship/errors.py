@@ -12,6 +12,8 @@ catch the whole family in one place and let programming errors through::
     ├── MiniClusterError             the embedded cluster refused a request: TableNotFoundError,
     │                                TableExistsError, TableDisabledError, NoSuchFamilyError,
     │                                BadRequestError (also a ValueError)
+    ├── ReplicationError             shipping failed: WalMissingError, SinkError
+    │                                (SinkUnavailableError), IncompatibleEditError
     └── ZkError                      replication state in ZooKeeper
         ├── ZkUnavailableError       ZooKeeper cannot be reached
         ├── ZkDataError              a znode holds data HBase would not write (names the path)
@@ -141,3 +143,24 @@ class NoSuchFamilyError(MiniClusterError):
 
 class BadRequestError(MiniClusterError, ValueError):
     """An invalid argument (Thrift ``IllegalArgument``)."""
+
+
+class ReplicationError(WalshipError):
+    """Shipping a queue failed; the message names the peer, queue, WAL and offset."""
+
+
+class WalMissingError(ReplicationError):
+    """A WAL named in a queue is in neither ``WALs/`` nor ``oldWALs/``."""
+
+
+class SinkError(ReplicationError):
+    """The peer refused or could not take a batch."""
+
+
+class SinkUnavailableError(SinkError):
+    """No Thrift server of the peer answered (after retries on every server)."""
+
+
+class IncompatibleEditError(ReplicationError):
+    """An edit the sink cannot express (Thrift1 has no single-version Delete nor
+    DeleteFamilyVersion) under ``walship.incompatible=fail``."""

@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 
 from kazoo.client import KazooClient
 
+from walship.clusterids import CLUSTER_ID_ATTRIBUTE, decode_cluster_ids, encode_cluster_ids
 from walship.errors import (
     BadRequestError,
     NoSuchFamilyError,
@@ -43,29 +44,8 @@ __all__ = ["CLUSTER_ID_ATTRIBUTE", "MiniCluster", "RowMutation", "decode_cluster
 
 log = logging.getLogger(__name__)
 
-#: The mutation attribute HBase's replication sink sets: the clusters that consumed an edit.
-CLUSTER_ID_ATTRIBUTE = b"_cs.id"
 LATEST_TIMESTAMP = 2**63 - 1
 _TABLE_PART = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-
-
-def encode_cluster_ids(ids: Sequence[uuid.UUID]) -> bytes:
-    """HBase's ``_cs.id`` encoding: an int32 count, then each UUID's two 64-bit halves."""
-    return struct.pack(">i", len(ids)) + b"".join(struct.pack(">QQ", u.int >> 64, u.int & (2**64 - 1)) for u in ids)
-
-
-def decode_cluster_ids(data: bytes) -> tuple[uuid.UUID, ...]:
-    """:raises BadRequestError: the attribute is not a count followed by that many UUIDs."""
-    if len(data) < 4:
-        raise BadRequestError(f"attribute _cs.id: {len(data)} bytes, expected a 4-byte count")
-    (count,) = struct.unpack_from(">i", data)
-    if count < 0 or len(data) != 4 + 16 * count:
-        raise BadRequestError(f"attribute _cs.id: count {count} does not match its {len(data)} bytes")
-    out = []
-    for i in range(count):
-        msb, lsb = struct.unpack_from(">QQ", data, 4 + 16 * i)
-        out.append(uuid.UUID(int=(msb << 64) | lsb))
-    return tuple(out)
 
 
 def check_table_name(name: bytes) -> bytes:
@@ -187,6 +167,7 @@ class MiniCluster:
         self.servers: list[RegionServer] = []
         self.owner: dict[str, RegionServer] = {}  # encoded region -> server
         self.seq: dict[str, int] = {}
+        self._known_peers: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -212,9 +193,25 @@ class MiniCluster:
             self.servers.append(rs)
         for region in self.store.regions():
             self._assign(region)
+        self.zk.ensure_path(self.layout.peers)
+        self._known_peers = set(self.zk.get_children(self.layout.peers))
+        self.zk.ChildrenWatch(self.layout.peers, self._on_peers)
         log.info(
             "minicluster %s started: %d region servers, cluster id %s", self.name, len(self.servers), self.cluster_id
         )
+
+    def _on_peers(self, children: list[str]) -> None:
+        """A peer was added: enqueue every live server's current WAL for it, as HBase's
+        ReplicationSourceManager does when a peer is added."""
+        new = set(children) - self._known_peers
+        self._known_peers = set(children)
+        if not new:
+            return
+        with self.lock:
+            for rs in self.live_servers():
+                if rs.zk is not None and rs.wal_name:
+                    ReplicationQueues(rs.zk, self.layout).add_wal(str(rs.name), rs.wal_name, peer_ids=sorted(new))
+        log.info("peers %s added: current WALs enqueued", sorted(new))
 
     def _recover(self) -> None:
         """Replay every WAL left under WALs/ (a crash, or a server aborted) into the store,

@@ -138,6 +138,14 @@ class WalReader:
         self.header = header
         self.header_end = end
 
+    def refresh(self) -> None:
+        """Look at the file again: its header if it had none yet, its size and trailer
+        (:attr:`edits_end`, :attr:`has_trailer`). :meth:`entries` does this itself."""
+        size = self._size()
+        if self.header is None:
+            self._read_header()
+        self._locate_trailer(size)
+
     def _locate_trailer(self, size: int) -> None:
         """Find where the entries end: before the trailer if there is one, else at EOF."""
         self.has_trailer = False
@@ -172,10 +180,7 @@ class WalReader:
         :raises WalError: ``start`` lies inside the header or past the end of the entries.
         :raises CorruptWalError: an entry does not parse; the message names its offset.
         """
-        size = self._size()
-        if self.header is None:
-            self._read_header()
-        self._locate_trailer(size)
+        self.refresh()
         self.incomplete_tail = False
         if self.header is None:
             if start:

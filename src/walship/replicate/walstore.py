@@ -1,0 +1,104 @@
+"""Where a source cluster's WALs live: ``<root>/WALs/<server>/`` while written,
+``<root>/oldWALs/`` once archived. The root is a local path or an fsspec URL (``hdfs://``)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import fsspec
+
+from walship.errors import WalMissingError
+from walship.wal.names import parse_wal_name
+
+__all__ = ["WalLocation", "WalStore"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WalLocation:
+    path: str
+    archived: bool
+    size: int
+
+
+class WalStore:
+    """Finds and opens WALs under one cluster's WAL root.
+
+    :param root: the directory holding ``WALs/`` and ``oldWALs/`` (``hbase.wal.dir``, or
+        ``hbase.rootdir``); for a minicluster, its data dir.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        fs, base = fsspec.core.url_to_fs(root)
+        self.fs: Any = fs
+        self.base = base.rstrip("/")
+
+    def candidates(self, wal: str, server: str | None = None) -> list[tuple[str, bool]]:
+        """The paths HBase would look at, in its order: the server's WAL dir (and its
+        ``-splitting`` twin during log splitting), then the archive (flat or per server)."""
+        parsed = parse_wal_name(wal)
+        owner = server or (str(parsed.server) if parsed.server else None)
+        out: list[tuple[str, bool]] = []
+        if owner:
+            out.append((f"{self.base}/WALs/{owner}/{wal}", False))
+            out.append((f"{self.base}/WALs/{owner}-splitting/{wal}", False))
+        out.append((f"{self.base}/oldWALs/{wal}", True))
+        if owner:
+            out.append((f"{self.base}/oldWALs/{owner}/{wal}", True))
+        return out
+
+    def locate(self, wal: str, server: str | None = None) -> WalLocation:
+        """:raises WalMissingError: in none of the places, which the message lists."""
+        tried = []
+        for path, archived in self.candidates(wal, server):
+            try:
+                info = self.fs.info(path)
+            except FileNotFoundError:
+                tried.append(path)
+                continue
+            return WalLocation(path, archived, int(info.get("size") or 0))
+        raise WalMissingError(f"WAL {wal} not found; looked in: {', '.join(tried)}")
+
+    def open(self, location: WalLocation) -> BinaryIO:
+        f: BinaryIO = self.fs.open(location.path, "rb")
+        return f
+
+    def list_archive(self) -> list[tuple[str, float, int]]:
+        """(path, mtime seconds, size) of every file under ``oldWALs/`` (one level of
+        per-server folders included)."""
+        out = []
+        try:
+            entries = self.fs.ls(f"{self.base}/oldWALs", detail=True)
+        except FileNotFoundError:
+            return []
+        for e in entries:
+            if e.get("type") == "directory":
+                for sub in self.fs.ls(e["name"], detail=True):
+                    if sub.get("type") != "directory":
+                        out.append((sub["name"], _mtime(sub), int(sub.get("size") or 0)))
+            else:
+                out.append((e["name"], _mtime(e), int(e.get("size") or 0)))
+        return out
+
+    def wal_files(self) -> list[tuple[str, bool]]:
+        """Every file under ``WALs/*/`` and ``oldWALs/`` with whether it is archived."""
+        out: list[tuple[str, bool]] = []
+        try:
+            for d in self.fs.ls(f"{self.base}/WALs", detail=True):
+                if d.get("type") == "directory":
+                    out.extend(
+                        (f["name"], False) for f in self.fs.ls(d["name"], detail=True) if f.get("type") != "directory"
+                    )
+        except FileNotFoundError:
+            pass
+        out.extend((p, True) for p, _, _ in self.list_archive())
+        return out
+
+
+def _mtime(info: dict[str, Any]) -> float:
+    value = info.get("mtime") or info.get("created") or 0
+    return float(value.timestamp() if hasattr(value, "timestamp") else value)

@@ -1,0 +1,1 @@
+"""Where shipped edits go: HBase peers over Thrift, dead letters."""

@@ -1,0 +1,245 @@
+"""Apply filtered edits to a peer HBase cluster through its Thrift1 servers.
+
+* Servers come from the peer's ``walship.sink.thrift``; one is picked at random, a failed one
+  is left for another, with exponential backoff between rounds.
+* Cells keep their timestamps: Thrift1 takes one timestamp per call, so edits are grouped by
+  (table, cluster ids, timestamp) and each group is one ``mutateRowsTs`` call. Visibility in
+  HBase depends on timestamps, not on the order of calls, so the regrouping changes nothing;
+  within a group the order of the WAL is kept (the last put of a cell wins, as on HBase).
+* Every call carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer writes
+  them into its own WAL and the edit never comes back (no loops).
+* Put, DeleteColumn and DeleteFamily are exact over Thrift1. A single-version Delete and a
+  DeleteFamilyVersion cannot be expressed: ``walship.incompatible`` says what happens —
+  ``fail`` (default), ``skip`` (counted) or ``deadletter`` (written to a file, counted).
+  Cell tags cannot be sent either; they are counted as dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import random
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import happybase
+from thriftpy2.thrift import TApplicationException
+from thriftpy2.transport import TTransportException
+
+from walship.clusterids import encode_cluster_ids
+from walship.errors import ConfigError, IncompatibleEditError, SinkError, SinkUnavailableError
+from walship.replicate.filters import FilteredEntry
+from walship.wal.model import CellType
+from walship.zk.peers import INCOMPATIBLE_KEY, PeerConfig
+
+__all__ = ["DEADLETTER_DIR_KEY", "ApplyStats", "DeadLetters", "ThriftSink"]
+
+log = logging.getLogger(__name__)
+
+Hbase_thrift: Any = sys.modules["Hbase_thrift"]
+
+#: Peer configuration key: where dead letters go (default: $WALSHIP_DEADLETTER_DIR or ./walship-deadletter).
+DEADLETTER_DIR_KEY = "walship.deadletter.dir"
+SINK_KEY_HINT = "walship.sink.thrift=host:port[,host:port...] configuration"
+_INCOMPATIBLE = (int(CellType.Delete), int(CellType.DeleteFamilyVersion))
+_ROWS_PER_CALL = 5000
+_TRANSPORT_ERRORS = (TTransportException, TApplicationException, ConnectionError, socket.timeout, OSError, EOFError)
+
+
+@dataclass
+class ApplyStats:
+    cells: int = 0
+    calls: int = 0
+    incompatible_skipped: int = 0
+    deadlettered: int = 0
+    tags_dropped: int = 0
+
+
+class DeadLetters:
+    """Append-only JSON lines of edits the sink could not apply, exact enough to replay:
+    bytes are base64, every record names its WAL and offset."""
+
+    def __init__(self, directory: Path, peer_id: str) -> None:
+        self.path = directory / f"peer-{peer_id}.jsonl"
+        self.peer_id = peer_id
+
+    def write(self, wal: str, fe: FilteredEntry, cell_index: int) -> None:
+        cell = fe.cells[cell_index]
+        record = {
+            "peer_id": self.peer_id,
+            "wal": wal,
+            "offset": fe.entry.offset,
+            "end_offset": fe.entry.end_offset,
+            "table": fe.entry.key.table.decode(errors="replace"),
+            "cluster_ids": [str(c) for c in fe.cluster_ids],
+            "type": CellType(cell.type).name,
+            "row": base64.b64encode(cell.row).decode(),
+            "family": base64.b64encode(cell.family).decode(),
+            "qualifier": base64.b64encode(cell.qualifier).decode(),
+            "timestamp": cell.timestamp,
+            "value": base64.b64encode(cell.value).decode(),
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+class ThriftSink:
+    """Applies batches of filtered entries to one peer.
+
+    :param retries: rounds over all servers before giving up.
+    """
+
+    def __init__(
+        self,
+        peer: PeerConfig,
+        *,
+        timeout_ms: int = 30_000,
+        retries: int = 6,
+        backoff: float = 0.2,
+        deadletter_dir: Path | None = None,
+    ) -> None:
+        self.peer = peer
+        self.servers = peer.sink_thrift
+        if not self.servers:
+            raise ConfigError(f"peer {peer.peer_id} has no Thrift servers: set its {SINK_KEY_HINT}")
+        self.mode = peer.configuration.get(INCOMPATIBLE_KEY, "fail")
+        self.timeout_ms = timeout_ms
+        self.retries = retries
+        self.backoff = backoff
+        directory = deadletter_dir or Path(
+            peer.configuration.get(DEADLETTER_DIR_KEY) or os.environ.get("WALSHIP_DEADLETTER_DIR", "walship-deadletter")
+        )
+        self.deadletters = DeadLetters(directory, peer.peer_id)
+        self._conn: Any = None
+        self._server: tuple[str, int] | None = None
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        if self._conn is None:
+            choices = list(self.servers)
+            random.shuffle(choices)
+            last: Exception | None = None
+            for host, port in choices:
+                try:
+                    conn = happybase.Connection(host, port, timeout=self.timeout_ms, autoconnect=True)
+                except _TRANSPORT_ERRORS as exc:
+                    last = exc
+                    log.warning("peer %s: Thrift server %s:%d unreachable: %s", self.peer.peer_id, host, port, exc)
+                    continue
+                self._conn, self._server = conn, (host, port)
+                break
+            if self._conn is None:
+                raise SinkUnavailableError(
+                    f"peer {self.peer.peer_id}: no Thrift server answered ({self._names()}): {last}"
+                )
+        return self._conn.client
+
+    def _names(self) -> str:
+        return ", ".join(f"{h}:{p}" for h, p in self.servers)
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = None
+
+    def close(self) -> None:
+        self._drop_connection()
+
+    def _call(self, table: bytes, rows: list[Any], ts: int, attributes: dict[bytes, bytes]) -> None:
+        delay = self.backoff
+        for attempt in range(self.retries * max(1, len(self.servers))):
+            try:
+                self._client().mutateRowsTs(table, rows, ts, attributes)
+                return
+            except (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument) as exc:
+                raise SinkError(
+                    f"peer {self.peer.peer_id} refused edits to table {table.decode(errors='replace')}: {exc.message}"
+                ) from None
+            except SinkUnavailableError:
+                if attempt + 1 >= self.retries:
+                    raise
+            except _TRANSPORT_ERRORS as exc:
+                log.warning("peer %s: Thrift call to %s failed (%s); retrying", self.peer.peer_id, self._server, exc)
+                self._drop_connection()
+            time.sleep(min(delay, 10.0))
+            delay *= 2
+        raise SinkUnavailableError(
+            f"peer {self.peer.peer_id}: gave up after {self.retries} rounds over {self._names()}"
+        )
+
+    # -- applying --------------------------------------------------------------------------------
+
+    def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
+        """Apply entries in order (grouped for Thrift1 as described above).
+
+        :raises IncompatibleEditError: an inexpressible cell under ``walship.incompatible=fail``
+            (checked before anything of the batch is applied).
+        :raises SinkError: the peer refused the edits (e.g. an unknown table).
+        :raises SinkUnavailableError: no server answered.
+        """
+        stats = ApplyStats()
+        if self.mode == "fail":
+            for fe in entries:
+                for cell in fe.cells:
+                    if cell.type in _INCOMPATIBLE:
+                        raise IncompatibleEditError(
+                            f"{wal} at byte offset {fe.entry.offset}: a {CellType(cell.type).name} cell of table "
+                            f"{fe.entry.key.table.decode(errors='replace')} cannot be applied over Thrift1 "
+                            f"(peer {self.peer.peer_id}, {INCOMPATIBLE_KEY}=fail; set skip or deadletter to go on)"
+                        )
+        groups: dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Any]]] = {}
+        for fe in entries:
+            table = fe.entry.key.table
+            for i, cell in enumerate(fe.cells):
+                if cell.type in _INCOMPATIBLE:
+                    if self.mode == "deadletter":
+                        self.deadletters.write(wal, fe, i)
+                        stats.deadlettered += 1
+                    else:
+                        stats.incompatible_skipped += 1
+                    continue
+                if cell.tags:
+                    stats.tags_dropped += 1
+                rows = groups.setdefault((table, fe.cluster_ids, cell.timestamp), {})
+                muts = rows.setdefault(cell.row, [])
+                if cell.type == CellType.Put:
+                    muts.append(
+                        Hbase_thrift.Mutation(
+                            isDelete=False, column=cell.family + b":" + cell.qualifier, value=cell.value
+                        )
+                    )
+                elif cell.type == CellType.DeleteColumn:
+                    muts.append(Hbase_thrift.Mutation(isDelete=True, column=cell.family + b":" + cell.qualifier))
+                else:  # DeleteFamily
+                    muts.append(Hbase_thrift.Mutation(isDelete=True, column=cell.family))
+                stats.cells += 1
+        for (table, cluster_ids, ts), rows in groups.items():
+            batch = [Hbase_thrift.BatchMutation(row=r, mutations=m) for r, m in rows.items()]
+            attributes = {b"_cs.id": encode_cluster_ids(cluster_ids)}
+            for i in range(0, len(batch), _ROWS_PER_CALL):
+                self._call(table, batch[i : i + _ROWS_PER_CALL], ts, attributes)
+                stats.calls += 1
+        if stats.incompatible_skipped or stats.deadlettered:
+            log.warning(
+                "peer %s: %s: %d incompatible cells skipped, %d dead-lettered to %s",
+                self.peer.peer_id,
+                wal,
+                stats.incompatible_skipped,
+                stats.deadlettered,
+                self.deadletters.path,
+            )
+        return stats

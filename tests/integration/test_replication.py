@@ -1,0 +1,233 @@
+"""End to end, after HBase's own replication tests: real ZooKeeper, miniclusters over TCP."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
+
+from walship.minicluster import AdminClient
+from walship.minicluster.process import MiniClusterProcess
+from walship.wal import WalReader, parse_wal_name
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+
+pytestmark = pytest.mark.integration
+
+Factory = Callable[..., MiniClusterProcess]
+
+
+@pytest.fixture
+def ab(minicluster_factory: Factory, zk_hosts: str) -> tuple[Cluster, Cluster]:
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    return a, b
+
+
+def wal_entries(cluster: Cluster) -> list:  # type: ignore[type-arg]
+    root = cluster.mc.data_dir
+    files = [p for p in (root / "WALs").rglob("*") if p.is_file()] + list((root / "oldWALs").iterdir())
+    out = []
+    for path in sorted(files, key=lambda p: parse_wal_name(p.name)):
+        with open(path, "rb") as f:
+            out.extend(e for e in WalReader(f, str(path)).entries() if not e.is_meta)
+    return out
+
+
+def test_puts_and_deletes_of_every_kind_arrive(ab: tuple[Cluster, Cluster]) -> None:
+    a, b = ab
+    t = a.table()
+    for ts in (100, 200, 300):
+        t.put(b"row1", {b"r:a": b"a%d" % ts, b"r:b": b"b%d" % ts, b"l:x": b"local"}, timestamp=ts)
+    t.put(b"row2", {b"r:a": b"keep", b"r:": b"empty qualifier"})
+    t.delete(b"row1", columns=[b"r:a"], timestamp=200)  # DeleteColumn
+    t.put(b"row3", {b"r:a": b"x", b"r:b": b"y"}, timestamp=50)
+    t.delete(b"row3", columns=[b"r"], timestamp=60)  # DeleteFamily
+    t.put(b"row4", {b"r:a": b"gone"})
+    t.delete(b"row4")  # the whole row
+    summary = ship(a)
+    assert summary.status == "ok", summary.error
+    assert contents(b) == contents(a, b"r")
+    assert contents(b)[b"row1"][b"r:a"] == [(b"a300", 300)]
+    assert b"row3" not in contents(b) and b"row4" not in contents(b)
+    assert contents(b, b"l") == {}
+    assert summary.totals()["entries_shipped"] > 0
+    # a second pass ships nothing new and changes nothing
+    again = ship(a)
+    assert again.totals()["entries_shipped"] == 0
+    assert contents(b) == contents(a, b"r")
+
+
+def test_a_thousand_rows(ab: tuple[Cluster, Cluster]) -> None:
+    a, b = ab
+    with a.table().batch(batch_size=100) as batch:
+        for i in range(1000):
+            batch.put(b"row-%04d" % i, {b"r:q": b"v%d" % i, b"l:q": b"local"})
+    summary = ship(a, max_batches=None)
+    assert summary.totals()["entries_shipped"] == 1000
+    assert len(contents(b)) == 1000
+    assert contents(b) == contents(a, b"r")
+
+
+def test_small_batches_commit_positions_as_they_go(ab: tuple[Cluster, Cluster], zk_hosts: str) -> None:
+    a, b = ab
+    with a.table().batch(batch_size=50) as batch:
+        for i in range(300):
+            batch.put(b"row-%04d" % i, {b"r:q": b"v"})
+    with zk_client(a.zk_hosts) as client:
+        from walship.replicate import Shipper, WalStore
+
+        shipper = Shipper(client, ZnodeLayout(a.parent), WalStore(str(a.mc.data_dir)), batch_entries=40)
+        first = shipper.ship_peer("1", max_batches=2)
+        assert first.totals()["batches"] == 2
+        assert 0 < len(contents(b)) < 300
+        rest = shipper.ship_peer("1")
+    assert first.totals()["entries_read"] + rest.totals()["entries_read"] >= 300
+    assert contents(b) == contents(a, b"r")
+
+
+def test_disabled_peer_gets_nothing_until_enabled(ab: tuple[Cluster, Cluster]) -> None:
+    a, b = ab
+    with zk_client(a.zk_hosts) as client:
+        ReplicationPeers(client, ZnodeLayout(a.parent)).disable("1")
+    a.table().put(b"r1", {b"r:q": b"v1"})
+    summary = ship(a)
+    assert summary.status == "disabled"
+    assert contents(b) == {}
+    with zk_client(a.zk_hosts) as client:
+        ReplicationPeers(client, ZnodeLayout(a.parent)).enable("1")
+    assert ship(a).status == "ok"
+    assert contents(b) == contents(a, b"r") != {}
+
+
+def test_removing_and_readding_a_peer(ab: tuple[Cluster, Cluster]) -> None:
+    a, b = ab
+    a.table().put(b"before", {b"r:q": b"1"})
+    ship(a)
+    with zk_client(a.zk_hosts) as client:
+        ReplicationPeers(client, ZnodeLayout(a.parent)).remove("1")
+        assert ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues("1") == []
+    a.table().put(b"while-removed", {b"r:q": b"2"})
+    assert b"while-removed" not in contents(b)
+    add_peer(a, b)
+    time.sleep(0.5)  # the cluster enqueues its current WALs for the new peer (a ZooKeeper watch)
+    a.table().put(b"after", {b"r:q": b"3"})
+    assert ship(a).status == "ok"
+    got = contents(b)
+    assert b"after" in got and b"before" in got
+    # as on HBase, a re-added peer starts from the beginning of the current WAL
+    assert b"while-removed" in got
+
+
+def test_master_master_without_loops(minicluster_factory: Factory, zk_hosts: str) -> None:
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    add_peer(b, a)
+    for i in range(20):
+        a.table().put(b"from-a-%02d" % i, {b"r:q": b"a"})
+        b.table().put(b"from-b-%02d" % i, {b"r:q": b"b"})
+    for _ in range(3):  # ship back and forth until nothing moves
+        ship(a)
+        ship(b)
+    assert contents(a, b"r") == contents(b, b"r")
+    assert len(contents(a, b"r")) == 40
+    # each edit applied once per cluster: A's WAL holds its own 20 edits and B's 20, no echo
+    a_ids = {e.key.cluster_ids for e in wal_entries(a)}
+    b_id = {e.key.cluster_ids for e in wal_entries(b) if e.key.cluster_ids}
+    a_edits = wal_entries(a)
+    assert len(a_edits) == 40 and len(wal_entries(b)) == 40
+    assert all(len(ids) <= 1 for ids in a_ids | b_id)
+
+
+def test_ring_of_three(minicluster_factory: Factory, zk_hosts: str) -> None:
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    c = make_cluster(minicluster_factory, zk_hosts, "C")
+    add_peer(a, b)
+    add_peer(b, c)
+    add_peer(c, a)
+    for i in range(10):
+        a.table().put(b"a-%02d" % i, {b"r:q": b"a"})
+        c.table().put(b"c-%02d" % i, {b"r:q": b"c"})
+    for _ in range(4):
+        for src in (a, b, c):
+            ship(src)
+    assert contents(a, b"r") == contents(b, b"r") == contents(c, b"r")
+    assert len(contents(a, b"r")) == 20
+    for cl in (a, b, c):  # every edit once per cluster, never back to where it came from
+        assert len(wal_entries(cl)) == 20
+    ida, idb, idc = (uuid.UUID(x.mc.cluster_id) for x in (a, b, c))
+    # C's edits reach A straight from C; A's own edits come back from C never (they carry A's id)
+    assert sorted(str(e.key.cluster_ids) for e in wal_entries(a)) == sorted([str(())] * 10 + [str((idc,))] * 10)
+    # A's edits reach C through B, carrying both ids; C's own are local
+    assert sorted(str(e.key.cluster_ids) for e in wal_entries(c)) == sorted([str(())] * 10 + [str((ida, idb))] * 10)
+
+
+def latest(cluster: Cluster) -> dict[bytes, dict[bytes, tuple[bytes, int]]]:
+    conn = cluster.conn()
+    rows = dict(conn.table(b"t").scan(columns=[b"r"], include_timestamp=True, batch_size=2000))
+    conn.close()
+    return rows
+
+
+def test_ship_killed_mid_batch_then_rerun(ab: tuple[Cluster, Cluster], tmp_path: Path) -> None:
+    a, b = ab
+    total = 20_000
+    with a.table().batch(batch_size=1000) as batch:
+        for i in range(total):
+            batch.put(b"row-%05d" % i, {b"r:q": b"v%d" % i})
+    env = {
+        **os.environ,
+        "WALSHIP_ZK": a.zk_hosts,
+        "WALSHIP_ZNODE_PARENT": a.parent,
+        "WALSHIP_WAL_ROOT": str(a.mc.data_dir),
+    }
+    cmd = [sys.executable, "-m", "walship.cli", "ship", "--peer", "1", "--batch-entries", "50"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tb = b.table()
+    deadline = time.time() + 120
+    while time.time() < deadline and not tb.row(b"row-00000"):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)  # a batch or more is applied, most are not
+    proc.wait()
+    partial = len(latest(b))
+    assert 0 < partial < total
+    # the killed shipper's lock lives until its ZooKeeper session expires: wait for it
+    done = subprocess.run(
+        [*cmd, "--lock-wait", "60"], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "ok" and "busy" not in summary["queue_states"], (done.stdout, done.stderr)
+    assert latest(b) == latest(a)
+    assert len(latest(b)) == total
+
+
+def test_failover_claims_and_drains_a_dead_servers_queue(ab: tuple[Cluster, Cluster]) -> None:
+    a, b = ab
+    for i in range(50):
+        a.table().put(b"r%02d" % i, {b"r:q": b"%d" % i})
+    admin = AdminClient(a.mc.admin)
+    owner = next(rs["name"] for rs in admin.info()["regionservers"] if rs["regions"])
+    admin.abort_rs(owner)
+    for i in range(50, 60):
+        a.table().put(b"r%02d" % i, {b"r:q": b"%d" % i})
+    summary = ship(a)
+    assert summary.status == "ok", summary.error
+    assert summary.claimed and {c["dead_server"] for c in summary.claimed} == {owner}
+    assert any(q.queue_removed for q in summary.queues)  # drained recovered queue deleted
+    assert contents(b) == contents(a, b"r")
+    assert len(contents(b)) == 60
+    with zk_client(a.zk_hosts) as client:
+        queues = ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues()
+    assert all(not q.recovered for q in queues) and owner not in {q.server for q in queues}
