@@ -328,20 +328,27 @@ class Shipper:
                 size = 0
                 position = wp.position
                 start = wp.position or None
-                for entry in reader.entries(start):
-                    read += 1
-                    size += entry.end_offset - entry.offset
-                    kept = entry_filter.apply(entry)
-                    if kept is None:
-                        qs.entries_filtered += 1
-                    else:
-                        batch.append(kept)
-                    position = entry.end_offset
-                    if read >= self.batch_entries or size >= self.batch_bytes:
+                try:
+                    for entry in reader.entries(start):
+                        read += 1
+                        size += entry.end_offset - entry.offset
+                        kept = entry_filter.apply(entry)
+                        if kept is None:
+                            qs.entries_filtered += 1
+                        else:
+                            batch.append(kept)
+                        position = entry.end_offset
+                        if read >= self.batch_entries or size >= self.batch_bytes:
+                            self._flush(sink, server, queue_id, wp.name, batch, read, size, position, qs)
+                            batch, read, size = [], 0, 0
+                            if max_batches is not None and qs.batches >= max_batches:
+                                return
+                except WalError:
+                    # ship what was read before the bad entry, so the position points at it
+                    if read:
                         self._flush(sink, server, queue_id, wp.name, batch, read, size, position, qs)
-                        batch, read, size = [], 0, 0
-                        if max_batches is not None and qs.batches >= max_batches:
-                            return
+                    raise
+
                 finished = reader.has_trailer or not last or recovered or loc.archived
                 if reader.incomplete_tail and finished:
                     torn = reader.edits_end - reader.stop_offset

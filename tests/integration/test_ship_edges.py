@@ -1,0 +1,176 @@
+"""Shipping from WALs written here: the current WAL's incomplete tail, edits Thrift1 cannot
+express under each ``walship.incompatible`` setting, and a missing WAL."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import happybase
+import pytest
+from kazoo.client import KazooClient
+
+from walship.errors import WalMissingError
+from walship.minicluster import AdminClient
+from walship.minicluster.process import MiniClusterProcess
+from walship.replicate import Shipper, WalStore
+from walship.servername import ServerName
+from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
+from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id
+
+pytestmark = pytest.mark.integration
+
+SERVER = ServerName("gone.example.com", 16020, 1)
+SRC = ZnodeLayout("/src")
+
+
+@pytest.fixture
+def peer_b(minicluster_factory: Callable[..., MiniClusterProcess]) -> MiniClusterProcess:
+    b = minicluster_factory("B")
+    conn = happybase.Connection(*b.thrift)
+    conn.create_table("t", {"r": {"max_versions": 5}})
+    conn.close()
+    AdminClient(b.admin).set_scope("t", "r", 1)
+    return b
+
+
+def setup_source(zk: KazooClient, zk_hosts: str, b: MiniClusterProcess, tmp_path: Path,
+                 **config: str) -> tuple[Path, str]:
+    ensure_cluster_id(zk, SRC)
+    chroot = zk_hosts.partition("/")[2]
+    host, port = b.thrift
+    ReplicationPeers(zk, SRC).add(PeerConfig("1", f"{zk_hosts.partition('/')[0]}:/{chroot}/hbase-b",
+                                             configuration={"walship.sink.thrift": f"{host}:{port}", **config}))
+    wal = build_wal_name(SERVER, 1_700_000_000_000)
+    ReplicationQueues(zk, SRC).add_wal(str(SERVER), wal)
+    d = tmp_path / "src" / "WALs" / str(SERVER)
+    d.mkdir(parents=True)
+    return d / wal, wal
+
+
+def entry(i: int, cells: list[Cell]) -> tuple[WalKey, list[Cell]]:
+    return WalKey(b"0" * 32, b"t", i, 1_700_000_000_000 + i, scopes={b"r": 1}), cells
+
+
+def put(i: int) -> tuple[WalKey, list[Cell]]:
+    return entry(i, [Cell(b"row%d" % i, b"r", b"q", 1000 + i, CellType.Put, b"v%d" % i)])
+
+
+def shipper(zk: KazooClient, tmp_path: Path) -> Shipper:
+    return Shipper(zk, SRC, WalStore(str(tmp_path / "src")))
+
+
+def rows(b: MiniClusterProcess) -> dict[bytes, dict[bytes, bytes]]:
+    conn = happybase.Connection(*b.thrift)
+    out = dict(conn.table("t").scan())
+    conn.close()
+    return out
+
+
+def test_current_wal_incomplete_tail(zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess,
+                                     tmp_path: Path) -> None:
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
+    f = open(path, "wb")  # noqa: SIM115 - the WAL a region server is still writing
+    writer = WalWriter(f)
+    for i in range(3):
+        writer.append(*put(i))
+    from walship.wal.writer import encode_cell, encode_key
+
+    k, cells = put(3)
+    torn = encode_key(k, 1) + encode_cell(cells[0])
+    f.write(torn[:9])  # half an entry: the writer is in the middle of an append
+    f.flush()
+    complete_end = writer.offset
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.status == "ok", s.error
+    assert set(rows(peer_b)) == {b"row0", b"row1", b"row2"}
+    queues = ReplicationQueues(zk, SRC)
+    assert queues.get_position(str(SERVER), "1", wal)[0] == complete_end  # stops before the tail
+    assert [w.name for w in queues.wals(str(SERVER), "1")] == [wal]  # still the current WAL
+    f.write(torn[9:])  # the append completes
+    writer.append(*put(4))
+    f.flush()
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert set(rows(peer_b)) == {b"row%d" % i for i in range(5)}
+    assert s.totals()["entries_shipped"] == 2
+    writer.close()
+    f.close()
+    s = shipper(zk, tmp_path).ship_peer("1")  # closed with a trailer: shipped and removed
+    assert s.queues[0].wals_removed == [wal]
+    assert queues.wals(str(SERVER), "1") == []
+
+
+def write_with_incompatible(path: Path) -> None:
+    with open(path, "wb") as f, WalWriter(f) as w:
+        w.append(*put(1))
+        w.append(*entry(2, [Cell(b"row1", b"r", b"q", 1001, CellType.Delete)]))  # one version
+        w.append(*entry(3, [Cell(b"row1", b"r", b"", 1002, CellType.DeleteFamilyVersion)]))
+        w.append(*put(4))
+
+
+def test_incompatible_fail_stops_the_queue_naming_wal_and_offset(zk: KazooClient, zk_hosts: str,
+                                                                  peer_b: MiniClusterProcess, tmp_path: Path) -> None:
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
+    write_with_incompatible(path)
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.status == "error"
+    assert s.error is not None and wal in s.error and "byte offset" in s.error and "Delete" in s.error
+    assert rows(peer_b) == {}  # nothing of the batch was applied
+    assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == 0  # position kept
+
+
+def test_incompatible_skip_counts(zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess,
+                                  tmp_path: Path) -> None:
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.incompatible": "skip"})
+    write_with_incompatible(path)
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.status == "ok" and s.totals()["incompatible_skipped"] == 2
+    assert set(rows(peer_b)) == {b"row1", b"row4"}
+    assert s.queues[0].wals_removed == [wal]
+
+
+def test_incompatible_deadletter_keeps_them(zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess,
+                                            tmp_path: Path) -> None:
+    dl = tmp_path / "dead"
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path,
+                             **{"walship.incompatible": "deadletter", "walship.deadletter.dir": str(dl)})
+    write_with_incompatible(path)
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.status == "ok" and s.totals()["deadlettered"] == 2
+    records = [json.loads(line) for line in (dl / "peer-1.jsonl").read_text().splitlines()]
+    assert [r["type"] for r in records] == ["Delete", "DeleteFamilyVersion"]
+    assert all(r["wal"] == wal and r["offset"] > 0 for r in records)
+    assert base64.b64decode(records[0]["row"]) == b"row1" and records[0]["timestamp"] == 1001
+    assert records[0]["cluster_ids"]  # the source's id was added, as for any shipped edit
+    uuid.UUID(records[0]["cluster_ids"][-1])
+
+
+def test_missing_wal_is_an_error_naming_where_it_looked(zk: KazooClient, zk_hosts: str,
+                                                         peer_b: MiniClusterProcess, tmp_path: Path) -> None:
+    _, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)  # the queue names a WAL never written
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.status == "error" and s.error is not None
+    assert f"WAL {wal} not found" in s.error and "oldWALs" in s.error
+    with pytest.raises(WalMissingError):
+        WalStore(str(tmp_path / "src")).locate(wal)
+
+
+def test_corrupt_wal_stops_the_queue_with_file_and_offset(zk: KazooClient, zk_hosts: str,
+                                                          peer_b: MiniClusterProcess, tmp_path: Path) -> None:
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
+    with open(path, "wb") as f, WalWriter(f) as w:
+        w.append(*put(1))
+        second = w.offset
+        w.append(*put(2))
+        w.append(*put(3))
+    data = bytearray(path.read_bytes())
+    data[second + 1 : second + 5] = b"\xff\xff\xff\xff"
+    path.write_bytes(bytes(data))
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.status == "error" and s.error is not None
+    assert f"byte offset {second}" in s.error and wal in s.error
+    assert set(rows(peer_b)) == {b"row1"}  # what came before was shipped, nothing after
+    assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == second
