@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test lint typecheck pytest demo bench proto clean
+.PHONY: setup test lint typecheck pytest demo bench proto clean airflow-env
 
 setup:
 	@scripts/setup.sh
@@ -31,6 +31,10 @@ bench: setup
 # Regenerate the protobuf modules from the .proto files (Google's protoc, via grpcio-tools).
 proto: setup
 	$(PY) -m grpc_tools.protoc -I src --python_out=src --mypy_out=src src/walship/protos/*.proto
+
+# Prepare .airflow/ (SQLite metadata DB) for `source scripts/airflow-env.sh`.
+airflow-env: setup
+	@bash -c 'source scripts/airflow-env.sh && echo "Airflow home ready: $$AIRFLOW_HOME (source scripts/airflow-env.sh to use it)"'
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache build *.egg-info src/*.egg-info .demo

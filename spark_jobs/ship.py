@@ -21,7 +21,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--znode-parent", default="/hbase")
     p.add_argument("--wal-root", required=True)
     p.add_argument("--peer", required=True)
-    p.add_argument("--queues", default="", help="comma-separated server/queueId; empty: all of the peer")
+    p.add_argument(
+        "--queues",
+        default="",
+        help="server/queueId;server/queueId... (server names hold commas); empty: all of the peer",
+    )
     p.add_argument("--queue-filter", default=None)
     p.add_argument("--max-batches", type=int, default=None)
     p.add_argument("--batch-bytes", type=int, default=64 * 1024 * 1024)
@@ -52,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         znode_parent=args.znode_parent,
         wal_root=args.wal_root,
         peer_id=args.peer,
-        queues=tuple(q for q in args.queues.split(",") if q),
+        queues=tuple(q for q in args.queues.split(";") if q),
         queue_filter=args.queue_filter or None,
         max_batches=args.max_batches if args.max_batches and args.max_batches > 0 else None,
         batch_bytes=args.batch_bytes,

@@ -37,13 +37,19 @@ def peer_b(minicluster_factory: Callable[..., MiniClusterProcess]) -> MiniCluste
     return b
 
 
-def setup_source(zk: KazooClient, zk_hosts: str, b: MiniClusterProcess, tmp_path: Path,
-                 **config: str) -> tuple[Path, str]:
+def setup_source(
+    zk: KazooClient, zk_hosts: str, b: MiniClusterProcess, tmp_path: Path, **config: str
+) -> tuple[Path, str]:
     ensure_cluster_id(zk, SRC)
     chroot = zk_hosts.partition("/")[2]
     host, port = b.thrift
-    ReplicationPeers(zk, SRC).add(PeerConfig("1", f"{zk_hosts.partition('/')[0]}:/{chroot}/hbase-b",
-                                             configuration={"walship.sink.thrift": f"{host}:{port}", **config}))
+    ReplicationPeers(zk, SRC).add(
+        PeerConfig(
+            "1",
+            f"{zk_hosts.partition('/')[0]}:/{chroot}/hbase-b",
+            configuration={"walship.sink.thrift": f"{host}:{port}", **config},
+        )
+    )
     wal = build_wal_name(SERVER, 1_700_000_000_000)
     ReplicationQueues(zk, SRC).add_wal(str(SERVER), wal)
     d = tmp_path / "src" / "WALs" / str(SERVER)
@@ -70,8 +76,9 @@ def rows(b: MiniClusterProcess) -> dict[bytes, dict[bytes, bytes]]:
     return out
 
 
-def test_current_wal_incomplete_tail(zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess,
-                                     tmp_path: Path) -> None:
+def test_current_wal_incomplete_tail(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
     path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
     f = open(path, "wb")  # noqa: SIM115 - the WAL a region server is still writing
     writer = WalWriter(f)
@@ -111,8 +118,9 @@ def write_with_incompatible(path: Path) -> None:
         w.append(*put(4))
 
 
-def test_incompatible_fail_stops_the_queue_naming_wal_and_offset(zk: KazooClient, zk_hosts: str,
-                                                                  peer_b: MiniClusterProcess, tmp_path: Path) -> None:
+def test_incompatible_fail_stops_the_queue_naming_wal_and_offset(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
     path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
     write_with_incompatible(path)
     s = shipper(zk, tmp_path).ship_peer("1")
@@ -122,8 +130,7 @@ def test_incompatible_fail_stops_the_queue_naming_wal_and_offset(zk: KazooClient
     assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == 0  # position kept
 
 
-def test_incompatible_skip_counts(zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess,
-                                  tmp_path: Path) -> None:
+def test_incompatible_skip_counts(zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path) -> None:
     path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.incompatible": "skip"})
     write_with_incompatible(path)
     s = shipper(zk, tmp_path).ship_peer("1")
@@ -132,11 +139,13 @@ def test_incompatible_skip_counts(zk: KazooClient, zk_hosts: str, peer_b: MiniCl
     assert s.queues[0].wals_removed == [wal]
 
 
-def test_incompatible_deadletter_keeps_them(zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess,
-                                            tmp_path: Path) -> None:
+def test_incompatible_deadletter_keeps_them(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
     dl = tmp_path / "dead"
-    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path,
-                             **{"walship.incompatible": "deadletter", "walship.deadletter.dir": str(dl)})
+    path, wal = setup_source(
+        zk, zk_hosts, peer_b, tmp_path, **{"walship.incompatible": "deadletter", "walship.deadletter.dir": str(dl)}
+    )
     write_with_incompatible(path)
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "ok" and s.totals()["deadlettered"] == 2
@@ -148,8 +157,9 @@ def test_incompatible_deadletter_keeps_them(zk: KazooClient, zk_hosts: str, peer
     uuid.UUID(records[0]["cluster_ids"][-1])
 
 
-def test_missing_wal_is_an_error_naming_where_it_looked(zk: KazooClient, zk_hosts: str,
-                                                         peer_b: MiniClusterProcess, tmp_path: Path) -> None:
+def test_missing_wal_is_an_error_naming_where_it_looked(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
     _, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)  # the queue names a WAL never written
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "error" and s.error is not None
@@ -158,8 +168,9 @@ def test_missing_wal_is_an_error_naming_where_it_looked(zk: KazooClient, zk_host
         WalStore(str(tmp_path / "src")).locate(wal)
 
 
-def test_corrupt_wal_stops_the_queue_with_file_and_offset(zk: KazooClient, zk_hosts: str,
-                                                          peer_b: MiniClusterProcess, tmp_path: Path) -> None:
+def test_corrupt_wal_stops_the_queue_with_file_and_offset(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
     path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
     with open(path, "wb") as f, WalWriter(f) as w:
         w.append(*put(1))

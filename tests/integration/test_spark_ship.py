@@ -22,15 +22,30 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def spark_submit(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     bindir = Path(sys.executable).parent
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "PATH": f"{bindir}:{os.environ.get('PATH', '')}", "SPARK_LOCAL_IP": "127.0.0.1"}
-    cmd = [str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.driver.memory=512m", str(ROOT / "spark_jobs" / "ship.py"), *args]
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    cmd = [
+        str(bindir / "spark-submit"),
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.driver.memory=512m",
+        str(ROOT / "spark_jobs" / "ship.py"),
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path)
 
 
-def test_spark_job_ships_every_queue_in_parallel(minicluster_factory: Callable[..., MiniClusterProcess],
-                                                  zk_hosts: str, tmp_path: Path) -> None:
+def test_spark_job_ships_every_queue_in_parallel(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, tmp_path: Path
+) -> None:
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = make_cluster(minicluster_factory, zk_hosts, "B")
     add_peer(a, b)
@@ -46,8 +61,21 @@ def test_spark_job_ships_every_queue_in_parallel(minicluster_factory: Callable[.
         for i in range(200):
             batch.put(b"u-%03d" % i, {b"r:q": b"%d" % i})
     summary_path = tmp_path / "out" / "summary.json"
-    done = spark_submit(["--zk", zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir),
-                         "--peer", "1", "--summary", str(summary_path)], tmp_path)
+    done = spark_submit(
+        [
+            "--zk",
+            zk_hosts,
+            "--znode-parent",
+            a.parent,
+            "--wal-root",
+            str(a.mc.data_dir),
+            "--peer",
+            "1",
+            "--summary",
+            str(summary_path),
+        ],
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(summary_path.read_text())
     assert summary["status"] == "ok"
@@ -59,8 +87,9 @@ def test_spark_job_ships_every_queue_in_parallel(minicluster_factory: Callable[.
     bconn.close()
 
 
-def test_spark_job_reports_a_failing_queue(minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str,
-                                           tmp_path: Path) -> None:
+def test_spark_job_reports_a_failing_queue(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, tmp_path: Path
+) -> None:
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = minicluster_factory("B")  # no table t on the peer: the sink refuses the edits
     from replication_helpers import Cluster
@@ -68,8 +97,21 @@ def test_spark_job_reports_a_failing_queue(minicluster_factory: Callable[..., Mi
     add_peer(a, Cluster(b, zk_hosts))
     a.table().put(b"r", {b"r:q": b"v"})
     summary_path = tmp_path / "summary.json"
-    done = spark_submit(["--zk", zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir),
-                         "--peer", "1", "--summary", str(summary_path)], tmp_path)
+    done = spark_submit(
+        [
+            "--zk",
+            zk_hosts,
+            "--znode-parent",
+            a.parent,
+            "--wal-root",
+            str(a.mc.data_dir),
+            "--peer",
+            "1",
+            "--summary",
+            str(summary_path),
+        ],
+        tmp_path,
+    )
     assert done.returncode == 1
     summary = json.loads(summary_path.read_text())
     assert summary["status"] == "error" and "table t" in summary["error"] and "does not exist" in summary["error"]

@@ -38,8 +38,14 @@ class ShipJob:
 
 
 def _shipper(job: ShipJob, client: Any) -> Shipper:
-    return Shipper(client, ZnodeLayout(job.znode_parent), WalStore(job.wal_root), batch_bytes=job.batch_bytes,
-                   batch_entries=job.batch_entries, lock_timeout=job.lock_wait)
+    return Shipper(
+        client,
+        ZnodeLayout(job.znode_parent),
+        WalStore(job.wal_root),
+        batch_bytes=job.batch_bytes,
+        batch_entries=job.batch_entries,
+        lock_timeout=job.lock_wait,
+    )
 
 
 def plan_queues(job: ShipJob) -> tuple[PeerSummary, list[tuple[str, str]]]:

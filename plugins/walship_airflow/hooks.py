@@ -1,0 +1,54 @@
+"""The ``walship`` connection: a source cluster's ZooKeeper, znode parent and WAL root.
+
+Example::
+
+    AIRFLOW_CONN_WALSHIP_SOURCE='{"conn_type": "walship", "host": "127.0.0.1", "port": 2181,
+        "extra": {"znode_parent": "/hbase", "wal_root": "/data/hbase"}}'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException
+
+
+@dataclass(frozen=True)
+class SourceCluster:
+    """Where a source cluster keeps its replication state and its WALs."""
+
+    zk: str
+    znode_parent: str
+    wal_root: str
+
+    def cli_args(self) -> list[str]:
+        return ["--zk", self.zk, "--znode-parent", self.znode_parent, "--wal-root", self.wal_root]
+
+
+class WalshipHook(BaseHook):
+    """Reads a ``walship`` connection into a :class:`SourceCluster`.
+
+    :param walship_conn_id: the connection (default ``walship_source``).
+    """
+
+    conn_name_attr = "walship_conn_id"
+    default_conn_name = "walship_source"
+    conn_type = "walship"
+    hook_name = "walship source cluster"
+
+    def __init__(self, walship_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.walship_conn_id = walship_conn_id
+
+    def get_source(self) -> SourceCluster:
+        conn = self.get_connection(self.walship_conn_id)
+        extra = conn.extra_dejson or {}
+        if not conn.host:
+            raise AirflowException(f"connection {self.walship_conn_id}: 'host' (the ZooKeeper host) is empty")
+        wal_root = extra.get("wal_root")
+        if not wal_root:
+            raise AirflowException(f"connection {self.walship_conn_id}: extra 'wal_root' is missing")
+        hosts = ",".join(h if ":" in h else f"{h}:{conn.port or 2181}" for h in conn.host.split(","))
+        return SourceCluster(zk=hosts, znode_parent=str(extra.get("znode_parent") or "/hbase"), wal_root=str(wal_root))
