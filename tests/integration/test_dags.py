@@ -1,0 +1,143 @@
+"""The DAGs with Airflow itself: DagBag import, structure, the trigger, and dag.test() runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+_HOME = tempfile.mkdtemp(prefix="walship-airflow-")
+# Airflow reads its configuration when first imported: set it up before any airflow import.
+os.environ.update(
+    {
+        "AIRFLOW_HOME": _HOME,
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "WALSHIP_SUMMARY_DIR": str(Path(_HOME) / "summaries"),
+    }
+)
+
+from replication_helpers import add_peer, contents, make_cluster, ship  # noqa: E402
+
+from walship.minicluster.process import MiniClusterProcess  # noqa: E402
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+
+
+@pytest.fixture(scope="module")
+def dagbag() -> Any:
+    migrate = subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=os.environ.copy(),
+    )
+    assert migrate.returncode == 0, migrate.stderr[-2000:]
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def test_dags_import_without_errors(dagbag: Any) -> None:
+    assert dagbag.import_errors == {}
+    assert "walship_replicate" in dagbag.dags
+
+
+def test_replicate_dag_structure(dagbag: Any) -> None:
+    dag = dagbag.dags["walship_replicate"]
+    assert set(dag.task_dict) == {"wait_for_unshipped", "plan", "ship", "report"}
+    assert dag.task_dict["wait_for_unshipped"].downstream_task_ids == {"plan"}
+    assert dag.task_dict["plan"].downstream_task_ids == {"ship", "report"}
+    assert dag.task_dict["ship"].downstream_task_ids == {"report"}
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    assert set(dag.params) == {"peer_id", "queue", "max_batches", "batch_entries", "batch_bytes", "max_parallel_jobs"}
+    assert dag.tags and dag.doc_md
+    assert all(t.retries >= 1 for t in dag.tasks if t.task_id != "wait_for_unshipped")
+
+
+def source_conn(cluster: Any) -> str:
+    hostport, _, chroot = cluster.zk_hosts.partition("/")
+    host, port = hostport.split(":")
+    return json.dumps(
+        {
+            "conn_type": "walship",
+            "host": f"{host}:{port}/{chroot}",
+            "port": int(port),
+            "extra": {"znode_parent": cluster.parent, "wal_root": str(cluster.mc.data_dir)},
+        }
+    )
+
+
+def test_trigger_fires_only_when_there_is_work(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str
+) -> None:
+    from walship_airflow.triggers import UnshippedQueuesTrigger
+
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    trigger = UnshippedQueuesTrigger(zk_hosts, a.parent, str(a.mc.data_dir), "1", poll_interval=0.2)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "walship_airflow.triggers.UnshippedQueuesTrigger"
+
+    async def first_event(t: UnshippedQueuesTrigger, timeout: float) -> Any:
+        async def run() -> Any:
+            async for event in t.run():
+                return event.payload
+            return None
+
+        try:
+            return await asyncio.wait_for(run(), timeout)
+        except TimeoutError:
+            return None
+
+    # the region-open markers of table creation are unshipped bytes too: ship them (filtered)
+    assert asyncio.run(first_event(UnshippedQueuesTrigger(**kwargs), 20.0))["status"] == "pending"
+    ship(a)
+    assert asyncio.run(first_event(UnshippedQueuesTrigger(**kwargs), 2.0)) is None  # nothing new
+    a.table().put(b"r", {b"r:q": b"v"})
+    event = asyncio.run(first_event(UnshippedQueuesTrigger(**kwargs), 20.0))
+    assert event is not None and event["status"] == "pending" and len(event["queues"]) == 1
+    assert event["backlog_bytes"] > 0
+    bad = UnshippedQueuesTrigger(zk_hosts, a.parent, str(a.mc.data_dir), "nosuchpeer", poll_interval=0.2)
+    failed = asyncio.run(first_event(bad, 10.0))
+    assert failed["status"] == "error" and "peer nosuchpeer does not exist" in failed["message"]
+
+
+def test_dag_test_replicates_through_spark(
+    dagbag: Any, minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    with a.table().batch() as batch:
+        for i in range(500):
+            batch.put(b"row-%03d" % i, {b"r:q": b"%d" % i, b"l:q": b"local"})
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
+    dag = dagbag.dags["walship_replicate"]
+    run = dag.test(run_conf={"peer_id": "1", "max_parallel_jobs": 2})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "success", states
+    assert states["ship"] == "success" and states["report"] == "success"
+    assert contents(b) == contents(a, b"r") and len(contents(b)) == 500
+    assert contents(b, b"l") == {}
