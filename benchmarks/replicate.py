@@ -105,10 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     ship_rate, ceiling_rate = cells / ship_s, cells / ceiling_s
     print(f"cells {cells:,} ({rows:,} rows x 3, 100-byte values); loading A took {load_s:.1f} s")
-    print(f"ship A -> B (walship)     : {ship_rate:12,.0f} cells/s  ({ship_s:.1f} s, {summary.totals()['batches']} batches)")
+    print(
+        f"ship A -> B (walship)     : {ship_rate:12,.0f} cells/s  ({ship_s:.1f} s, {summary.totals()['batches']} batches)"
+    )
     print(f"happybase straight into B : {ceiling_rate:12,.0f} cells/s  ({ceiling_s:.1f} s)  <- the sink's ceiling")
-    print(f"ratio ship/ceiling: {ship_rate / ceiling_rate:.3f}  (target >= 0.5: "
-          f"{'met' if ship_rate / ceiling_rate >= 0.5 else 'NOT met'})")
+    print(
+        f"ratio ship/ceiling: {ship_rate / ceiling_rate:.3f}  (target >= 0.5: "
+        f"{'met' if ship_rate / ceiling_rate >= 0.5 else 'NOT met'})"
+    )
     if startup is not None:
         print(f"Spark start-up (spark-submit of the ship job with nothing to ship, local[2]): {startup:.1f} s")
     return 0

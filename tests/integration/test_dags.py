@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -40,6 +41,14 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def collect_airflow_leftovers() -> Any:
+    """Airflow's task runner and the Spark hook leave pipes for the garbage collector; collect
+    them here, where their ResourceWarnings are expected, not in a later test."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="module")
