@@ -504,6 +504,14 @@ class MiniCluster:
 
     # -- reads ---------------------------------------------------------------------------------------
 
+    def _readable(self, table: bytes, columns: dict[bytes, set[bytes] | None] | None) -> dict[bytes, int]:
+        """Check a read: the table enabled, the families known; return their max_versions."""
+        families = self.check_enabled(table)
+        for fam in columns or ():
+            if fam not in families:
+                raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
+        return {f.name: f.max_versions for f in families.values()}
+
     def read_row(
         self,
         table: bytes,
@@ -513,12 +521,7 @@ class MiniCluster:
         versions: int = 1,
         max_ts: int | None = None,
     ) -> list[VisibleCell]:
-        families = self.check_enabled(table)
-        if columns is not None:
-            for fam in columns:
-                if fam not in families:
-                    raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
-        max_versions = {f.name: f.max_versions for f in families.values()}
+        max_versions = self._readable(table, columns)
         return self._store().read_row(table, row, columns, max_versions, versions=versions, max_ts=max_ts)
 
     def scan(
@@ -534,12 +537,7 @@ class MiniCluster:
         chunk: int = 500,
     ) -> Iterator[tuple[bytes, list[VisibleCell]]]:
         """Rows in key order (or reversed) with their visible cells, after the filter."""
-        families = self.check_enabled(table)
-        if columns is not None:
-            for fam in columns:
-                if fam not in families:
-                    raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
-        max_versions = {f.name: f.max_versions for f in families.values()}
+        max_versions = self._readable(table, columns)
         store = self._store()
         after: bytes | None = None
         while True:

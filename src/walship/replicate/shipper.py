@@ -258,22 +258,27 @@ class Shipper:
         if claim:
             summary.claimed = self.failover()
         queues = self.peer_queues(peer_id, queue_filter)
+        summary.queues = self.ship_queues(peer, [(q.server, str(q.queue_id)) for q in queues], max_batches)
+        for qs in summary.queues:
+            if qs.status == "error":
+                summary.status = "error"
+                summary.error = summary.error or qs.error
+        summary.seconds = time.monotonic() - t0
+        return summary
+
+    def ship_queues(
+        self, peer: PeerConfig, queues: Sequence[tuple[str, str]], max_batches: int | None = None
+    ) -> list[QueueSummary]:
+        """Ship the given (server, queue id) of ``peer`` one after another, with one filter
+        chain and one sink for all of them."""
         if not queues:
-            summary.seconds = time.monotonic() - t0
-            return summary
+            return []
         entry_filter = EntryFilter(peer, self.source_cluster_id(), self.peer_cluster_id(peer))
         sink = self.sink_factory(peer)
         try:
-            for q in queues:
-                qs = self.ship_queue(peer, q.server, str(q.queue_id), entry_filter, sink, max_batches)
-                summary.queues.append(qs)
-                if qs.status == "error":
-                    summary.status = "error"
-                    summary.error = summary.error or qs.error
+            return [self.ship_queue(peer, server, qid, entry_filter, sink, max_batches) for server, qid in queues]
         finally:
             sink.close()
-        summary.seconds = time.monotonic() - t0
-        return summary
 
     def ship_queue(
         self,

@@ -76,15 +76,8 @@ def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[d
     with zk_client(job.zk) as client:
         shipper = _shipper(job, client)
         peer = shipper.peers.get(job.peer_id)
-        from walship.replicate.filters import EntryFilter
-
-        entry_filter = EntryFilter(peer, shipper.source_cluster_id(), shipper.peer_cluster_id(peer))
-        sink = shipper.sink_factory(peer)
-        try:
-            for server, queue_id in todo:
-                yield asdict(shipper.ship_queue(peer, server, queue_id, entry_filter, sink, job.max_batches))
-        finally:
-            sink.close()
+        for qs in shipper.ship_queues(peer, todo, job.max_batches):
+            yield asdict(qs)
 
 
 def ship_with_spark(spark: Any, job: ShipJob) -> PeerSummary:

@@ -375,6 +375,18 @@ def _parse_entries(buf: bytes, p: int, buf_off: int, path: str) -> tuple[list[Wa
     return out, p, None
 
 
+def _seen_twice(key: tuple[int, ...]) -> bool:
+    """Count a layout; true on its second sighting (then it is worth compiling)."""
+    seen = _SHAPES_SEEN.get(key, 0) + 1
+    if seen < 2:
+        if len(_SHAPES_SEEN) >= _SHAPES_MAX:
+            _SHAPES_SEEN.clear()
+        _SHAPES_SEEN[key] = seen
+        return False
+    _SHAPES_SEEN.pop(key, None)
+    return True
+
+
 def _learn_shape(shape: tuple[int, int, int, int, int]) -> None:
     """Count a cell layout; on its second sighting compile one struct that decodes it whole.
 
@@ -385,15 +397,8 @@ def _learn_shape(shape: tuple[int, int, int, int, int]) -> None:
     stays on the general path.
     """
     fmt = _cell_format(shape)
-    if fmt is None:
+    if fmt is None or not _seen_twice(shape):
         return
-    seen = _SHAPES_SEEN.get(shape, 0) + 1
-    if seen < 2:
-        if len(_SHAPES_SEEN) >= _SHAPES_MAX:
-            _SHAPES_SEEN.clear()
-        _SHAPES_SEEN[shape] = seen
-        return
-    _SHAPES_SEEN.pop(shape, None)
     if len(_SHAPES) >= _SHAPES_MAX:
         _SHAPES.clear()
     _SHAPES[shape] = struct.Struct(">" + fmt)
@@ -419,15 +424,8 @@ def _learn_run(shape: tuple[int, int, int, int, int], count: int) -> None:
     if key in _RUNS:
         return
     fmt = _cell_format(shape)
-    if fmt is None:
+    if fmt is None or not _seen_twice(key):
         return
-    seen = _SHAPES_SEEN.get(key, 0) + 1
-    if seen < 2:
-        if len(_SHAPES_SEEN) >= _SHAPES_MAX:
-            _SHAPES_SEEN.clear()
-        _SHAPES_SEEN[key] = seen
-        return
-    _SHAPES_SEEN.pop(key, None)
     if len(_RUNS) >= _SHAPES_MAX:
         _RUNS.clear()
     _RUNS[key] = struct.Struct(">" + fmt * count)
