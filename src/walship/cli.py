@@ -277,6 +277,37 @@ def cmd_ship(args: argparse.Namespace) -> int:
     return 1 if summary.status == "error" else 0
 
 
+def cmd_clean(args: argparse.Namespace) -> int:
+    from walship.replicate.cleaner import clean
+    from walship.replicate.walstore import WalStore
+
+    if not args.wal_root:
+        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
+    with _state(args) as (client, layout):
+        report = clean(
+            client,
+            layout,
+            WalStore(args.wal_root),
+            ttl=args.ttl,
+            dry_run=args.dry_run,
+            disabled_peer_limit=args.disabled_peer_limit,
+        )
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        verb = "would delete" if args.dry_run else "deleted"
+        print(
+            f"{verb} {report.deleted.files} files ({report.deleted.bytes:,} bytes); kept "
+            f"{report.kept_referenced.files} referenced ({report.kept_referenced.bytes:,} bytes), "
+            f"{report.kept_young.files} younger than {args.ttl:g} s ({report.kept_young.bytes:,} bytes)"
+        )
+        for path in report.not_wal:
+            print(f"not a WAL, left alone: {path}")
+        for warning in report.warnings:
+            print(f"warning: {warning}")
+    return 0
+
+
 # -- minicluster ---------------------------------------------------------------------------------
 
 
@@ -429,6 +460,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait this long for a queue another shipper holds (default: skip it and say so)",
     )
     ship.set_defaults(func=cmd_ship)
+
+    cl = sub.add_parser("clean", help="delete archived WALs older than the TTL that no queue references")
+    cl.add_argument("--ttl", type=float, default=600.0, metavar="SECONDS", help="minimum age (default 600)")
+    cl.add_argument("--dry-run", action="store_true", help="report, delete nothing")
+    cl.add_argument("--json", action="store_true")
+    cl.add_argument(
+        "--disabled-peer-limit",
+        type=_positive_int,
+        default=10 * 1024**3,
+        metavar="BYTES",
+        help="warn when a disabled peer holds more archived bytes than this",
+    )
+    cl.set_defaults(func=cmd_clean)
 
     mc = sub.add_parser("minicluster", help="an embedded HBase-compatible cluster")
     mc_sub = mc.add_subparsers(dest="mc_command", required=True, metavar="MC_COMMAND")

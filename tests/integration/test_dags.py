@@ -69,7 +69,7 @@ def dagbag() -> Any:
 
 def test_dags_import_without_errors(dagbag: Any) -> None:
     assert dagbag.import_errors == {}
-    assert "walship_replicate" in dagbag.dags
+    assert {"walship_replicate", "walship_clean"} <= set(dagbag.dags)
 
 
 def test_replicate_dag_structure(dagbag: Any) -> None:
@@ -150,3 +150,28 @@ def test_dag_test_replicates_through_spark(
     assert states["ship"] == "success" and states["report"] == "success"
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 500
     assert contents(b, b"l") == {}
+
+
+def test_clean_dag_run(dagbag: Any, zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time as _time
+
+    from walship.servername import ServerName
+    from walship.wal import build_wal_name
+    from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+
+    server = ServerName("rs.example.com", 16020, 1)
+    old, kept = build_wal_name(server, 1), build_wal_name(server, 2)
+    (tmp_path / "oldWALs").mkdir()
+    for name in (old, kept):
+        p = tmp_path / "oldWALs" / name
+        p.write_bytes(b"x")
+        os.utime(p, (_time.time() - 7200, _time.time() - 7200))
+    with zk_client(zk_hosts) as client:
+        ReplicationQueues(client, ZnodeLayout("/hbase")).add_wal(str(server), kept, peer_ids=["1"])
+    hostport, _, chroot = zk_hosts.partition("/")
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps(
+        {"conn_type": "walship", "host": f"{hostport}/{chroot}", "extra": {"znode_parent": "/hbase",
+                                                                          "wal_root": str(tmp_path)}}))
+    run = dagbag.dags["walship_clean"].test()
+    assert run.state == "success"
+    assert {p.name for p in (tmp_path / "oldWALs").iterdir()} == {kept}

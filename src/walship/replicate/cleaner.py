@@ -1,0 +1,149 @@
+"""The log cleaner: delete archived WALs nobody needs any more.
+
+A file under ``oldWALs/`` is deleted only when all of these hold, as HBase's LogCleaner with
+its TimeToLiveLogCleaner and ReplicationLogCleaner decides:
+
+* its name is a WAL name (anything else is reported, never deleted);
+* it is older than the TTL (default 600 s) and older than the snapshot of the queues;
+* no queue references it, by one consistent snapshot of every queue taken for the whole run
+  (a set lookup per file, not a ZooKeeper read per file).
+
+Nothing under ``WALs/`` is ever touched, nothing outside the archive, and if ZooKeeper cannot
+be read, nothing is deleted at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from walship.errors import ReplicationError, WalshipError
+from walship.replicate.walstore import WalStore
+from walship.wal.names import is_wal_name
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
+
+__all__ = ["DEFAULT_DISABLED_PEER_LIMIT", "DEFAULT_TTL", "CleanReport", "clean"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL = 600.0
+DEFAULT_DISABLED_PEER_LIMIT = 10 * 1024**3
+
+
+@dataclass
+class Tally:
+    files: int = 0
+    bytes: int = 0
+
+    def add(self, size: int) -> None:
+        self.files += 1
+        self.bytes += size
+
+
+@dataclass
+class CleanReport:
+    """What one run of the cleaner did, and why it kept what it kept."""
+
+    dry_run: bool
+    ttl: float
+    deleted: Tally = field(default_factory=Tally)
+    kept_referenced: Tally = field(default_factory=Tally)
+    kept_young: Tally = field(default_factory=Tally)
+    not_wal: list[str] = field(default_factory=list)
+    deleted_files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def clean(
+    client: KazooClient,
+    layout: ZnodeLayout,
+    walstore: WalStore,
+    *,
+    ttl: float = DEFAULT_TTL,
+    dry_run: bool = False,
+    now: float | None = None,
+    disabled_peer_limit: int = DEFAULT_DISABLED_PEER_LIMIT,
+) -> CleanReport:
+    """One cleaner run.
+
+    :raises WalshipError: ZooKeeper could not be read (then nothing was deleted).
+    """
+    if ttl < 0:
+        raise ValueError(f"'ttl' must be >= 0, got {ttl}")
+    report = CleanReport(dry_run=dry_run, ttl=ttl)
+    queues = ReplicationQueues(client, layout)
+    try:
+        snapshot_time = time.time() if now is None else now
+        referenced = queues.all_wals()
+        held_by_disabled = _disabled_peer_wals(client, layout, queues)
+    except WalshipError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any ZooKeeper failure: delete nothing
+        raise ReplicationError(
+            f"cannot read the replication queues under {layout.queues}: {exc}; nothing deleted"
+        ) from exc
+    current = time.time() if now is None else now
+    archive = posixpath.join(walstore.base, "oldWALs") + "/"
+    disabled_bytes: dict[str, int] = {}
+    for path, mtime, size in walstore.list_archive():
+        name = posixpath.basename(path)
+        if not path.startswith(archive):  # defensive: only ever the archive
+            report.not_wal.append(path)
+            continue
+        if not is_wal_name(name):
+            report.not_wal.append(path)
+            continue
+        if name in referenced:
+            report.kept_referenced.add(size)
+            for peer_id in held_by_disabled.get(name, ()):
+                disabled_bytes[peer_id] = disabled_bytes.get(peer_id, 0) + size
+            continue
+        if current - mtime <= ttl or mtime >= snapshot_time:
+            report.kept_young.add(size)
+            continue
+        if not dry_run:
+            try:
+                walstore.fs.rm(path)
+            except FileNotFoundError:
+                continue  # deleted meanwhile by another cleaner
+        report.deleted.add(size)
+        report.deleted_files.append(name)
+    for peer_id, held in sorted(disabled_bytes.items()):
+        if held > disabled_peer_limit:
+            msg = (
+                f"disabled peer {peer_id} holds {held:,} bytes of archived WALs "
+                f"(limit {disabled_peer_limit:,}): enable it, or remove it to let them go"
+            )
+            report.warnings.append(msg)
+            log.warning("%s", msg)
+    log.info(
+        "cleaner: deleted %d files (%d bytes), kept %d referenced, %d young, %d not WALs%s",
+        report.deleted.files,
+        report.deleted.bytes,
+        report.kept_referenced.files,
+        report.kept_young.files,
+        len(report.not_wal),
+        " (dry run)" if dry_run else "",
+    )
+    return report
+
+
+def _disabled_peer_wals(client: KazooClient, layout: ZnodeLayout, queues: ReplicationQueues) -> dict[str, set[str]]:
+    """WAL name -> the disabled peers whose queues hold it."""
+    disabled = {p.peer_id for p in ReplicationPeers(client, layout).list() if not p.enabled}
+    out: dict[str, set[str]] = {}
+    if not disabled:
+        return out
+    for q in queues.list_queues():
+        if q.peer_id in disabled:
+            for w in q.wals:
+                out.setdefault(w.name, set()).add(q.peer_id)
+    return out
