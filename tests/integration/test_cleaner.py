@@ -46,8 +46,12 @@ file_spec = st.tuples(
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(file_spec, min_size=1, max_size=25, unique_by=lambda f: (f[0], f[1], f[2])), st.booleans())
-def test_never_deletes_what_it_must_keep(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory,
-                                         files: list[tuple[str, int, int, str, str]], live_wal_dir: bool) -> None:
+def test_never_deletes_what_it_must_keep(
+    zk_server: LocalZooKeeper,
+    tmp_path_factory: pytest.TempPathFactory,
+    files: list[tuple[str, int, int, str, str]],
+    live_wal_dir: bool,
+) -> None:
     root = tmp_path_factory.mktemp("walroot")
     chroot = f"/cleaner-{uuid.uuid4().hex}"
     with zk_client(zk_server.hosts) as c:

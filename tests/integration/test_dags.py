@@ -169,9 +169,16 @@ def test_clean_dag_run(dagbag: Any, zk_hosts: str, tmp_path: Path, monkeypatch: 
     with zk_client(zk_hosts) as client:
         ReplicationQueues(client, ZnodeLayout("/hbase")).add_wal(str(server), kept, peer_ids=["1"])
     hostport, _, chroot = zk_hosts.partition("/")
-    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps(
-        {"conn_type": "walship", "host": f"{hostport}/{chroot}", "extra": {"znode_parent": "/hbase",
-                                                                          "wal_root": str(tmp_path)}}))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WALSHIP_SOURCE",
+        json.dumps(
+            {
+                "conn_type": "walship",
+                "host": f"{hostport}/{chroot}",
+                "extra": {"znode_parent": "/hbase", "wal_root": str(tmp_path)},
+            }
+        ),
+    )
     run = dagbag.dags["walship_clean"].test()
     assert run.state == "success"
     assert {p.name for p in (tmp_path / "oldWALs").iterdir()} == {kept}

@@ -86,7 +86,7 @@ def clean(
         held_by_disabled = _disabled_peer_wals(client, layout, queues)
     except WalshipError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any ZooKeeper failure: delete nothing
+    except Exception as exc:
         raise ReplicationError(
             f"cannot read the replication queues under {layout.queues}: {exc}; nothing deleted"
         ) from exc
