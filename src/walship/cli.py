@@ -277,6 +277,20 @@ def cmd_ship(args: argparse.Namespace) -> int:
     return 1 if summary.status == "error" else 0
 
 
+def cmd_tail(args: argparse.Namespace) -> int:
+    from walship.replicate.tailer import Tailer
+    from walship.replicate.walstore import WalStore
+
+    if not args.wal_root:
+        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
+    with _state(args) as (client, layout):
+        summary = Tailer(
+            client, layout, WalStore(args.wal_root), args.peer, duration=args.duration, idle_sleep=args.idle_sleep
+        ).run()
+    print(json.dumps(summary.to_json()))
+    return 1 if summary.status == "error" else 0
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
     from walship.replicate.cleaner import clean
     from walship.replicate.walstore import WalStore
@@ -460,6 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait this long for a queue another shipper holds (default: skip it and say so)",
     )
     ship.set_defaults(func=cmd_ship)
+
+    tail = sub.add_parser("tail", help="follow a peer's queues and ship new entries at once, for a while")
+    tail.add_argument("--peer", required=True, metavar="PEER_ID")
+    tail.add_argument("--duration", type=float, default=600.0, metavar="SECONDS", help="then stop (default 600)")
+    tail.add_argument("--idle-sleep", type=float, default=0.1, metavar="SECONDS", help=argparse.SUPPRESS)
+    tail.set_defaults(func=cmd_tail)
 
     cl = sub.add_parser("clean", help="delete archived WALs older than the TTL that no queue references")
     cl.add_argument("--ttl", type=float, default=600.0, metavar="SECONDS", help="minimum age (default 600)")

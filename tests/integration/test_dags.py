@@ -69,7 +69,9 @@ def dagbag() -> Any:
 
 def test_dags_import_without_errors(dagbag: Any) -> None:
     assert dagbag.import_errors == {}
-    assert {"walship_replicate", "walship_clean"} <= set(dagbag.dags)
+    assert {"walship_replicate", "walship_clean", "walship_tail"} <= set(dagbag.dags)
+    tail = dagbag.dags["walship_tail"]
+    assert tail.max_active_runs == 1 and "continuous" in type(tail.timetable).__name__.lower()
 
 
 def test_replicate_dag_structure(dagbag: Any) -> None:
@@ -182,3 +184,17 @@ def test_clean_dag_run(dagbag: Any, zk_hosts: str, tmp_path: Path, monkeypatch: 
     run = dagbag.dags["walship_clean"].test()
     assert run.state == "success"
     assert {p.name for p in (tmp_path / "oldWALs").iterdir()} == {kept}
+
+
+def test_tail_dag_run(
+    dagbag: Any, minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    for i in range(20):
+        a.table().put(b"t-%02d" % i, {b"r:q": b"%d" % i})
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
+    run = dagbag.dags["walship_tail"].test(run_conf={"peer_id": "1", "duration": 3})
+    assert run.state == "success"
+    assert contents(b) == contents(a, b"r") and len(contents(b)) == 20

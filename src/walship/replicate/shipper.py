@@ -83,12 +83,14 @@ class QueueSummary:
     incompatible_skipped: int = 0
     deadlettered: int = 0
     tags_dropped: int = 0
+    sink_retries: int = 0
     torn_tail_bytes: int = 0
     age_of_last_shipped_op_ms: int | None = None
     positions: dict[str, int] = field(default_factory=dict)
     wals_removed: list[str] = field(default_factory=list)
     queue_removed: bool = False
     error: str | None = None
+    exception: Exception | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -111,6 +113,7 @@ class PeerSummary:
             "incompatible_skipped",
             "deadlettered",
             "tags_dropped",
+            "sink_retries",
         )
         return {k: sum(int(getattr(q, k)) for q in self.queues) for k in keys}
 
@@ -123,6 +126,8 @@ class PeerSummary:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        for q in out["queues"]:
+            q.pop("exception", None)
         out["totals"] = self.totals()
         out["queue_states"] = self.queue_states()
         return out
@@ -290,23 +295,35 @@ class Shipper:
         max_batches: int | None = None,
     ) -> QueueSummary:
         """Ship one queue under its lock; errors are reported in the summary, never skipped."""
-        qs = QueueSummary(server, queue_id)
         with queue_lock(
             self.client, self.layout, server, queue_id, owner=self.owner, timeout=self.lock_timeout
         ) as held:
             if not held:
-                qs.status = "busy"
-                return qs
-            try:
-                self._ship_locked(peer, server, queue_id, entry_filter, sink, max_batches, qs)
-            except QueueNotFoundError as exc:
-                qs.status = "moved"
-                qs.error = str(exc)
-                log.info("queue %s/%s moved while shipping: %s", server, queue_id, exc)
-            except (WalshipError, WalError) as exc:
-                qs.status = "error"
-                qs.error = f"queue {server}/{queue_id} of peer {peer.peer_id}: {exc}"
-                log.error("%s", qs.error)
+                return QueueSummary(server, queue_id, status="busy")
+            return self.ship_held_queue(peer, server, queue_id, entry_filter, sink, max_batches)
+
+    def ship_held_queue(
+        self,
+        peer: PeerConfig,
+        server: str,
+        queue_id: str,
+        entry_filter: EntryFilter,
+        sink: Sink,
+        max_batches: int | None = None,
+    ) -> QueueSummary:
+        """Ship one queue whose lock the caller holds (see :func:`~walship.zk.queue_lock`)."""
+        qs = QueueSummary(server, queue_id)
+        try:
+            self._ship_locked(peer, server, queue_id, entry_filter, sink, max_batches, qs)
+        except QueueNotFoundError as exc:
+            qs.status = "moved"
+            qs.error = str(exc)
+            log.info("queue %s/%s moved while shipping: %s", server, queue_id, exc)
+        except (WalshipError, WalError) as exc:
+            qs.status = "error"
+            qs.error = f"queue {server}/{queue_id} of peer {peer.peer_id}: {exc}"
+            qs.exception = exc
+            log.error("%s", qs.error)
         return qs
 
     def _ship_locked(
@@ -399,6 +416,7 @@ class Shipper:
         qs.incompatible_skipped += stats.incompatible_skipped
         qs.deadlettered += stats.deadlettered
         qs.tags_dropped += stats.tags_dropped
+        qs.sink_retries += stats.retries
         qs.positions[wal] = position
         if batch:
             qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch[-1].entry.key.write_time)

@@ -62,6 +62,7 @@ class ApplyStats:
     incompatible_skipped: int = 0
     deadlettered: int = 0
     tags_dropped: int = 0
+    retries: int = 0
 
 
 class DeadLetters:
@@ -159,7 +160,7 @@ class ThriftSink:
     def close(self) -> None:
         self._drop_connection()
 
-    def _call(self, table: bytes, rows: list[Any], ts: int, attributes: dict[bytes, bytes]) -> None:
+    def _call(self, table: bytes, rows: list[Any], ts: int, attributes: dict[bytes, bytes], stats: ApplyStats) -> None:
         delay = self.backoff
         for attempt in range(self.retries * max(1, len(self.servers))):
             try:
@@ -172,9 +173,11 @@ class ThriftSink:
             except SinkUnavailableError:
                 if attempt + 1 >= self.retries:
                     raise
+                stats.retries += 1
             except _TRANSPORT_ERRORS as exc:
                 log.warning("peer %s: Thrift call to %s failed (%s); retrying", self.peer.peer_id, self._server, exc)
                 self._drop_connection()
+                stats.retries += 1
             time.sleep(min(delay, 10.0))
             delay *= 2
         raise SinkUnavailableError(
@@ -231,7 +234,7 @@ class ThriftSink:
             batch = [Hbase_thrift.BatchMutation(row=r, mutations=m) for r, m in rows.items()]
             attributes = {b"_cs.id": encode_cluster_ids(cluster_ids)}
             for i in range(0, len(batch), _ROWS_PER_CALL):
-                self._call(table, batch[i : i + _ROWS_PER_CALL], ts, attributes)
+                self._call(table, batch[i : i + _ROWS_PER_CALL], ts, attributes, stats)
                 stats.calls += 1
         if stats.incompatible_skipped or stats.deadlettered:
             log.warning(

@@ -77,7 +77,9 @@ def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[d
         shipper = _shipper(job, client)
         peer = shipper.peers.get(job.peer_id)
         for qs in shipper.ship_queues(peer, todo, job.max_batches):
-            yield asdict(qs)
+            out = asdict(qs)
+            out.pop("exception", None)  # the message is in "error"; exceptions need not pickle
+            yield out
 
 
 def ship_with_spark(spark: Any, job: ShipJob) -> PeerSummary:

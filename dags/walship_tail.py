@@ -1,0 +1,59 @@
+"""
+### walship_tail
+
+Low-latency replication: one long-lived task follows the current WAL of every queue of the
+peer and ships new entries within a second or two. It holds the queues' ZooKeeper locks for
+its run, so `walship_replicate` skips those queues (and says so); it rides out a peer outage
+by backing off and resuming from the committed positions; it ends after `duration` seconds
+so that the next continuous run takes over.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+
+@dag(
+    dag_id="walship_tail",
+    schedule="@continuous",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["walship", "replication", "tail"],
+    default_args={"owner": "walship", "retries": 3, "retry_delay": timedelta(seconds=10)},
+    params={
+        "peer_id": Param("1", type="string", minLength=1, description="the peer to ship to"),
+        "duration": Param(600, type="number", minimum=1, description="seconds before this run hands over"),
+    },
+)
+def walship_tail() -> None:
+    @task(execution_timeout=timedelta(hours=2))
+    def tail(**context: object) -> dict[str, object]:
+        from walship_airflow.hooks import WalshipHook
+
+        from walship.replicate.tailer import Tailer
+        from walship.replicate.walstore import WalStore
+        from walship.zk import ZnodeLayout, zk_client
+
+        params = context["params"]
+        source = WalshipHook().get_source()
+        with zk_client(source.zk) as client:
+            summary = Tailer(
+                client,
+                ZnodeLayout(source.znode_parent),
+                WalStore(source.wal_root),
+                str(params["peer_id"]),
+                duration=float(params["duration"]),
+            ).run()  # type: ignore[index]
+        if summary.status == "error":
+            raise RuntimeError("; ".join(summary.errors))
+        return summary.to_json()
+
+    tail()
+
+
+walship_tail()

@@ -1,0 +1,199 @@
+"""Low-latency tailing: follow the current WAL of every queue of a peer and ship new entries
+within a second or two.
+
+The tailer takes each queue's ZooKeeper lock and keeps it for its whole run, so the micro-batch
+shipper (``walship_replicate``) skips those queues and says so, and a queue is never shipped by
+two at once. It polls each held queue every ``idle_sleep`` seconds when nothing is new, looks
+for new queues (and claims dead servers' ones) every ``rediscover`` seconds, rides out a peer
+outage by backing off and retrying from the committed position (nothing is lost, nothing
+skipped), and ends after ``duration`` seconds, releasing its locks so that the next run takes
+over.
+
+Example::
+
+    summary = Tailer(client, ZnodeLayout("/hbase"), WalStore("/data/hbase"), "1", duration=600).run()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+
+from walship.errors import SinkUnavailableError
+from walship.replicate.filters import EntryFilter
+from walship.replicate.shipper import QueueSummary, Shipper, Sink
+from walship.replicate.walstore import WalStore
+from walship.zk import PeerConfig, ZnodeLayout
+
+__all__ = ["TailSummary", "Tailer"]
+
+log = logging.getLogger(__name__)
+
+_SUMMED = (
+    "batches",
+    "entries_read",
+    "entries_filtered",
+    "entries_shipped",
+    "cells_shipped",
+    "bytes_read",
+    "incompatible_skipped",
+    "deadlettered",
+    "tags_dropped",
+    "sink_retries",
+    "torn_tail_bytes",
+)
+
+
+@dataclass
+class TailSummary:
+    peer_id: str
+    status: str = "ok"  # ok | disabled | error
+    seconds: float = 0.0
+    passes: int = 0
+    queues: dict[str, dict[str, int]] = field(default_factory=dict)
+    skipped_busy: list[str] = field(default_factory=list)
+    outages: int = 0
+    claimed: list[dict[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    max_age_of_last_shipped_op_ms: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def add(self, qs: QueueSummary) -> None:
+        key = f"{qs.server}/{qs.queue_id}"
+        agg = self.queues.setdefault(key, dict.fromkeys(_SUMMED, 0))
+        for k in _SUMMED:
+            agg[k] += int(getattr(qs, k))
+        if qs.age_of_last_shipped_op_ms is not None:
+            self.max_age_of_last_shipped_op_ms = max(
+                self.max_age_of_last_shipped_op_ms or 0, qs.age_of_last_shipped_op_ms
+            )
+
+
+class Tailer:
+    """Tails the queues of one peer for ``duration`` seconds (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        layout: ZnodeLayout,
+        walstore: WalStore,
+        peer_id: str,
+        *,
+        duration: float = 600.0,
+        idle_sleep: float = 0.1,
+        rediscover: float = 2.0,
+        max_backoff: float = 5.0,
+        shipper: Shipper | None = None,
+    ) -> None:
+        self.client = client
+        self.layout = layout
+        self.peer_id = peer_id
+        self.duration = duration
+        self.idle_sleep = idle_sleep
+        self.rediscover = rediscover
+        self.max_backoff = max_backoff
+        self.shipper = shipper or Shipper(client, layout, walstore, owner=f"tail-{peer_id}")
+        self._locks: dict[tuple[str, str], Any] = {}
+        self._session_lost = False
+        client.add_listener(self._on_state)
+
+    def _on_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._session_lost = True  # our locks are gone: stop before someone else ships too
+
+    def _take_new_queues(self, summary: TailSummary) -> None:
+        for q in self.shipper.peer_queues(self.peer_id):
+            key = (q.server, str(q.queue_id))
+            if key in self._locks:
+                continue
+            lock = self.client.Lock(self.layout.queue_lock(*key), identifier=self.shipper.owner)
+            if lock.acquire(blocking=False):
+                self._locks[key] = lock
+                log.info("tailing queue %s/%s", *key)
+            else:
+                name = f"{key[0]}/{key[1]}"
+                if name not in summary.skipped_busy:
+                    summary.skipped_busy.append(name)
+                    log.info("queue %s is being shipped by another shipper; not tailing it", name)
+
+    def _release(self, key: tuple[str, str]) -> None:
+        lock = self._locks.pop(key, None)
+        if lock is not None:
+            with contextlib.suppress(Exception):
+                lock.release()
+
+    def run(self) -> TailSummary:
+        summary = TailSummary(self.peer_id)
+        t0 = time.monotonic()
+        deadline = t0 + self.duration
+        next_discovery = t0
+        backoff = self.idle_sleep
+        peer: PeerConfig | None = None
+        entry_filter: EntryFilter | None = None
+        sink: Sink | None = None
+        try:
+            while time.monotonic() < deadline and not self._session_lost:
+                now = time.monotonic()
+                if now >= next_discovery:
+                    peer = self.shipper.peers.get(self.peer_id)
+                    if not peer.enabled:
+                        summary.status = "disabled"
+                        time.sleep(min(self.rediscover, max(0.0, deadline - time.monotonic())))
+                        next_discovery = time.monotonic()
+                        continue
+                    summary.status = "ok" if not summary.errors else "error"
+                    summary.claimed.extend(self.shipper.failover())
+                    self._take_new_queues(summary)
+                    if entry_filter is None:
+                        entry_filter = EntryFilter(
+                            peer, self.shipper.source_cluster_id(), self.shipper.peer_cluster_id(peer)
+                        )
+                    if sink is None:
+                        sink = self.shipper.sink_factory(peer)
+                    next_discovery = now + self.rediscover
+                assert peer is not None and entry_filter is not None and sink is not None
+                summary.passes += 1
+                shipped = 0
+                outage = False
+                for key in list(self._locks):
+                    qs = self.shipper.ship_held_queue(peer, key[0], key[1], entry_filter, sink)
+                    summary.add(qs)
+                    shipped += qs.entries_read
+                    if qs.status == "moved" or qs.queue_removed:
+                        self._release(key)
+                    elif qs.status == "error":
+                        if isinstance(qs.exception, SinkUnavailableError):
+                            outage = True
+                            continue
+                        summary.errors.append(qs.error or "")
+                        summary.status = "error"
+                        self._release(key)  # stop tailing it; the error stands in the summary
+                if outage:
+                    summary.outages += 1
+                    log.warning(
+                        "peer %s unreachable; retrying in %.1f s from the committed positions", self.peer_id, backoff
+                    )
+                    time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                    backoff = min(backoff * 2, self.max_backoff)
+                    continue
+                backoff = self.idle_sleep
+                if not shipped:
+                    time.sleep(self.idle_sleep)
+        finally:
+            for key in list(self._locks):
+                self._release(key)
+            if sink is not None:
+                sink.close()
+            self.client.remove_listener(self._on_state)
+        if self._session_lost:
+            summary.errors.append("ZooKeeper session lost: stopped tailing (the locks went with it)")
+            summary.status = "error"
+        summary.seconds = time.monotonic() - t0
+        return summary
