@@ -10,6 +10,7 @@ not WALs are reported, and if ZooKeeper cannot be read nothing is deleted (the r
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pendulum
 from airflow.sdk import Param, dag, task
@@ -34,7 +35,7 @@ from airflow.sdk import Param, dag, task
 )
 def walship_clean() -> None:
     @task
-    def clean_archive(**context: object) -> dict[str, object]:
+    def clean_archive(**context: Any) -> dict[str, object]:
         from walship_airflow.hooks import WalshipHook
 
         from walship.replicate.cleaner import clean
@@ -49,9 +50,9 @@ def walship_clean() -> None:
                 ZnodeLayout(source.znode_parent),
                 WalStore(source.wal_root),
                 ttl=float(params["ttl"]),
-                dry_run=bool(params["dry_run"]),  # type: ignore[index]
+                dry_run=bool(params["dry_run"]),
                 disabled_peer_limit=int(params["disabled_peer_limit"]),
-            )  # type: ignore[index]
+            )
         return report.to_json()
 
     clean_archive()

@@ -11,6 +11,7 @@ so that the next continuous run takes over.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pendulum
 from airflow.sdk import Param, dag, task
@@ -32,7 +33,7 @@ from airflow.sdk import Param, dag, task
 )
 def walship_tail() -> None:
     @task(execution_timeout=timedelta(hours=2))
-    def tail(**context: object) -> dict[str, object]:
+    def tail(**context: Any) -> dict[str, object]:
         from walship_airflow.hooks import WalshipHook
 
         from walship.replicate.tailer import Tailer
@@ -48,7 +49,7 @@ def walship_tail() -> None:
                 WalStore(source.wal_root),
                 str(params["peer_id"]),
                 duration=float(params["duration"]),
-            ).run()  # type: ignore[index]
+            ).run()
         if summary.status == "error":
             raise RuntimeError("; ".join(summary.errors))
         return summary.to_json()

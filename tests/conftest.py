@@ -1,4 +1,5 @@
-"""Shared fixtures: a real ZooKeeper server per test session, a chroot per test."""
+"""Shared fixtures: a real ZooKeeper server per test session, a chroot per test, miniclusters,
+and Airflow's DagBag (Airflow is configured here, before anything imports it)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import airflow_env
 import pytest
 from kazoo.client import KazooClient
 
@@ -82,3 +84,8 @@ def minicluster_factory(zk_hosts: str, tmp_path: Path) -> Iterator[Callable[...,
 @pytest.fixture
 def minicluster(minicluster_factory: Callable[..., MiniClusterProcess]) -> MiniClusterProcess:
     return minicluster_factory("A")
+
+
+@pytest.fixture(scope="module")
+def dagbag() -> Any:
+    return airflow_env.load_dagbag()

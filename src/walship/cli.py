@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import logging
 import os
@@ -291,6 +292,28 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return 1 if summary.status == "error" else 0
 
 
+def _iso_time(text: str) -> datetime.datetime:
+    try:
+        value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from walship.replicate.replay import replay
+    from walship.replicate.walstore import WalStore
+
+    if not args.wal_root:
+        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
+    with _state(args) as (client, layout):
+        report = replay(
+            client, layout, WalStore(args.wal_root), args.peer, args.start, args.end, allow_gaps=args.allow_gaps
+        )
+    print(json.dumps(report.to_json()))
+    return 0
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
     from walship.replicate.cleaner import clean
     from walship.replicate.walstore import WalStore
@@ -480,6 +503,13 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--duration", type=float, default=600.0, metavar="SECONDS", help="then stop (default 600)")
     tail.add_argument("--idle-sleep", type=float, default=0.1, metavar="SECONDS", help=argparse.SUPPRESS)
     tail.set_defaults(func=cmd_tail)
+
+    rp = sub.add_parser("replay", help="ship every edit written in a time window, from all WALs still present")
+    rp.add_argument("--peer", required=True, metavar="PEER_ID")
+    rp.add_argument("--from", dest="start", required=True, type=_iso_time, metavar="ISO_TIME")
+    rp.add_argument("--to", dest="end", required=True, type=_iso_time, metavar="ISO_TIME")
+    rp.add_argument("--allow-gaps", action="store_true", help="replay what is there when WALs of the window are gone")
+    rp.set_defaults(func=cmd_replay)
 
     cl = sub.add_parser("clean", help="delete archived WALs older than the TTL that no queue references")
     cl.add_argument("--ttl", type=float, default=600.0, metavar="SECONDS", help="minimum age (default 600)")

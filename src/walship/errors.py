@@ -164,3 +164,7 @@ class SinkUnavailableError(SinkError):
 class IncompatibleEditError(ReplicationError):
     """An edit the sink cannot express (Thrift1 has no single-version Delete nor
     DeleteFamilyVersion) under ``walship.incompatible=fail``."""
+
+
+class ReplayGapError(ReplicationError):
+    """The WALs that covered part of a replay window are gone; retrying will not bring them back."""

@@ -6,33 +6,14 @@ import asyncio
 import gc
 import json
 import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from replication_helpers import add_peer, contents, make_cluster, ship
 
-ROOT = Path(__file__).resolve().parents[2]
-_HOME = tempfile.mkdtemp(prefix="walship-airflow-")
-# Airflow reads its configuration when first imported: set it up before any airflow import.
-os.environ.update(
-    {
-        "AIRFLOW_HOME": _HOME,
-        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        "WALSHIP_SUMMARY_DIR": str(Path(_HOME) / "summaries"),
-    }
-)
-
-from replication_helpers import add_peer, contents, make_cluster, ship  # noqa: E402
-
-from walship.minicluster.process import MiniClusterProcess  # noqa: E402
+from walship.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,
@@ -49,22 +30,6 @@ def collect_airflow_leftovers() -> Any:
     them here, where their ResourceWarnings are expected, not in a later test."""
     yield
     gc.collect()
-
-
-@pytest.fixture(scope="module")
-def dagbag() -> Any:
-    migrate = subprocess.run(
-        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=os.environ.copy(),
-    )
-    assert migrate.returncode == 0, migrate.stderr[-2000:]
-    from airflow.dag_processing.dagbag import DagBag
-
-    return DagBag(dag_folder=str(ROOT / "dags"))
 
 
 def test_dags_import_without_errors(dagbag: Any) -> None:

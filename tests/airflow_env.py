@@ -1,0 +1,42 @@
+"""Airflow for the tests: configured before anything imports airflow (it reads its
+configuration on import), with a migrated SQLite metadata DB of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+_HOME = tempfile.mkdtemp(prefix="walship-airflow-")
+os.environ.update(
+    {
+        "AIRFLOW_HOME": _HOME,
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "WALSHIP_SUMMARY_DIR": str(Path(_HOME) / "summaries"),
+    }
+)
+
+
+def load_dagbag() -> Any:
+    """The repository's DAGs, parsed by Airflow (after ``airflow db migrate``)."""
+    migrate = subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=os.environ.copy(),
+    )
+    assert migrate.returncode == 0, migrate.stderr[-2000:]
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"))

@@ -1,0 +1,163 @@
+"""Backlog replay: windows, repeats, gaps; through the library, the command and the DAG."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import happybase
+import pytest
+from kazoo.client import KazooClient
+
+from walship.cli import main
+from walship.errors import ReplicationError
+from walship.minicluster import AdminClient
+from walship.minicluster.process import MiniClusterProcess
+from walship.replicate.replay import find_gaps, replay
+from walship.replicate.walstore import WalStore
+from walship.servername import ServerName
+from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
+from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+
+SRC = ZnodeLayout("/src")
+SERVER = ServerName("rs1.example.com", 16020, 1)
+H0 = dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC)
+HOUR = dt.timedelta(hours=1)
+
+
+def ms(t: dt.datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+@pytest.fixture
+def source(
+    zk: KazooClient, zk_hosts: str, minicluster_factory: Callable[..., MiniClusterProcess], tmp_path: Path
+) -> tuple[Path, MiniClusterProcess]:
+    """WALs of three hours (a new WAL each hour, all archived but the last), 10 edits an hour."""
+    b = minicluster_factory("B")
+    conn = happybase.Connection(*b.thrift)
+    conn.create_table("t", {"r": {"max_versions": 5}})
+    conn.close()
+    AdminClient(b.admin).set_scope("t", "r", 1)
+    ensure_cluster_id(zk, SRC)
+    host, port = b.thrift
+    hostport, _, chroot = zk_hosts.partition("/")
+    ReplicationPeers(zk, SRC).add(
+        PeerConfig("1", f"{hostport}:/{chroot}/hbase-b", configuration={"walship.sink.thrift": f"{host}:{port}"})
+    )
+    root = tmp_path / "src"
+    for h in range(3):
+        start = H0 + h * HOUR
+        name = build_wal_name(SERVER, ms(start))
+        folder = root / ("WALs" / Path(str(SERVER)) if h == 2 else Path("oldWALs"))
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / name, "wb") as f, WalWriter(f) as w:
+            for i in range(10):
+                when = ms(start) + i * 60_000
+                w.append(
+                    WalKey(b"0" * 32, b"t", h * 10 + i, when, scopes={b"r": 1}),
+                    [Cell(b"h%d-%02d" % (h, i), b"r", b"q", when, CellType.Put, b"v")],
+                )
+        end = start + HOUR - dt.timedelta(seconds=1)
+        if h < 2:
+            os.utime(folder / name, (end.timestamp(), end.timestamp()))
+    return root, b
+
+
+def rows(b: MiniClusterProcess) -> set[bytes]:
+    conn = happybase.Connection(*b.thrift)
+    out = {k for k, _ in conn.table("t").scan()}
+    conn.close()
+    return out
+
+
+def test_replays_exactly_the_window_without_touching_queues(
+    zk: KazooClient, source: tuple[Path, MiniClusterProcess]
+) -> None:
+    root, b = source
+    report = replay(zk, SRC, WalStore(str(root)), "1", H0 + HOUR, H0 + 2 * HOUR)
+    assert report.entries_in_window == 10 and report.entries_shipped == 10 and report.gaps == []
+    assert rows(b) == {b"h1-%02d" % i for i in range(10)}
+    assert ReplicationQueues(zk, SRC).list_queues() == []
+    five = dt.timedelta(minutes=5)
+    again = replay(zk, SRC, WalStore(str(root)), "1", H0 + five, H0 + 2 * HOUR)  # overlapping the first
+    assert again.entries_shipped == 15
+    assert rows(b) == {b"h0-%02d" % i for i in range(5, 10)} | {b"h1-%02d" % i for i in range(10)}
+
+
+def test_a_gap_fails_naming_the_span_unless_allowed(zk: KazooClient, source: tuple[Path, MiniClusterProcess]) -> None:
+    root, b = source
+    (root / "oldWALs" / build_wal_name(SERVER, ms(H0))).unlink()  # the first hour's WAL is gone
+    with pytest.raises(ReplicationError, match=r"no WAL covers 2026-11-20T09:30:00\+00:00 to 2026-11-20T10:30:00"):
+        replay(zk, SRC, WalStore(str(root)), "1", H0 - HOUR / 2, H0 + HOUR / 2)
+    assert rows(b) == set()
+    end = H0 + HOUR + dt.timedelta(minutes=5, seconds=30)
+    report = replay(zk, SRC, WalStore(str(root)), "1", H0 - HOUR / 2, end, allow_gaps=True)
+    assert report.gaps == [["2026-11-20T09:30:00+00:00", "2026-11-20T11:00:00+00:00"]]
+    assert report.entries_shipped == 6  # what is there: the first minutes of hour 1
+    assert rows(b) == {b"h1-%02d" % i for i in range(6)}
+
+
+def test_find_gaps() -> None:
+    assert find_gaps([(0, 10), (20, 30)], 5, 25) == [(10, 20)]
+    assert find_gaps([(0, 10)], 0, 10) == []
+    assert find_gaps([], 3, 4) == [(3, 4)]
+    assert find_gaps([(5, 10)], 0, 20) == [(0, 5), (10, 20)]
+
+
+def test_replay_command(
+    zk_hosts: str, source: tuple[Path, MiniClusterProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, b = source
+    g = ["--zk", zk_hosts, "--znode-parent", "/src", "--wal-root", str(root)]
+    assert main([*g, "replay", "--peer", "1", "--from", "2026-11-20T12:00:00Z", "--to", "2026-11-20T12:05:30Z"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["entries_shipped"] == 6
+    assert rows(b) == {b"h2-%02d" % i for i in range(6)}
+    assert main([*g, "replay", "--peer", "1", "--from", "2026-11-20T08:00:00Z", "--to", "2026-11-20T09:00:00Z"]) == 1
+    assert "no WAL covers 2026-11-20T08:00:00+00:00 to 2026-11-20T09:00:00+00:00" in capsys.readouterr().err
+
+
+def test_replay_dag_windows_repeats_and_gaps(
+    dagbag: object, zk_hosts: str, source: tuple[Path, MiniClusterProcess], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, b = source
+    hostport, _, chroot = zk_hosts.partition("/")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WALSHIP_SOURCE",
+        json.dumps(
+            {
+                "conn_type": "walship",
+                "host": f"{hostport}/{chroot}",
+                "extra": {"znode_parent": "/src", "wal_root": str(root)},
+            }
+        ),
+    )
+    dag = dagbag.dags["walship_replay"]  # type: ignore[attr-defined]
+    windows = []
+    for h in range(3):  # three hourly windows, as a backfill creates them
+        # a manual run at T replays the hour that ended at T
+        run = dag.test(logical_date=H0 + (h + 1) * HOUR, run_conf={"peer_id": "1"})
+        assert run.state == "success"
+        windows.append((run.data_interval_start, run.data_interval_end))
+        assert run.data_interval_end - run.data_interval_start == HOUR
+    assert rows(b) == {b"h%d-%02d" % (h, i) for h in range(3) for i in range(10)}
+    run = dag.test(logical_date=H0 + 2 * HOUR, run_conf={"peer_id": "1"})  # the same window again
+    assert run.state == "success" and rows(b) == {b"h%d-%02d" % (h, i) for h in range(3) for i in range(10)}
+    (root / "oldWALs" / build_wal_name(SERVER, ms(H0))).unlink()
+    assert windows[0][0] == H0
+    failed = dag.test(logical_date=H0 + HOUR, run_conf={"peer_id": "1"})
+    assert failed.state == "failed"
+    allowed = dag.test(logical_date=H0 + HOUR, run_conf={"peer_id": "1", "allow_gaps": True})
+    assert allowed.state == "success"
