@@ -78,8 +78,10 @@ def lags(a: MiniClusterProcess, b: MiniClusterProcess, prefix: bytes) -> list[in
 
 def describe(name: str, values: list[int]) -> str:
     q = statistics.quantiles(values, n=100, method="inclusive")
-    return (f"{name:<12}: {len(values):7,} edits  p50 {q[49] / 1000:6.2f} s  p99 {q[98] / 1000:6.2f} s  "
-            f"max {max(values) / 1000:6.2f} s")
+    return (
+        f"{name:<12}: {len(values):7,} edits  p50 {q[49] / 1000:6.2f} s  p99 {q[98] / 1000:6.2f} s  "
+        f"max {max(values) / 1000:6.2f} s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
             # phase 1: tailing
             client = connect(zk.hosts)
-            tailer = Tailer(client, ZnodeLayout("/hbase-a"), WalStore(str(a.data_dir)), "1",
-                            duration=args.seconds + 5)
+            tailer = Tailer(client, ZnodeLayout("/hbase-a"), WalStore(str(a.data_dir)), "1", duration=args.seconds + 5)
             runner = threading.Thread(target=tailer.run)
             runner.start()
             time.sleep(1)

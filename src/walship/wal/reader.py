@@ -294,10 +294,11 @@ def _parse_entries(buf: bytes, p: int, buf_off: int, path: str) -> tuple[list[Wa
             count = pb.following_kv_count
             c = kend
             cells: list[Cell] = []
+            decoded: tuple[Cell, ...] | None = None
             if count > 1 and runs:
                 run = _uniform_run(buf, c, n, count)
                 if run is not None:
-                    cells, c = run
+                    decoded, c = run
                     count = 0  # decoded
             if count:
                 append = cells.append
@@ -366,7 +367,9 @@ def _parse_entries(buf: bytes, p: int, buf_off: int, path: str) -> tuple[list[Wa
                     c = cend
                 if uniform and run_shape is not None:
                     _learn_run(run_shape, len(cells))
-            out.append(_tuple_new(WalEntry, (_key_from_pb(pb), tuple(cells), buf_off + p, buf_off + c)))
+            if decoded is None:
+                decoded = tuple(cells)
+            out.append(new(WalEntry, (_key_from_pb(pb), decoded, buf_off + p, buf_off + c)))
             p = c
     except _NeedMore:
         pass
@@ -431,7 +434,7 @@ def _learn_run(shape: tuple[int, int, int, int, int], count: int) -> None:
     _RUNS[key] = struct.Struct(">" + fmt * count)
 
 
-def _uniform_run(buf: bytes, c: int, n: int, count: int) -> tuple[list[Cell], int] | None:
+def _uniform_run(buf: bytes, c: int, n: int, count: int) -> tuple[tuple[Cell, ...], int] | None:
     """Decode ``count`` cells at ``buf[c]`` with one struct call when they all share a
     compiled layout; ``None`` sends them down the cell-by-cell path.
 
@@ -461,7 +464,7 @@ def _uniform_run(buf: bytes, c: int, n: int, count: int) -> tuple[list[Cell], in
         return None  # the cell-by-cell path names the bad cell
     it = iter(t)
     # zip regroups the flat tuple six fields at a time, adding the empty tags, all in C
-    return list(map(_make_cell, zip(it, it, it, it, it, it, _NO_TAGS_FOREVER, strict=False))), end
+    return tuple(map(_make_cell, zip(it, it, it, it, it, it, _NO_TAGS_FOREVER, strict=False))), end
 
 
 def _corrupt_cell(path: str, buf_off: int, p: int, c: int, i: int, what: str) -> CorruptWalError:
