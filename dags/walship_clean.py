@@ -39,16 +39,13 @@ def walship_clean() -> None:
         from walship_airflow.hooks import WalshipHook
 
         from walship.replicate.cleaner import clean
-        from walship.replicate.walstore import WalStore
-        from walship.zk import ZnodeLayout, zk_client
 
         params = context["params"]
-        source = WalshipHook().get_source()
-        with zk_client(source.zk) as client:
+        with WalshipHook().connected() as (client, layout, walstore):
             report = clean(
                 client,
-                ZnodeLayout(source.znode_parent),
-                WalStore(source.wal_root),
+                layout,
+                walstore,
                 ttl=float(params["ttl"]),
                 dry_run=bool(params["dry_run"]),
                 disabled_peer_limit=int(params["disabled_peer_limit"]),

@@ -43,17 +43,14 @@ def walship_replay() -> None:
 
         from walship.errors import ReplayGapError
         from walship.replicate.replay import replay
-        from walship.replicate.walstore import WalStore
-        from walship.zk import ZnodeLayout, zk_client
 
         params = context["params"]
-        source = WalshipHook().get_source()
-        with zk_client(source.zk) as client:
+        with WalshipHook().connected() as (client, layout, walstore):
             try:
                 report = replay(
                     client,
-                    ZnodeLayout(source.znode_parent),
-                    WalStore(source.wal_root),
+                    layout,
+                    walstore,
                     str(params["peer_id"]),
                     context["data_interval_start"],
                     context["data_interval_end"],

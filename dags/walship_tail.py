@@ -37,16 +37,13 @@ def walship_tail() -> None:
         from walship_airflow.hooks import WalshipHook
 
         from walship.replicate.tailer import Tailer
-        from walship.replicate.walstore import WalStore
-        from walship.zk import ZnodeLayout, zk_client
 
         params = context["params"]
-        source = WalshipHook().get_source()
-        with zk_client(source.zk) as client:
+        with WalshipHook().connected() as (client, layout, walstore):
             summary = Tailer(
                 client,
-                ZnodeLayout(source.znode_parent),
-                WalStore(source.wal_root),
+                layout,
+                walstore,
                 str(params["peer_id"]),
                 duration=float(params["duration"]),
             ).run()

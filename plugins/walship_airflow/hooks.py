@@ -8,6 +8,8 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,3 +54,13 @@ class WalshipHook(BaseHook):
             raise AirflowException(f"connection {self.walship_conn_id}: extra 'wal_root' is missing")
         hosts = ",".join(h if ":" in h else f"{h}:{conn.port or 2181}" for h in conn.host.split(","))
         return SourceCluster(zk=hosts, znode_parent=str(extra.get("znode_parent") or "/hbase"), wal_root=str(wal_root))
+
+    @contextlib.contextmanager
+    def connected(self) -> Iterator[tuple[Any, Any, Any]]:
+        """(ZooKeeper client, znode layout, WAL store) of the source; the client is closed on exit."""
+        from walship.replicate.walstore import WalStore
+        from walship.zk import ZnodeLayout, zk_client
+
+        source = self.get_source()
+        with zk_client(source.zk) as client:
+            yield client, ZnodeLayout(source.znode_parent), WalStore(source.wal_root)

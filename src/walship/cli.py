@@ -23,6 +23,7 @@ from kazoo.client import KazooClient
 
 from walship import __version__
 from walship.errors import ConfigError, WalshipError
+from walship.replicate.walstore import WalStore
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter, build_wal_name
 from walship.wal.dump import entry_to_json, entry_to_text
@@ -153,6 +154,16 @@ def _state(args: argparse.Namespace) -> Iterator[tuple[KazooClient, ZnodeLayout]
         yield client, layout
 
 
+@contextlib.contextmanager
+def _source(args: argparse.Namespace) -> Iterator[tuple[KazooClient, ZnodeLayout, WalStore]]:
+    """The source cluster's state and WALs: ``--zk``, ``--znode-parent`` and ``--wal-root``."""
+    if not args.wal_root:
+        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
+    walstore = WalStore(args.wal_root)
+    with _state(args) as (client, layout):
+        yield client, layout, walstore
+
+
 def _parse_config_pairs(pairs: Sequence[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for pair in pairs:
@@ -260,15 +271,12 @@ def cmd_queues(args: argparse.Namespace) -> int:
 
 def cmd_ship(args: argparse.Namespace) -> int:
     from walship.replicate.shipper import Shipper
-    from walship.replicate.walstore import WalStore
 
-    if not args.wal_root:
-        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
-    with _state(args) as (client, layout):
+    with _source(args) as (client, layout, walstore):
         shipper = Shipper(
             client,
             layout,
-            WalStore(args.wal_root),
+            walstore,
             batch_bytes=args.batch_bytes,
             batch_entries=args.batch_entries,
             lock_timeout=args.lock_wait,
@@ -280,14 +288,9 @@ def cmd_ship(args: argparse.Namespace) -> int:
 
 def cmd_tail(args: argparse.Namespace) -> int:
     from walship.replicate.tailer import Tailer
-    from walship.replicate.walstore import WalStore
 
-    if not args.wal_root:
-        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
-    with _state(args) as (client, layout):
-        summary = Tailer(
-            client, layout, WalStore(args.wal_root), args.peer, duration=args.duration, idle_sleep=args.idle_sleep
-        ).run()
+    with _source(args) as (client, layout, walstore):
+        summary = Tailer(client, layout, walstore, args.peer, duration=args.duration, idle_sleep=args.idle_sleep).run()
     print(json.dumps(summary.to_json()))
     return 1 if summary.status == "error" else 0
 
@@ -302,29 +305,21 @@ def _iso_time(text: str) -> datetime.datetime:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from walship.replicate.replay import replay
-    from walship.replicate.walstore import WalStore
 
-    if not args.wal_root:
-        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
-    with _state(args) as (client, layout):
-        report = replay(
-            client, layout, WalStore(args.wal_root), args.peer, args.start, args.end, allow_gaps=args.allow_gaps
-        )
+    with _source(args) as (client, layout, walstore):
+        report = replay(client, layout, walstore, args.peer, args.start, args.end, allow_gaps=args.allow_gaps)
     print(json.dumps(report.to_json()))
     return 0
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from walship.replicate.cleaner import clean
-    from walship.replicate.walstore import WalStore
 
-    if not args.wal_root:
-        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
-    with _state(args) as (client, layout):
+    with _source(args) as (client, layout, walstore):
         report = clean(
             client,
             layout,
-            WalStore(args.wal_root),
+            walstore,
             ttl=args.ttl,
             dry_run=args.dry_run,
             disabled_peer_limit=args.disabled_peer_limit,

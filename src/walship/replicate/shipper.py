@@ -57,6 +57,20 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_BYTES = 64 * 1024 * 1024
 DEFAULT_BATCH_ENTRIES = 25_000
+#: The counters of a queue summary that add up across batches, passes and queues.
+SUMMED_FIELDS = (
+    "batches",
+    "entries_read",
+    "entries_filtered",
+    "entries_shipped",
+    "cells_shipped",
+    "bytes_read",
+    "incompatible_skipped",
+    "deadlettered",
+    "tags_dropped",
+    "sink_retries",
+    "torn_tail_bytes",
+)
 
 
 class Sink(Protocol):
@@ -103,19 +117,7 @@ class PeerSummary:
     error: str | None = None
 
     def totals(self) -> dict[str, int]:
-        keys = (
-            "batches",
-            "entries_read",
-            "entries_filtered",
-            "entries_shipped",
-            "cells_shipped",
-            "bytes_read",
-            "incompatible_skipped",
-            "deadlettered",
-            "tags_dropped",
-            "sink_retries",
-        )
-        return {k: sum(int(getattr(q, k)) for q in self.queues) for k in keys}
+        return {k: sum(int(getattr(q, k)) for q in self.queues) for k in SUMMED_FIELDS}
 
     def queue_states(self) -> dict[str, int]:
         """How many queues ended in each state (shipped, idle, busy, moved, error)."""

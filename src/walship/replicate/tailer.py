@@ -26,27 +26,13 @@ from kazoo.client import KazooClient, KazooState
 
 from walship.errors import SinkUnavailableError
 from walship.replicate.filters import EntryFilter
-from walship.replicate.shipper import QueueSummary, Shipper, Sink
+from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper, Sink
 from walship.replicate.walstore import WalStore
 from walship.zk import PeerConfig, ZnodeLayout
 
 __all__ = ["TailSummary", "Tailer"]
 
 log = logging.getLogger(__name__)
-
-_SUMMED = (
-    "batches",
-    "entries_read",
-    "entries_filtered",
-    "entries_shipped",
-    "cells_shipped",
-    "bytes_read",
-    "incompatible_skipped",
-    "deadlettered",
-    "tags_dropped",
-    "sink_retries",
-    "torn_tail_bytes",
-)
 
 
 @dataclass
@@ -67,8 +53,8 @@ class TailSummary:
 
     def add(self, qs: QueueSummary) -> None:
         key = f"{qs.server}/{qs.queue_id}"
-        agg = self.queues.setdefault(key, dict.fromkeys(_SUMMED, 0))
-        for k in _SUMMED:
+        agg = self.queues.setdefault(key, dict.fromkeys(SUMMED_FIELDS, 0))
+        for k in SUMMED_FIELDS:
             agg[k] += int(getattr(qs, k))
         if qs.age_of_last_shipped_op_ms is not None:
             self.max_age_of_last_shipped_op_ms = max(
