@@ -90,6 +90,7 @@ _keys = st.builds(
     st.integers(0, 2**64 - 1),
     st.integers(0, 2**64 - 1),
     st.integers(0, 2**64 - 1),
+    st.lists(st.tuples(st.text(max_size=6), st.binary(max_size=6)), max_size=2).map(tuple),
 )
 _entries = st.lists(st.tuples(_keys, st.lists(_cells, max_size=6).map(tuple)), max_size=8)
 

@@ -429,3 +429,64 @@ class WALTrailer(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WALTrailer: _TypeAlias = WALTrailer  # noqa: Y015
+
+@_typing.final
+class WALKeyRaw(_message.Message):
+    """A wire-compatible twin of WALKey for the reader's hot loop: the embedded messages are
+    declared as the length-delimited bytes they are on the wire, so that the reader can look
+    repeated values (scopes, cluster ids) up in a cache by their bytes and parse each distinct
+    one only once, with the real message types (FamilyScope, UUID, Attribute) and their checks.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENCODED_REGION_NAME_FIELD_NUMBER: _builtins.int
+    TABLE_NAME_FIELD_NUMBER: _builtins.int
+    LOG_SEQUENCE_NUMBER_FIELD_NUMBER: _builtins.int
+    WRITE_TIME_FIELD_NUMBER: _builtins.int
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    SCOPES_FIELD_NUMBER: _builtins.int
+    FOLLOWING_KV_COUNT_FIELD_NUMBER: _builtins.int
+    CLUSTER_IDS_FIELD_NUMBER: _builtins.int
+    NONCEGROUP_FIELD_NUMBER: _builtins.int
+    NONCE_FIELD_NUMBER: _builtins.int
+    ORIG_SEQUENCE_NUMBER_FIELD_NUMBER: _builtins.int
+    EXTENDED_ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    encoded_region_name: _builtins.bytes
+    table_name: _builtins.bytes
+    log_sequence_number: _builtins.int
+    write_time: _builtins.int
+    cluster_id: _builtins.bytes
+    following_kv_count: _builtins.int
+    nonceGroup: _builtins.int
+    nonce: _builtins.int
+    orig_sequence_number: _builtins.int
+    @_builtins.property
+    def scopes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    @_builtins.property
+    def cluster_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    @_builtins.property
+    def extended_attributes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    def __init__(
+        self,
+        *,
+        encoded_region_name: _builtins.bytes | None = ...,
+        table_name: _builtins.bytes | None = ...,
+        log_sequence_number: _builtins.int | None = ...,
+        write_time: _builtins.int | None = ...,
+        cluster_id: _builtins.bytes | None = ...,
+        scopes: _abc.Iterable[_builtins.bytes] | None = ...,
+        following_kv_count: _builtins.int | None = ...,
+        cluster_ids: _abc.Iterable[_builtins.bytes] | None = ...,
+        nonceGroup: _builtins.int | None = ...,
+        nonce: _builtins.int | None = ...,
+        orig_sequence_number: _builtins.int | None = ...,
+        extended_attributes: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "encoded_region_name", b"encoded_region_name", "following_kv_count", b"following_kv_count", "log_sequence_number", b"log_sequence_number", "nonce", b"nonce", "nonceGroup", b"nonceGroup", "orig_sequence_number", b"orig_sequence_number", "table_name", b"table_name", "write_time", b"write_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "cluster_ids", b"cluster_ids", "encoded_region_name", b"encoded_region_name", "extended_attributes", b"extended_attributes", "following_kv_count", b"following_kv_count", "log_sequence_number", b"log_sequence_number", "nonce", b"nonce", "nonceGroup", b"nonceGroup", "orig_sequence_number", b"orig_sequence_number", "scopes", b"scopes", "table_name", b"table_name", "write_time", b"write_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WALKeyRaw: _TypeAlias = WALKeyRaw  # noqa: Y015

@@ -38,7 +38,7 @@ from typing import Any, BinaryIO
 from google.protobuf.message import DecodeError
 
 from walship.errors import CorruptWalError, WalError
-from walship.protos import WAL_pb2
+from walship.protos import HBase_pb2, WAL_pb2
 from walship.wal.format import INT32, MAGIC, TRAILER_MAGIC, TRAILER_TAIL_SIZE, check_header
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
 
@@ -62,9 +62,10 @@ _SHAPES_MAX = 8192
 # Entries parsed per call: enough to spread the call's cost, few enough to stay in cache.
 _BATCH = 32
 _tuple_new = tuple.__new__
-_SCOPES_CACHE: dict[tuple[Any, ...], Mapping[bytes, int]] = {}
+_SCOPES_CACHE: dict[Any, Mapping[bytes, int]] = {}
 _SCOPES_CACHE_MAX = 4096
-_key_from_string = WAL_pb2.WALKey.FromString
+_key_from_string = WAL_pb2.WALKeyRaw.FromString
+_UUID_CACHE: dict[bytes, uuid.UUID] = {}
 
 
 class _NeedMore(Exception):
@@ -369,7 +370,11 @@ def _parse_entries(buf: bytes, p: int, buf_off: int, path: str) -> tuple[list[Wa
                     _learn_run(run_shape, len(cells))
             if decoded is None:
                 decoded = tuple(cells)
-            out.append(new(WalEntry, (_key_from_pb(pb), decoded, buf_off + p, buf_off + c)))
+            try:
+                key = _key_from_raw(pb)
+            except DecodeError as exc:
+                raise CorruptWalError(path, buf_off + p, f"WALKey does not parse: {exc}") from exc
+            out.append(new(WalEntry, (key, decoded, buf_off + p, buf_off + c)))
             p = c
     except _NeedMore:
         pass
@@ -494,13 +499,16 @@ def _parse_tags(
     return tuple(out)
 
 
-def _key_from_pb(pb: WAL_pb2.WALKey) -> WalKey:
-    cluster_ids: tuple[uuid.UUID, ...] = ()
-    if pb.cluster_ids:
-        cluster_ids = tuple(uuid.UUID(int=(u.most_sig_bits << 64) | u.least_sig_bits) for u in pb.cluster_ids)
-    elif pb.HasField("cluster_id"):  # 0.94-era single origin id, read as WALKeyImpl does
-        u = pb.cluster_id
-        cluster_ids = (uuid.UUID(int=(u.most_sig_bits << 64) | u.least_sig_bits),)
+def _key_from_raw(pb: WAL_pb2.WALKeyRaw) -> WalKey:
+    """Build a :class:`WalKey` from the raw twin of ``WALKey``; nested messages come from
+    caches keyed by their bytes (parsed once each, with their real types and checks)."""
+    cids = pb.cluster_ids
+    if cids:
+        cluster_ids: tuple[uuid.UUID, ...] = tuple(map(_uuid, cids))
+    elif pb.cluster_id:  # 0.94-era single origin id, read as WALKeyImpl does
+        cluster_ids = (_uuid(pb.cluster_id),)
+    else:
+        cluster_ids = ()
     scopes = pb.scopes
     attrs = pb.extended_attributes
     return _tuple_new(
@@ -515,28 +523,38 @@ def _key_from_pb(pb: WAL_pb2.WALKey) -> WalKey:
             pb.nonceGroup,
             pb.nonce,
             pb.orig_sequence_number,
-            tuple((a.key, a.value) for a in attrs) if attrs else (),
+            tuple(_attribute(a) for a in attrs) if attrs else (),
         ),
     )
 
 
-def _scopes(scopes: Any) -> Mapping[bytes, int]:
-    """The scopes of a key as a shared read-only mapping.
+def _uuid(raw: bytes) -> uuid.UUID:
+    found = _UUID_CACHE.get(raw)
+    if found is None:
+        u = HBase_pb2.UUID.FromString(raw)
+        found = uuid.UUID(int=(u.most_sig_bits << 64) | u.least_sig_bits)
+        if len(_UUID_CACHE) >= _SCOPES_CACHE_MAX:
+            _UUID_CACHE.clear()
+        _UUID_CACHE[raw] = found
+    return found
 
-    Every edit of a region carries the same scopes, so the mappings are cached: building a
-    dict per entry was the largest single cost of decoding a key.
-    """
-    if len(scopes) == 1:
-        s = scopes[0]
-        sig: tuple[Any, ...] = (s.family, s.scope_type)
-    else:
-        sig = tuple((s.family, s.scope_type) for s in scopes)
+
+def _attribute(raw: bytes) -> tuple[str, bytes]:
+    a = WAL_pb2.Attribute.FromString(raw)
+    return a.key, a.value
+
+
+def _scopes(scopes: Any) -> Mapping[bytes, int]:
+    """The scopes of a key as a shared read-only mapping, cached by their bytes: every edit
+    of a region carries the same scopes, and building a dict per entry was the largest single
+    cost of decoding a key."""
+    sig: Any = scopes[0] if len(scopes) == 1 else tuple(scopes)
     found = _SCOPES_CACHE.get(sig)
     if found is None:
+        parsed = [WAL_pb2.FamilyScope.FromString(raw) for raw in scopes]
         if len(_SCOPES_CACHE) >= _SCOPES_CACHE_MAX:
             _SCOPES_CACHE.clear()
-        pairs = [sig] if len(scopes) == 1 else list(sig)
-        found = _SCOPES_CACHE[sig] = MappingProxyType(dict(pairs))
+        found = _SCOPES_CACHE[sig] = MappingProxyType({s.family: s.scope_type for s in parsed})
     return found
 
 
