@@ -17,7 +17,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -276,18 +276,6 @@ class Store:
         sql = f"SELECT DISTINCT row FROM cells WHERE {' AND '.join(clauses)} ORDER BY row {order} LIMIT ?"
         params.append(limit)
         return [bytes(r[0]) for r in conn.execute(sql, params)]
-
-    def latest_timestamp(self, table: bytes, row: bytes, family: bytes, qualifier: bytes) -> int | None:
-        """The newest visible version's timestamp of one column (for a Delete without one)."""
-        fams = {family: 1 << 30}
-        found = self.read_row(table, row, {family: {qualifier}}, fams)
-        return found[0].timestamp if found else None
-
-    def all_cells(self, table: bytes) -> Iterator[tuple[bytes, bytes, bytes, int, bytes]]:
-        yield from self._conn().execute(
-            "SELECT row, family, qualifier, ts, value FROM cells WHERE tbl=? ORDER BY row, family, qualifier, ts DESC",
-            (table,),
-        )
 
     def compact(self, table: bytes) -> int:
         """Major compaction: drop masked cells, versions beyond max_versions and markers."""

@@ -73,10 +73,6 @@ class Cell(NamedTuple):
     value: bytes = b""
     tags: tuple[Tag, ...] = ()
 
-    @property
-    def is_delete(self) -> bool:
-        return self.type != CellType.Put
-
 
 class WalKey(NamedTuple):
     """The key of a WAL entry (``WALKeyImpl``).
