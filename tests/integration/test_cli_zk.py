@@ -133,49 +133,24 @@ def test_queues_command(zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFi
 
 def test_zookeeper_start_stop_by_pid(tmp_path: Path) -> None:
     port = free_port()
-    exe = Path(sys.executable).with_name("walship")
     data = tmp_path / "zk"
-    started = subprocess.run(
-        [str(exe), "zookeeper", "start", "--data-dir", str(data), "--port", str(port)],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+
+    def walship(*argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        exe = Path(sys.executable).with_name("walship")
+        return subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=timeout, check=False)
+
+    where = ["--data-dir", str(data), "--port", str(port)]
+    started = walship("zookeeper", "start", *where, timeout=90)
     assert started.returncode == 0, started.stderr
     assert json.loads(started.stdout)["zk"] == f"127.0.0.1:{port}"
     try:
-        status = subprocess.run(
-            [str(exe), "zookeeper", "status", "--data-dir", str(data), "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        status = walship("zookeeper", "status", *where)
         assert status.returncode == 0 and "running" in status.stdout
-        listed = subprocess.run(
-            [str(exe), "--zk", f"127.0.0.1:{port}", "peer", "list"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        listed = walship("--zk", f"127.0.0.1:{port}", "peer", "list")
         assert listed.returncode == 0 and "0 peer(s)" in listed.stdout
     finally:
-        stopped = subprocess.run(
-            [str(exe), "zookeeper", "stop", "--data-dir", str(data), "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        stopped = walship("zookeeper", "stop", *where, timeout=60)
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
-    status = subprocess.run(
-        [str(exe), "zookeeper", "status", "--data-dir", str(data), "--port", str(port)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    status = walship("zookeeper", "status", *where)
     assert status.returncode == 1
     assert not (data / "zookeeper.pid").exists()

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from replication_helpers import add_peer, contents, make_cluster
+from replication_helpers import Cluster, add_peer, contents, make_cluster
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
@@ -43,6 +43,13 @@ def spark_submit(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path)
 
 
+def ship_peer_1(a: Cluster, summary_path: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The ship job for peer 1 of source ``a``, its summary written to ``summary_path``."""
+    args = ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir),
+            "--peer", "1", "--summary", str(summary_path)]  # fmt: skip
+    return spark_submit(args, tmp_path)
+
+
 def test_spark_job_ships_every_queue_in_parallel(
     minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, tmp_path: Path
 ) -> None:
@@ -61,21 +68,7 @@ def test_spark_job_ships_every_queue_in_parallel(
         for i in range(200):
             batch.put(b"u-%03d" % i, {b"r:q": b"%d" % i})
     summary_path = tmp_path / "out" / "summary.json"
-    done = spark_submit(
-        [
-            "--zk",
-            zk_hosts,
-            "--znode-parent",
-            a.parent,
-            "--wal-root",
-            str(a.mc.data_dir),
-            "--peer",
-            "1",
-            "--summary",
-            str(summary_path),
-        ],
-        tmp_path,
-    )
+    done = ship_peer_1(a, summary_path, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(summary_path.read_text())
     assert summary["status"] == "ok"
@@ -92,26 +85,10 @@ def test_spark_job_reports_a_failing_queue(
 ) -> None:
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = minicluster_factory("B")  # no table t on the peer: the sink refuses the edits
-    from replication_helpers import Cluster
-
     add_peer(a, Cluster(b, zk_hosts))
     a.table().put(b"r", {b"r:q": b"v"})
     summary_path = tmp_path / "summary.json"
-    done = spark_submit(
-        [
-            "--zk",
-            zk_hosts,
-            "--znode-parent",
-            a.parent,
-            "--wal-root",
-            str(a.mc.data_dir),
-            "--peer",
-            "1",
-            "--summary",
-            str(summary_path),
-        ],
-        tmp_path,
-    )
+    done = ship_peer_1(a, summary_path, tmp_path)
     assert done.returncode == 1
     summary = json.loads(summary_path.read_text())
     assert summary["status"] == "error" and "table t" in summary["error"] and "does not exist" in summary["error"]

@@ -251,28 +251,15 @@ class Store:
         conn = self._conn()
         clauses = ["tbl=?"]
         params: list[object] = [table]
-        if not reverse:
-            if start:
-                clauses.append("row>=?")
-                params.append(start)
-            if stop:
-                clauses.append("row<?")
-                params.append(stop)
-            if after is not None:
-                clauses.append("row>?")
-                params.append(after)
-            order = "ASC"
-        else:
-            if start:
-                clauses.append("row<=?")
-                params.append(start)
-            if stop:
-                clauses.append("row>?")
-                params.append(stop)
-            if after is not None:
-                clauses.append("row<?")
-                params.append(after)
-            order = "DESC"
+        # forward: start <= row < stop, after the resume key; reversed: the mirror image
+        first, last, past, order = (">=", "<", ">", "ASC") if not reverse else ("<=", ">", "<", "DESC")
+        for value, op in ((start, first), (stop, last)):
+            if value:  # an empty start or stop key is unbounded
+                clauses.append(f"row{op}?")
+                params.append(value)
+        if after is not None:
+            clauses.append(f"row{past}?")
+            params.append(after)
         sql = f"SELECT DISTINCT row FROM cells WHERE {' AND '.join(clauses)} ORDER BY row {order} LIMIT ?"
         params.append(limit)
         return [bytes(r[0]) for r in conn.execute(sql, params)]
