@@ -15,6 +15,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, task
 
+from walship import defaults
+
 
 @dag(
     dag_id="walship_clean",
@@ -26,7 +28,9 @@ from airflow.sdk import Param, dag, task
     tags=["walship", "cleaner"],
     default_args={"owner": "walship", "retries": 2, "retry_delay": timedelta(minutes=1)},
     params={
-        "ttl": Param(600, type="number", minimum=0, description="seconds an archived WAL is kept at least"),
+        "ttl": Param(
+            defaults.CLEAN_TTL, type="number", minimum=0, description="seconds an archived WAL is kept at least"
+        ),
         "dry_run": Param(False, type="boolean", description="report only, delete nothing"),
         "disabled_peer_limit": Param(
             10 * 1024**3, type="integer", minimum=1, description="warn when a disabled peer holds more archived bytes"

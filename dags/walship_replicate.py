@@ -5,11 +5,15 @@ Ships a peer's replication queues of the source cluster (connection `walship_sou
 Spark (connection `spark_default`):
 
 1. **wait_for_unshipped** — a deferrable sensor: done when a queue of the peer has unshipped
-   bytes; the run is skipped when nothing arrives within 50 seconds.
-2. **plan** — groups the queues (at most `max_parallel_jobs` groups).
-3. **ship** — one `spark_jobs/ship.py` submit per group; inside, one Spark task per queue,
-   each holding its queue's ZooKeeper lock: queues in parallel, each in order.
-4. **report** — reads the jobs' summaries and records an asset event for the peer.
+   bytes; a scheduled run is skipped when nothing arrives within 50 seconds. A run triggered
+   by hand does not wait: it ships every queue matching `queue` at once (or is skipped, with
+   the reason in the task log, when there is none).
+2. **plan** — groups the queues (at most `max_parallel_jobs` groups) into job descriptions.
+3. **ship** — one `spark_jobs/ship.py --job <JSON>` submit per group; inside, one Spark task
+   per queue, each holding its queue's ZooKeeper lock: queues in parallel, each in order. The
+   Python interpreter on the Spark hosts comes from the `spark_default` connection's extra
+   `pyspark_python`.
+4. **report** — reads the jobs' summaries from ZooKeeper and records an asset event for the peer.
 
 Every minute, one run at a time, no catch-up. Trigger it from the UI with other Params.
 """
@@ -17,14 +21,16 @@ Every minute, one run at a time, no catch-up. Trigger it from the UI with other 
 from __future__ import annotations
 
 import os
-import sys
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import AssetAlias, Param, dag, task
 from walship_airflow.sensors import WalQueueSensor
+
+from walship import defaults
 
 SHIP_APP = os.environ.get("WALSHIP_SHIP_APP", str(Path(__file__).resolve().parent.parent / "spark_jobs" / "ship.py"))
 REPLICATED = AssetAlias("walship_replicated")
@@ -43,9 +49,11 @@ REPLICATED = AssetAlias("walship_replicated")
         "peer_id": Param("1", type="string", minLength=1, description="the peer to ship to"),
         "queue": Param("", type="string", description="only this queue: an id, server/id or glob (empty: all)"),
         "max_batches": Param(0, type="integer", minimum=0, description="stop each queue after N batches (0: no limit)"),
-        "batch_entries": Param(25_000, type="integer", minimum=1, description="entries per batch"),
-        "batch_bytes": Param(64 * 1024 * 1024, type="integer", minimum=1, description="bytes per batch"),
-        "max_parallel_jobs": Param(4, type="integer", minimum=1, description="Spark jobs at most, one per group"),
+        "batch_entries": Param(defaults.BATCH_ENTRIES, type="integer", minimum=1, description="entries per batch"),
+        "batch_bytes": Param(defaults.BATCH_BYTES, type="integer", minimum=1, description="bytes per batch"),
+        "max_parallel_jobs": Param(
+            defaults.MAX_PARALLEL_JOBS, type="integer", minimum=1, description="Spark jobs at most, one per group"
+        ),
     },
 )
 def walship_replicate() -> None:
@@ -60,31 +68,29 @@ def walship_replicate() -> None:
     )
 
     @task
-    def plan(queues: list[str], **context: object) -> list[list[str]]:
+    def plan(queues: list[str], **context: Any) -> list[dict[str, Any]]:
         from walship_airflow.hooks import WalshipHook
-        from walship_airflow.planning import ship_arguments
+        from walship_airflow.planning import ship_jobs
 
-        source = WalshipHook().get_source()
-        return ship_arguments(source, queues, context)
+        return ship_jobs(WalshipHook().get_source(), queues, context)
 
-    groups = plan(queues.output)
+    jobs = plan(queues.output)
     ship = SparkSubmitOperator.partial(
         task_id="ship",
         application=SHIP_APP,
         conn_id="spark_default",
         name="walship-ship",
-        conf={"spark.ui.enabled": "false"},
-        env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable},
         retries=1,
-    ).expand(application_args=groups)
+    ).expand_kwargs(jobs)
 
     @task(outlets=[REPLICATED])
-    def report(groups: list[list[str]], **context: object) -> dict[str, object]:
+    def report(jobs: list[dict[str, Any]], **context: Any) -> dict[str, object]:
+        from walship_airflow.hooks import WalshipHook
         from walship_airflow.planning import read_summaries
 
-        return read_summaries(groups, context, REPLICATED)
+        return read_summaries(WalshipHook().get_source(), jobs, context, REPLICATED)
 
-    ship >> report(groups)
+    ship >> report(jobs)
 
 
 walship_replicate()

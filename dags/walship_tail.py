@@ -16,6 +16,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, dag, task
 
+from walship import defaults
+
 
 @dag(
     dag_id="walship_tail",
@@ -28,7 +30,9 @@ from airflow.sdk import Param, dag, task
     default_args={"owner": "walship", "retries": 3, "retry_delay": timedelta(seconds=10)},
     params={
         "peer_id": Param("1", type="string", minLength=1, description="the peer to ship to"),
-        "duration": Param(600, type="number", minimum=1, description="seconds before this run hands over"),
+        "duration": Param(
+            defaults.TAIL_DURATION, type="number", minimum=1, description="seconds before this run hands over"
+        ),
     },
 )
 def walship_tail() -> None:
@@ -36,6 +40,7 @@ def walship_tail() -> None:
     def tail(**context: Any) -> dict[str, object]:
         from walship_airflow.hooks import WalshipHook
 
+        from walship.errors import TailError
         from walship.replicate.tailer import Tailer
 
         params = context["params"]
@@ -46,9 +51,10 @@ def walship_tail() -> None:
                 walstore,
                 str(params["peer_id"]),
                 duration=float(params["duration"]),
+                run_id=str(context["run_id"]),
             ).run()
         if summary.status == "error":
-            raise RuntimeError("; ".join(summary.errors))
+            raise TailError(f"tailing peer {params['peer_id']}: " + "; ".join(summary.errors))
         return summary.to_json()
 
     tail()

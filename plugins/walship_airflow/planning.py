@@ -1,74 +1,103 @@
-"""The DAG's small tasks: turn pending queues into Spark job arguments, and read back the
-jobs' summaries."""
+"""The DAG's small tasks: turn pending queues into ship-job descriptions, and read the jobs'
+summaries back from walship's znodes (no local files pass between tasks)."""
 
 from __future__ import annotations
 
-import json
-import os
+import logging
 import re
-from pathlib import Path
 from typing import Any
 
-from airflow.sdk import Asset
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk import Asset, BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from walship_airflow.hooks import SourceCluster
 
+log = logging.getLogger(__name__)
 
-def summary_dir(dag_id: str, run_id: str) -> Path:
-    base = os.environ.get("WALSHIP_SUMMARY_DIR") or str(
-        Path(os.environ.get("AIRFLOW_HOME", "~/airflow")).expanduser() / "walship" / "summaries"
-    )
-    return Path(base) / dag_id / re.sub(r"[^A-Za-z0-9_.-]", "_", run_id)
+SPARK_CONN_ID = "spark_default"
 
 
-def ship_arguments(source: SourceCluster, queues: list[str], context: Any) -> list[list[str]]:
-    """One argument list per group of queues (at most ``max_parallel_jobs`` groups)."""
+def job_id(run_id: str, group: int) -> str:
+    """A ship job's id: the run id made safe for a znode name, and the group."""
+    return f"{re.sub(r'[^A-Za-z0-9_.:+-]', '_', run_id)}.g{group}"
+
+
+def spark_conf(spark_conn_id: str = SPARK_CONN_ID) -> dict[str, str]:
+    """Spark settings for a ship job: the Python interpreter comes from the Spark connection's
+    extra ``pyspark_python`` (the interpreter on the Spark hosts where walship is installed),
+    never from the interpreter that parsed the DAG."""
+    conf = {"spark.ui.enabled": "false"}
+    try:
+        extra = BaseHook.get_connection(spark_conn_id).extra_dejson or {}
+    except AirflowNotFoundException:  # the Spark operator will say so itself
+        extra = {}
+    python = extra.get("pyspark_python")
+    if python:
+        conf["spark.pyspark.python"] = str(python)
+        conf["spark.pyspark.driver.python"] = str(extra.get("pyspark_driver_python") or python)
+    return conf
+
+
+def ship_jobs(source: SourceCluster, queues: list[str], context: Any) -> list[dict[str, Any]]:
+    """One Spark submit per group of queues (at most ``max_parallel_jobs`` groups): the
+    keyword arguments of each mapped ``ship`` task, the job description as JSON."""
+    from walship.spark.ship import ShipJob
+
     params = context["params"]
     if not queues:
         return []
     n = max(1, min(int(params["max_parallel_jobs"]), len(queues)))
     groups = [sorted(queues)[i::n] for i in range(n)]
-    out_dir = summary_dir(context["dag"].dag_id, context["run_id"])
-    args = []
+    conf = spark_conf()
+    run_id = str(context["run_id"])
+    out = []
     for i, group in enumerate(groups):
-        args.append(
-            [
-                *source.cli_args(),
-                "--peer", str(params["peer_id"]),
-                "--queues", ";".join(group),
-                "--batch-entries", str(params["batch_entries"]),
-                "--batch-bytes", str(params["batch_bytes"]),
-                "--max-batches", str(params["max_batches"]),
-                "--summary", str(out_dir / f"group-{i}.json"),
-            ]
-        )  # fmt: skip
-    return args
+        job = ShipJob(
+            zk=source.zk,
+            znode_parent=source.znode_parent,
+            wal_root=source.wal_root,
+            peer_id=str(params["peer_id"]),
+            queues=tuple(group),
+            max_batches=int(params["max_batches"]) or None,
+            batch_bytes=int(params["batch_bytes"]),
+            batch_entries=int(params["batch_entries"]),
+            job_id=job_id(run_id, i),
+            run_id=run_id,
+        )
+        out.append({"application_args": ["--job", job.to_json()], "conf": conf})
+    return out
 
 
-def _arg(args: list[str], flag: str) -> str:
-    return args[args.index(flag) + 1]
+def read_summaries(source: SourceCluster, jobs: list[dict[str, Any]], context: Any, alias: Any) -> dict[str, Any]:
+    """Sum the jobs' summaries (from ZooKeeper), record an asset event for the peer, fail on
+    any error."""
+    from walship.replicate.shipper import SUMMED_FIELDS
+    from walship.spark.ship import ShipJob
+    from walship.zk import ZnodeLayout, zk_client
+    from walship.zk.progress import JobStore
 
-
-def read_summaries(groups: list[list[str]], context: Any, alias: Any) -> dict[str, Any]:
-    """Sum the groups' summaries, record an asset event for the peer, fail on any error."""
-    totals: dict[str, int] = {}
+    totals = dict.fromkeys(SUMMED_FIELDS, 0)
     errors = []
     peer_id = str(context["params"]["peer_id"])
-    for args in groups or []:
-        path = Path(_arg(args, "--summary"))
-        if not path.exists():
-            errors.append(f"queues {_arg(args, '--queues')}: the Spark job wrote no summary ({path})")
-            continue
-        summary = json.loads(path.read_text())
-        for key, value in summary.get("totals", {}).items():
-            totals[key] = totals.get(key, 0) + int(value)
-        if summary.get("status") == "error":
-            errors.append(str(summary.get("error")))
-    if groups:
+    with zk_client(source.zk) as client:
+        store = JobStore(client, ZnodeLayout(source.znode_parent))
+        for kwargs in jobs or []:
+            job = ShipJob.from_json(kwargs["application_args"][1])
+            summary = store.get(job.peer_id, job.job_id or "")
+            if summary is None:
+                errors.append(f"ship job {job.job_id} (queues {', '.join(job.queues)}) recorded no summary")
+                continue
+            for key, value in summary.get("totals", {}).items():
+                totals[key] = totals.get(key, 0) + int(value)
+            if summary.get("status") == "error":
+                errors.append(str(summary.get("error")))
+            for q in summary.get("queues", []):
+                if q.get("status") == "busy" and q.get("message"):
+                    log.info("%s", q["message"])
+    if jobs:
         context["outlet_events"][alias].add(
             Asset(name=f"walship-peer-{peer_id}", uri=f"walship://peer/{peer_id}"), extra={"peer_id": peer_id, **totals}
         )
     if errors:
         raise AirflowException("; ".join(errors))
-    return {"peer_id": peer_id, "groups": len(groups or []), **totals}
+    return {"peer_id": peer_id, "jobs": len(jobs or []), **totals}

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from walship_airflow.hooks import WalshipHook
 from walship_airflow.triggers import UnshippedQueuesTrigger
@@ -16,6 +16,10 @@ from walship_airflow.triggers import UnshippedQueuesTrigger
 class WalQueueSensor(BaseSensorOperator):
     """Waits for work in the replication queues of ``peer_id``; returns the queues
     (``server/queueId``) that have it. Deferred to the triggerer while it waits.
+
+    A manually triggered run does not wait: it returns at once every queue of the peer that
+    matches ``queue_filter`` (with or without a backlog), so that a run triggered with Params
+    ships what it was asked; with no such queue it is skipped, saying why.
 
     :param peer_id: the peer (templated).
     :param queue_filter: only queues matching this id, ``server/id`` or glob (templated).
@@ -40,26 +44,52 @@ class WalQueueSensor(BaseSensorOperator):
         self.poll_interval = poll_interval
         self.deferrable = deferrable
 
-    def _pending(self) -> list[str]:
-        from walship.replicate.pending import pending_queues
+    def _pending(self, *, include_drained: bool = False) -> list[str]:
+        from walship.errors import WalshipError
+        from walship.replicate.planning import pending_queues
 
         src = WalshipHook(self.walship_conn_id).get_source()
-        found = pending_queues(src.zk, src.znode_parent, src.wal_root, self.peer_id, self.queue_filter or None)
+        try:
+            found = pending_queues(
+                src.zk,
+                src.znode_parent,
+                src.wal_root,
+                self.peer_id,
+                self.queue_filter or None,
+                include_drained=include_drained,
+            )
+        except WalshipError as exc:
+            raise AirflowException(f"peer {self.peer_id}: {exc}") from None
+        for p in found:
+            self.log.info(
+                "peer %s: queue %s, %d WAL(s), %d bytes unshipped", self.peer_id, p.key, p.wals, p.backlog_bytes
+            )
         return [p.key for p in found]
 
     def poke(self, context: Context) -> Any:
-        pending = self._pending()
-        if pending:
-            self.log.info("peer %s: %d queue(s) with work: %s", self.peer_id, len(pending), pending)
-        return pending or False
+        return self._pending() or False
 
     def execute(self, context: Context) -> Any:
+        dag_run = context.get("dag_run")
+        if str(getattr(dag_run, "run_type", "")) in ("manual", "DagRunType.MANUAL"):
+            queues = self._pending(include_drained=True)
+            if not queues:
+                where = f" matching {self.queue_filter!r}" if self.queue_filter else ""
+                raise AirflowSkipException(
+                    f"peer {self.peer_id}: nothing to ship: no queue{where} (or the peer is disabled)"
+                )
+            self.log.info("manual run: shipping %d queue(s) of peer %s now", len(queues), self.peer_id)
+            return queues
         if not self.deferrable:
             return super().execute(context)
         pending = self._pending()
         if pending:
-            self.log.info("peer %s: %d queue(s) with work: %s", self.peer_id, len(pending), pending)
             return pending
+        self.log.info(
+            "peer %s: nothing unshipped yet; waiting up to %s s (the run is skipped if nothing arrives)",
+            self.peer_id,
+            self.timeout,
+        )
         src = WalshipHook(self.walship_conn_id).get_source()
         self.defer(
             trigger=UnshippedQueuesTrigger(

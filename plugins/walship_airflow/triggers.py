@@ -44,7 +44,7 @@ class UnshippedQueuesTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from walship.replicate.pending import pending_queues
+        from walship.replicate.planning import pending_queues
 
         while True:
             try:

@@ -1,27 +1,82 @@
 """walship: HBase cluster replication as an Airflow-managed, Spark-shipped pipeline.
 
 The library never imports Airflow; DAGs, plugins and Spark jobs are thin layers over it.
+Every error walship raises on purpose is exported here (see :mod:`walship.errors`).
 """
 
 from __future__ import annotations
 
 from walship.errors import (
+    BadRequestError,
     ConfigError,
     CorruptWalError,
+    DeadLetterError,
+    IncompatibleEditError,
+    InvalidPeerConfigError,
+    InvalidQueueIdError,
     InvalidWalNameError,
+    MiniClusterError,
+    NoSuchFamilyError,
+    PeerError,
+    PeerExistsError,
+    PeerNotFoundError,
+    PositionBackwardsError,
+    QueueError,
+    QueueNotFoundError,
+    ReplayGapError,
+    ReplicationError,
+    SinkError,
+    SinkNotFoundError,
+    SinkUnavailableError,
+    TableDisabledError,
+    TableExistsError,
+    TableNotFoundError,
+    TailError,
     UnsupportedWalError,
     WalError,
+    WalMissingError,
     WalshipError,
+    ZkAuthError,
+    ZkDataError,
+    ZkError,
+    ZkUnavailableError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BadRequestError",
     "ConfigError",
     "CorruptWalError",
+    "DeadLetterError",
+    "IncompatibleEditError",
+    "InvalidPeerConfigError",
+    "InvalidQueueIdError",
     "InvalidWalNameError",
+    "MiniClusterError",
+    "NoSuchFamilyError",
+    "PeerError",
+    "PeerExistsError",
+    "PeerNotFoundError",
+    "PositionBackwardsError",
+    "QueueError",
+    "QueueNotFoundError",
+    "ReplayGapError",
+    "ReplicationError",
+    "SinkError",
+    "SinkNotFoundError",
+    "SinkUnavailableError",
+    "TableDisabledError",
+    "TableExistsError",
+    "TableNotFoundError",
+    "TailError",
     "UnsupportedWalError",
     "WalError",
+    "WalMissingError",
     "WalshipError",
+    "ZkAuthError",
+    "ZkDataError",
+    "ZkError",
+    "ZkUnavailableError",
     "__version__",
 ]

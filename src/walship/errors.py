@@ -9,13 +9,16 @@ catch the whole family in one place and let programming errors through::
     │   ├── UnsupportedWalError      a header walship refuses: compression, encryption, codec
     │   └── InvalidWalNameError      a file name that is not an HBase WAL name
     ├── ConfigError                  invalid configuration or command-line input
+    │   └── SinkNotFoundError        a peer names a sink protocol no sink is registered for
     ├── MiniClusterError             the embedded cluster refused a request: TableNotFoundError,
     │                                TableExistsError, TableDisabledError, NoSuchFamilyError,
     │                                BadRequestError (also a ValueError)
     ├── ReplicationError             shipping failed: WalMissingError, SinkError
-    │                                (SinkUnavailableError), IncompatibleEditError
+    │                                (SinkUnavailableError), IncompatibleEditError,
+    │                                DeadLetterError, ReplayGapError, TailError
     └── ZkError                      replication state in ZooKeeper
-        ├── ZkUnavailableError       ZooKeeper cannot be reached
+        ├── ZkUnavailableError       ZooKeeper cannot be reached (or the session was lost)
+        ├── ZkAuthError              ZooKeeper refused: no or wrong credentials for a znode
         ├── ZkDataError              a znode holds data HBase would not write (names the path)
         ├── PeerError                peers: PeerNotFoundError, PeerExistsError,
         │                            InvalidPeerConfigError (also a ConfigError)
@@ -35,6 +38,10 @@ class WalshipError(Exception):
 
 class ConfigError(WalshipError, ValueError):
     """Invalid configuration or command-line input."""
+
+
+class SinkNotFoundError(ConfigError):
+    """A peer's ``walship.sink.protocol`` names no registered sink."""
 
 
 class WalError(WalshipError):
@@ -75,6 +82,10 @@ class ZkError(WalshipError):
 
 class ZkUnavailableError(ZkError):
     """ZooKeeper cannot be reached (connection refused, timed out, session lost)."""
+
+
+class ZkAuthError(ZkError):
+    """ZooKeeper refused an operation on a znode for want of the right credentials."""
 
 
 class ZkDataError(ZkError):
@@ -168,3 +179,11 @@ class IncompatibleEditError(ReplicationError):
 
 class ReplayGapError(ReplicationError):
     """The WALs that covered part of a replay window are gone; retrying will not bring them back."""
+
+
+class DeadLetterError(ReplicationError):
+    """A dead letter could not be written, read or replayed; the message names the file."""
+
+
+class TailError(ReplicationError):
+    """A tailing run ended with errors (each names its queue)."""

@@ -14,13 +14,11 @@ import itertools
 import logging
 import socket
 import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-import happybase  # noqa: F401 - loads Hbase.thrift as the module Hbase_thrift
 from thriftpy2.protocol import TCompactProtocolFactory, TCyBinaryProtocolFactory
 from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TCyBufferedTransportFactory, TCyFramedTransportFactory, TSocket, TTransportException
@@ -33,12 +31,12 @@ from walship.errors import (
 from walship.minicluster.cluster import LATEST_TIMESTAMP, MiniCluster, RowMutation
 from walship.minicluster.filters import FilterSyntaxError, parse_filter
 from walship.minicluster.store import Family, VisibleCell
+from walship.thrift.hbase1 import Hbase_thrift
 
 __all__ = ["HbaseHandler", "ThriftServer"]
 
 log = logging.getLogger(__name__)
 
-Hbase_thrift: Any = sys.modules["Hbase_thrift"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from walship.replicate.filters import EntryFilter, FilteredEntry
+from walship.replicate.filters import EntryFilter
+from walship.replicate.planning import Planner
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
+from walship.sinks.base import FilteredEntry
 
-__all__ = ["EntryFilter", "FilteredEntry", "PeerSummary", "QueueSummary", "Shipper", "WalStore"]
+__all__ = ["EntryFilter", "FilteredEntry", "PeerSummary", "Planner", "QueueSummary", "Shipper", "WalStore"]

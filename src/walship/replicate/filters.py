@@ -13,7 +13,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from walship.wal.model import Cell, ScopeType, WalEntry
+from walship.sinks.base import FilteredEntry
+from walship.wal.model import ScopeType, WalEntry
 from walship.zk.peers import PeerConfig
 
 __all__ = ["EntryFilter", "FilteredEntry"]
@@ -26,15 +27,6 @@ class _Rule:
     replicate: bool
     include: frozenset[bytes] | None = None
     exclude: frozenset[bytes] | None = None
-
-
-@dataclass(frozen=True)
-class FilteredEntry:
-    """What is left of an entry for a peer, and the cluster ids to ship it with."""
-
-    entry: WalEntry
-    cells: tuple[Cell, ...]
-    cluster_ids: tuple[uuid.UUID, ...]
 
 
 class EntryFilter:

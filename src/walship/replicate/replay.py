@@ -23,10 +23,11 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from walship.errors import InvalidWalNameError, ReplayGapError
-from walship.replicate.filters import EntryFilter, FilteredEntry
-from walship.replicate.shipper import DEFAULT_BATCH_ENTRIES, Shipper
+from walship import defaults
+from walship.errors import ConfigError, InvalidWalNameError, ReplayGapError
+from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
+from walship.sinks.base import FilteredEntry, Sink, SinkContext, create_sink
 from walship.wal.names import WalName, parse_wal_name
 from walship.wal.reader import WalReader
 from walship.zk import ZnodeLayout
@@ -66,7 +67,7 @@ def _iso(ms: int) -> str:
 
 def _to_ms(value: dt.datetime) -> int:
     if value.tzinfo is None:
-        raise ValueError(f"time {value.isoformat()} has no time zone")
+        raise ConfigError(f"time {value.isoformat()} has no time zone")
     return int(value.timestamp() * 1000)
 
 
@@ -121,8 +122,8 @@ def replay(
     end: dt.datetime,
     *,
     allow_gaps: bool = False,
-    batch_entries: int = DEFAULT_BATCH_ENTRIES,
-    shipper: Shipper | None = None,
+    batch_entries: int = defaults.BATCH_ENTRIES,
+    sink: Sink | None = None,
 ) -> ReplayReport:
     """Replay the window [start, end) to ``peer_id``.
 
@@ -131,9 +132,9 @@ def replay(
     """
     start_ms, end_ms = _to_ms(start), _to_ms(end)
     if end_ms <= start_ms:
-        raise ValueError(f"empty window: --from {start.isoformat()} is not before --to {end.isoformat()}")
-    shipper = shipper or Shipper(client, layout, walstore, owner=f"replay-{peer_id}")
-    peer = shipper.peers.get(peer_id)
+        raise ConfigError(f"empty window: --from {start.isoformat()} is not before --to {end.isoformat()}")
+    planner = Planner(client, layout, walstore)
+    peer = planner.peers.get(peer_id)
     report = ReplayReport(peer_id, _iso(start_ms), _iso(end_ms))
     files: list[_WalFile] = []
     for path, archived in walstore.wal_files():
@@ -157,8 +158,8 @@ def replay(
             f"replay of {report.start} to {report.end} for peer {peer_id}: no WAL covers {spans_text} "
             "(deleted already?); allow gaps to replay the rest"
         )
-    entry_filter = EntryFilter(peer, shipper.source_cluster_id(), shipper.peer_cluster_id(peer))
-    sink = shipper.sink_factory(peer)
+    entry_filter = planner.entry_filter(peer)
+    sink = sink or create_sink(peer, SinkContext(walstore.root))
     try:
         for f in sorted(files, key=lambda f: (f.name.timestamp, f.path)):
             s, e = spans[f.path]

@@ -5,7 +5,10 @@ position, filter each entry for the peer, cut batches (bytes and entries, never 
 apply a batch to the sink, and only then commit the position (a versioned write) — so a crash
 between the two re-ships that batch and never skips it. A WAL read to its end is removed from
 the queue once it can grow no more (it has a trailer, is archived, a newer WAL follows it, or
-the queue is a recovered one); a drained recovered queue is deleted.
+the queue is a recovered one); a drained recovered queue is deleted, an empty one too.
+
+Progress (last shipped WAL write time, cells and bytes shipped, last error and back-off) is
+recorded per queue in walship's own znodes, at most once a second and at the end of a pass.
 
 Example::
 
@@ -15,48 +18,31 @@ Example::
 
 from __future__ import annotations
 
-import fnmatch
+import contextlib
 import logging
-import random
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from kazoo.client import KazooClient
 
-from walship.errors import (
-    QueueNotFoundError,
-    ReplicationError,
-    WalError,
-    WalshipError,
-    ZkError,
-)
-from walship.replicate.filters import EntryFilter, FilteredEntry
+from walship import defaults
+from walship.errors import ConfigError, QueueNotFoundError, WalError, WalshipError
+from walship.replicate.filters import EntryFilter
+from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
-from walship.sinks.hbase import ApplyStats, ThriftSink
+from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
 from walship.wal.reader import WalReader
-from walship.zk import (
-    PeerConfig,
-    QueueId,
-    QueueInfo,
-    ReplicationPeers,
-    ReplicationQueues,
-    ZnodeLayout,
-    connect,
-    live_servers,
-    queue_lock,
-    read_cluster_id,
-)
-from walship.zk.peers import parse_cluster_key
+from walship.zk import PeerConfig, QueueId, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
+from walship.zk.client import KAZOO_ERRORS, translate
+from walship.zk.locks import Holder
+from walship.zk.progress import ProgressStore
 
-__all__ = ["DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_ENTRIES", "PeerSummary", "QueueSummary", "Shipper", "Sink"]
+__all__ = ["SUMMED_FIELDS", "PeerSummary", "QueueSummary", "Shipper"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BATCH_BYTES = 64 * 1024 * 1024
-DEFAULT_BATCH_ENTRIES = 25_000
 #: The counters of a queue summary that add up across batches, passes and queues.
 SUMMED_FIELDS = (
     "batches",
@@ -71,14 +57,8 @@ SUMMED_FIELDS = (
     "sink_retries",
     "torn_tail_bytes",
 )
-
-
-class Sink(Protocol):
-    """What the shipper needs of a sink (:class:`~walship.sinks.hbase.ThriftSink` is one)."""
-
-    def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats: ...
-
-    def close(self) -> None: ...
+#: Seconds between two progress writes of one queue while it ships.
+PROGRESS_INTERVAL = 1.0
 
 
 @dataclass
@@ -103,8 +83,15 @@ class QueueSummary:
     positions: dict[str, int] = field(default_factory=dict)
     wals_removed: list[str] = field(default_factory=list)
     queue_removed: bool = False
+    holder: dict[str, Any] | None = None  # who ships it (when busy: who else)
+    message: str | None = None
     error: str | None = None
     exception: Exception | None = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("exception", None)  # the message is in "error"; exceptions need not pickle
+        return out
 
 
 @dataclass
@@ -112,6 +99,7 @@ class PeerSummary:
     peer_id: str
     status: str = "ok"  # ok | disabled | error
     claimed: list[dict[str, str]] = field(default_factory=list)
+    claim_failures: list[str] = field(default_factory=list)
     queues: list[QueueSummary] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None
@@ -126,20 +114,57 @@ class PeerSummary:
             out[q.status] = out.get(q.status, 0) + 1
         return out
 
+    def settle(self) -> None:
+        """The peer's status from its queues': error when any queue failed."""
+        for qs in self.queues:
+            if qs.status == "error":
+                self.status = "error"
+                self.error = self.error or qs.error
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        for q in out["queues"]:
-            q.pop("exception", None)
+        out["queues"] = [q.to_json() for q in self.queues]
         out["totals"] = self.totals()
         out["queue_states"] = self.queue_states()
         return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PeerSummary:
+        known = set(QueueSummary.__dataclass_fields__)
+        queues = [QueueSummary(**{k: v for k, v in q.items() if k in known}) for q in data.get("queues", [])]
+        return cls(
+            peer_id=str(data["peer_id"]),
+            status=str(data.get("status", "ok")),
+            claimed=list(data.get("claimed", [])),
+            claim_failures=list(data.get("claim_failures", [])),
+            queues=queues,
+            seconds=float(data.get("seconds", 0.0)),
+            error=data.get("error"),
+        )
+
+
+@dataclass
+class _Progress:
+    """Progress of one queue not yet written to its record."""
+
+    counters: dict[str, int] = field(default_factory=dict)
+    last_wal: str | None = None
+    last_position: int | None = None
+    last_write_time: int | None = None
+    backoff: tuple[float, str] | None = None
+    written_at: float = field(default_factory=time.monotonic)
+
+    def add(self, key: str, value: int) -> None:
+        self.counters[key] = self.counters.get(key, 0) + value
 
 
 class Shipper:
     """Ships queues of one source cluster.
 
-    :param sink_factory: builds the sink for a peer (default: :class:`ThriftSink`).
-    :param owner: names this shipper in the queue locks.
+    :param sink_factory: builds the sink for a peer (default: the peer's configured sink,
+        see :func:`walship.sinks.base.create_sink`).
+    :param holder: names this shipper in the queue locks (default: this process).
+    :param lock_timeout: seconds to wait for a queue another shipper holds (0: skip it).
     """
 
     def __init__(
@@ -148,106 +173,32 @@ class Shipper:
         layout: ZnodeLayout,
         walstore: WalStore,
         *,
-        batch_bytes: int = DEFAULT_BATCH_BYTES,
-        batch_entries: int = DEFAULT_BATCH_ENTRIES,
-        owner: str = "",
+        batch_bytes: int = defaults.BATCH_BYTES,
+        batch_entries: int = defaults.BATCH_ENTRIES,
+        holder: Holder | None = None,
         sink_factory: Callable[[PeerConfig], Sink] | None = None,
-        lock_timeout: float = 0.0,
+        lock_timeout: float = defaults.LOCK_WAIT,
     ) -> None:
         if batch_bytes <= 0 or batch_entries <= 0:
-            raise ValueError(f"batch limits must be > 0, got {batch_bytes} bytes / {batch_entries} entries")
+            raise ConfigError(f"batch limits must be > 0, got {batch_bytes} bytes / {batch_entries} entries")
+        if lock_timeout < 0:
+            raise ConfigError(f"lock wait must be >= 0 seconds, got {lock_timeout}")
         self.client = client
         self.layout = layout
         self.walstore = walstore
         self.batch_bytes = batch_bytes
         self.batch_entries = batch_entries
-        self.owner = owner or f"walship-{uuid.uuid4().hex[:8]}"
-        self.sink_factory: Callable[[PeerConfig], Sink] = sink_factory or ThriftSink
+        self.holder = holder or Holder.here("ship")
+        self.sink_factory: Callable[[PeerConfig], Sink] = sink_factory or self._default_sink
         self.lock_timeout = lock_timeout
-        self.queues = ReplicationQueues(client, layout)
-        self.peers = ReplicationPeers(client, layout)
-        self._peer_ids: dict[str, uuid.UUID] = {}
+        self.planner = Planner(client, layout, walstore, holder=self.holder)
+        self.queues: ReplicationQueues = self.planner.queues
+        self.peers: ReplicationPeers = self.planner.peers
+        self.progress = ProgressStore(client, layout)
+        self._progress: dict[tuple[str, str, str], _Progress] = {}
 
-    # -- cluster ids -----------------------------------------------------------------------------
-
-    def source_cluster_id(self) -> uuid.UUID:
-        return read_cluster_id(self.client, self.layout)
-
-    def peer_cluster_id(self, peer: PeerConfig) -> uuid.UUID:
-        """The peer cluster's id, read from its own ZooKeeper (its cluster key)."""
-        cached = self._peer_ids.get(peer.cluster_key)
-        if cached is not None:
-            return cached
-        hosts, port, parent = parse_cluster_key(peer.cluster_key)
-        other = connect(",".join(f"{h}:{port}" for h in hosts))
-        try:
-            cid = read_cluster_id(other, ZnodeLayout(parent))
-        except ZkError as exc:
-            raise ReplicationError(
-                f"peer {peer.peer_id}: cannot read its cluster id at {peer.cluster_key}: {exc}"
-            ) from exc
-        finally:
-            other.stop()
-            other.close()
-        if cid == self.source_cluster_id():
-            raise ReplicationError(f"peer {peer.peer_id} is this cluster itself ({cid}): refusing to replicate to it")
-        self._peer_ids[peer.cluster_key] = cid
-        return cid
-
-    # -- failover ----------------------------------------------------------------------------------
-
-    def failover(self) -> list[dict[str, str]]:
-        """Claim the queues of region servers that are no longer live into a live one, as
-        recovered queues; without any live server the queues stay where they are (they are
-        shipped just the same)."""
-        live = live_servers(self.client, self.layout)
-        if not live:
-            return []
-        claimed = []
-        for server in self.queues.replicators():
-            if server in live:
-                continue
-            for qid in self.queues.queue_ids(server):
-                with queue_lock(self.client, self.layout, server, qid, owner=self.owner) as held:
-                    if not held:
-                        continue  # being shipped right now; claim it next time
-                    dest = random.choice(live)
-                    new_id = self.queues.claim_queue(server, qid, dest)
-                    if new_id:
-                        claimed.append({"dead_server": server, "queue_id": qid, "server": dest, "new_queue_id": new_id})
-            try:
-                if not self.queues.queue_ids(server):
-                    self.client.delete(self.layout.replicator(server))
-            except Exception:
-                pass
-        return claimed
-
-    # -- planning ----------------------------------------------------------------------------------
-
-    def peer_queues(self, peer_id: str, queue_filter: str | None = None) -> list[QueueInfo]:
-        out = []
-        for q in self.queues.list_queues(peer_id):
-            if queue_filter and not _matches(q, queue_filter):
-                continue
-            out.append(q)
-        return out
-
-    def backlog(self, queue: QueueInfo) -> int:
-        """Bytes of the queue's WALs not yet shipped (1 for a drained queue that still has a
-        finished WAL or a recovered queue to remove: there is work, if no bytes)."""
-        total = 0
-        for i, wp in enumerate(queue.wals):
-            loc = self.walstore.locate(wp.name)
-            with self.walstore.open(loc) as f:
-                reader = WalReader(f, loc.path)
-                reader.refresh()
-                start = max(wp.position, reader.header_end)
-                total += max(0, reader.edits_end - start)
-            if i < len(queue.wals) - 1 or queue.recovered or loc.archived:
-                total = max(total, 1)
-        if queue.recovered and not queue.wals:
-            total = max(total, 1)
-        return total
+    def _default_sink(self, peer: PeerConfig) -> Sink:
+        return create_sink(peer, SinkContext(self.walstore.root))
 
     # -- shipping ----------------------------------------------------------------------------------
 
@@ -263,13 +214,11 @@ class Shipper:
             log.info("peer %s is disabled: nothing shipped", peer_id)
             return summary
         if claim:
-            summary.claimed = self.failover()
-        queues = self.peer_queues(peer_id, queue_filter)
+            result = self.planner.failover()
+            summary.claimed, summary.claim_failures = result.claimed, result.failures
+        queues = self.planner.peer_queues(peer_id, queue_filter)
         summary.queues = self.ship_queues(peer, [(q.server, str(q.queue_id)) for q in queues], max_batches)
-        for qs in summary.queues:
-            if qs.status == "error":
-                summary.status = "error"
-                summary.error = summary.error or qs.error
+        summary.settle()
         summary.seconds = time.monotonic() - t0
         return summary
 
@@ -280,7 +229,7 @@ class Shipper:
         chain and one sink for all of them."""
         if not queues:
             return []
-        entry_filter = EntryFilter(peer, self.source_cluster_id(), self.peer_cluster_id(peer))
+        entry_filter = self.planner.entry_filter(peer)
         sink = self.sink_factory(peer)
         try:
             return [self.ship_queue(peer, server, qid, entry_filter, sink, max_batches) for server, qid in queues]
@@ -297,12 +246,21 @@ class Shipper:
         max_batches: int | None = None,
     ) -> QueueSummary:
         """Ship one queue under its lock; errors are reported in the summary, never skipped."""
-        with queue_lock(
-            self.client, self.layout, server, queue_id, owner=self.owner, timeout=self.lock_timeout
-        ) as held:
-            if not held:
-                return QueueSummary(server, queue_id, status="busy")
-            return self.ship_held_queue(peer, server, queue_id, entry_filter, sink, max_batches)
+        try:
+            with queue_lock(
+                self.client, self.layout, server, queue_id, holder=self.holder, timeout=self.lock_timeout
+            ) as lock:
+                if not lock.held:
+                    return QueueSummary(
+                        server,
+                        queue_id,
+                        status="busy",
+                        holder=lock.holder.to_json() if lock.holder else None,
+                        message=f"queue {server}/{queue_id} is busy: being shipped by {lock.describe()}",
+                    )
+                return self.ship_held_queue(peer, server, queue_id, entry_filter, sink, max_batches)
+        except KAZOO_ERRORS as exc:
+            return self._failed(peer, QueueSummary(server, queue_id), translate(exc, f"queue {server}/{queue_id}"))
 
     def ship_held_queue(
         self,
@@ -312,21 +270,89 @@ class Shipper:
         entry_filter: EntryFilter,
         sink: Sink,
         max_batches: int | None = None,
+        *,
+        flush_progress: bool = True,
     ) -> QueueSummary:
-        """Ship one queue whose lock the caller holds (see :func:`~walship.zk.queue_lock`)."""
-        qs = QueueSummary(server, queue_id)
+        """Ship one queue whose lock the caller holds (see :func:`~walship.zk.queue_lock`).
+
+        :param flush_progress: write the queue's progress record now; a tailer, which calls
+            this many times a second, passes ``False`` and has it written once a second.
+        """
+        qs = QueueSummary(server, queue_id, holder=self.holder.to_json())
+        progress = self._progress.setdefault((peer.peer_id, server, queue_id), _Progress())
         try:
-            self._ship_locked(peer, server, queue_id, entry_filter, sink, max_batches, qs)
+            self._ship_locked(peer, server, queue_id, entry_filter, sink, max_batches, qs, progress)
+            self._write_progress(peer, server, queue_id, progress, qs, final=flush_progress)
         except QueueNotFoundError as exc:
             qs.status = "moved"
-            qs.error = str(exc)
+            qs.message = str(exc)
             log.info("queue %s/%s moved while shipping: %s", server, queue_id, exc)
-        except (WalshipError, WalError) as exc:
-            qs.status = "error"
-            qs.error = f"queue {server}/{queue_id} of peer {peer.peer_id}: {exc}"
-            qs.exception = exc
-            log.error("%s", qs.error)
+        except WalshipError as exc:
+            self._failed(peer, qs, exc, progress)
+        except KAZOO_ERRORS as exc:
+            self._failed(peer, qs, translate(exc, f"queue {server}/{queue_id}"), progress)
         return qs
+
+    def _failed(
+        self, peer: PeerConfig, qs: QueueSummary, exc: WalshipError, progress: _Progress | None = None
+    ) -> QueueSummary:
+        """Record a queue's failure in its summary and (when ZooKeeper answers) its record."""
+        qs.status = "error"
+        qs.error = f"queue {qs.server}/{qs.queue_id} of peer {peer.peer_id}: {exc}"
+        qs.exception = exc
+        log.error("%s", qs.error)
+        if progress is not None:
+            self._progress.pop((peer.peer_id, qs.server, qs.queue_id), None)
+        with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
+            self.progress.record(
+                peer.peer_id,
+                qs.server,
+                qs.queue_id,
+                counters=progress.counters if progress else None,
+                last_wal=progress.last_wal if progress else None,
+                last_position=progress.last_position if progress else None,
+                last_write_time=progress.last_write_time if progress else None,
+                error=qs.error,
+            )
+        return qs
+
+    def flush_progress(self) -> None:
+        """Write every queue's progress not written yet (a tailer calls this as it stops)."""
+        for (peer_id, server, queue_id), progress in list(self._progress.items()):
+            if progress.counters or progress.last_wal is not None:
+                with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
+                    self._record(peer_id, server, queue_id, progress)
+        self._progress.clear()
+
+    def _record(self, peer_id: str, server: str, queue_id: str, progress: _Progress) -> None:
+        self.progress.record(
+            peer_id,
+            server,
+            queue_id,
+            counters=progress.counters,
+            last_wal=progress.last_wal,
+            last_position=progress.last_position,
+            last_write_time=progress.last_write_time,
+            backoff=progress.backoff,
+            clear_error=True,
+        )
+        progress.counters.clear()
+        progress.last_wal = progress.last_position = progress.last_write_time = progress.backoff = None
+        progress.written_at = time.monotonic()
+
+    def _write_progress(
+        self, peer: PeerConfig, server: str, queue_id: str, progress: _Progress, qs: QueueSummary, *, final: bool
+    ) -> None:
+        """Write the queue's progress record: at most every PROGRESS_INTERVAL, and at the end."""
+        if qs.queue_removed:
+            self._progress.pop((peer.peer_id, server, queue_id), None)
+            self.progress.remove(peer.peer_id, server, queue_id)
+            return
+        if not progress.counters and progress.last_wal is None:
+            return  # nothing new: the record stays as it is
+        if not final and time.monotonic() - progress.written_at < PROGRESS_INTERVAL:
+            return
+        self._record(peer.peer_id, server, queue_id, progress)
 
     def _ship_locked(
         self,
@@ -337,6 +363,7 @@ class Shipper:
         sink: Sink,
         max_batches: int | None,
         qs: QueueSummary,
+        progress: _Progress,
     ) -> None:
         wals = self.queues.wals(server, queue_id)
         recovered = QueueId.parse(queue_id).recovered
@@ -351,6 +378,7 @@ class Shipper:
                 read = 0
                 size = 0
                 position = wp.position
+                last_wt: int | None = None
                 start = wp.position or None
                 try:
                     for entry in reader.entries(start):
@@ -362,15 +390,31 @@ class Shipper:
                         else:
                             batch.append(kept)
                         position = entry.end_offset
+                        last_wt = entry.key.write_time
                         if read >= self.batch_entries or size >= self.batch_bytes:
-                            self._flush(sink, server, queue_id, wp.name, batch, read, size, position, qs)
+                            self._flush(
+                                sink,
+                                peer,
+                                server,
+                                queue_id,
+                                wp.name,
+                                batch,
+                                read,
+                                size,
+                                position,
+                                qs,
+                                progress,
+                                last_wt,
+                            )
                             batch, read, size = [], 0, 0
                             if max_batches is not None and qs.batches >= max_batches:
                                 return
                 except WalError:
                     # ship what was read before the bad entry, so the position points at it
                     if read:
-                        self._flush(sink, server, queue_id, wp.name, batch, read, size, position, qs)
+                        self._flush(
+                            sink, peer, server, queue_id, wp.name, batch, read, size, position, qs, progress, last_wt
+                        )
                     raise
 
                 finished = reader.has_trailer or not last or recovered or loc.archived
@@ -385,18 +429,23 @@ class Shipper:
                         reader.stop_offset,
                     )
                 if read or position != wp.position:
-                    self._flush(sink, server, queue_id, wp.name, batch, read, size, position, qs)
+                    self._flush(
+                        sink, peer, server, queue_id, wp.name, batch, read, size, position, qs, progress, last_wt
+                    )
             if not finished:
                 return  # the current WAL: more will be appended
             self.queues.remove_wals(server, queue_id, [wp.name])
             qs.wals_removed.append(wp.name)
-        if recovered and wals and len(qs.wals_removed) == len(wals):
+        if recovered and len(qs.wals_removed) == len(wals):
+            # drained, or empty when claimed: HBase deletes such a recovered queue, so do we
             self.queues.remove_queue(server, queue_id)
             qs.queue_removed = True
+            log.info("recovered queue %s/%s drained and removed", server, queue_id)
 
     def _flush(
         self,
         sink: Sink,
+        peer: PeerConfig,
         server: str,
         queue_id: str,
         wal: str,
@@ -405,6 +454,8 @@ class Shipper:
         size: int,
         position: int,
         qs: QueueSummary,
+        progress: _Progress,
+        last_write_time: int | None = None,
     ) -> None:
         stats = sink.apply(batch, wal) if batch else ApplyStats()
         # only now, with the batch applied, may the position move past it
@@ -422,6 +473,16 @@ class Shipper:
         qs.positions[wal] = position
         if batch:
             qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch[-1].entry.key.write_time)
+        progress.add("batches", 1)
+        progress.add("entries_shipped", len(batch))
+        progress.add("cells_shipped", stats.cells)
+        progress.add("bytes_shipped", size)
+        progress.last_wal, progress.last_position = wal, position
+        if last_write_time is not None:
+            progress.last_write_time = last_write_time
+        if stats.last_backoff is not None:
+            progress.backoff = stats.last_backoff
+        self._write_progress(peer, server, queue_id, progress, qs, final=False)
         log.info(
             "queue %s/%s: batch of %d entries (%d shipped, %d bytes) applied; %s position %d",
             server,
@@ -432,8 +493,3 @@ class Shipper:
             wal,
             position,
         )
-
-
-def _matches(q: QueueInfo, pattern: str) -> bool:
-    qid = str(q.queue_id)
-    return pattern in (qid, f"{q.server}/{qid}") or fnmatch.fnmatchcase(f"{q.server}/{qid}", pattern)

@@ -24,11 +24,15 @@ from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 
-from walship.errors import SinkUnavailableError
+from walship import defaults
+from walship.errors import SinkUnavailableError, ZkUnavailableError
 from walship.replicate.filters import EntryFilter
-from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper, Sink
+from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
+from walship.sinks.base import Sink
 from walship.zk import PeerConfig, ZnodeLayout
+from walship.zk.client import KAZOO_ERRORS, translate
+from walship.zk.locks import Holder, read_holder
 
 __all__ = ["TailSummary", "Tailer"]
 
@@ -45,6 +49,7 @@ class TailSummary:
     skipped_busy: list[str] = field(default_factory=list)
     outages: int = 0
     claimed: list[dict[str, str]] = field(default_factory=list)
+    claim_failures: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     max_age_of_last_shipped_op_ms: int | None = None
 
@@ -72,11 +77,12 @@ class Tailer:
         walstore: WalStore,
         peer_id: str,
         *,
-        duration: float = 600.0,
-        idle_sleep: float = 0.1,
-        rediscover: float = 2.0,
+        duration: float = defaults.TAIL_DURATION,
+        idle_sleep: float = defaults.TAIL_IDLE_SLEEP,
+        rediscover: float = defaults.TAIL_REDISCOVER,
         max_backoff: float = 5.0,
         shipper: Shipper | None = None,
+        run_id: str | None = None,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -85,7 +91,7 @@ class Tailer:
         self.idle_sleep = idle_sleep
         self.rediscover = rediscover
         self.max_backoff = max_backoff
-        self.shipper = shipper or Shipper(client, layout, walstore, owner=f"tail-{peer_id}")
+        self.shipper = shipper or Shipper(client, layout, walstore, holder=Holder.here(f"tail-{peer_id}", run_id))
         self._locks: dict[tuple[str, str], Any] = {}
         self._session_lost = False
         client.add_listener(self._on_state)
@@ -95,11 +101,11 @@ class Tailer:
             self._session_lost = True  # our locks are gone: stop before someone else ships too
 
     def _take_new_queues(self, summary: TailSummary) -> None:
-        for q in self.shipper.peer_queues(self.peer_id):
+        for q in self.shipper.planner.peer_queues(self.peer_id):
             key = (q.server, str(q.queue_id))
             if key in self._locks:
                 continue
-            lock = self.client.Lock(self.layout.queue_lock(*key), identifier=self.shipper.owner)
+            lock = self.client.Lock(self.layout.queue_lock(*key), identifier=self.shipper.holder.encode())
             if lock.acquire(blocking=False):
                 self._locks[key] = lock
                 log.info("tailing queue %s/%s", *key)
@@ -107,13 +113,33 @@ class Tailer:
                 name = f"{key[0]}/{key[1]}"
                 if name not in summary.skipped_busy:
                     summary.skipped_busy.append(name)
-                    log.info("queue %s is being shipped by another shipper; not tailing it", name)
+                    holder = read_holder(self.client, self.layout, *key)
+                    who = holder.describe() if holder else "another shipper"
+                    log.info("queue %s is being shipped by %s; not tailing it", name, who)
 
     def _release(self, key: tuple[str, str]) -> None:
         lock = self._locks.pop(key, None)
         if lock is not None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(*KAZOO_ERRORS):
                 lock.release()
+
+    def _discover(self, summary: TailSummary) -> PeerConfig | None:
+        """Re-read the peer, claim dead servers' queues, lock new queues; ``None`` while the
+        peer is disabled.
+
+        :raises ZkUnavailableError: ZooKeeper did not answer.
+        """
+        try:
+            peer = self.shipper.peers.get(self.peer_id)
+            if not peer.enabled:
+                return None
+            result = self.shipper.planner.failover()
+            summary.claimed.extend(result.claimed)
+            summary.claim_failures.extend(result.failures)
+            self._take_new_queues(summary)
+        except KAZOO_ERRORS as exc:
+            raise translate(exc, f"tailing peer {self.peer_id}") from exc
+        return peer
 
     def run(self) -> TailSummary:
         summary = TailSummary(self.peer_id)
@@ -128,19 +154,23 @@ class Tailer:
             while time.monotonic() < deadline and not self._session_lost:
                 now = time.monotonic()
                 if now >= next_discovery:
-                    peer = self.shipper.peers.get(self.peer_id)
-                    if not peer.enabled:
+                    try:
+                        peer = self._discover(summary)
+                    except ZkUnavailableError as exc:
+                        # ZooKeeper away: ride it out, as a peer outage, from the committed positions
+                        summary.outages += 1
+                        log.warning("%s; retrying in %.1f s", exc, backoff)
+                        time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                        backoff = min(backoff * 2, self.max_backoff)
+                        continue
+                    if peer is None:
                         summary.status = "disabled"
                         time.sleep(min(self.rediscover, max(0.0, deadline - time.monotonic())))
                         next_discovery = time.monotonic()
                         continue
                     summary.status = "ok" if not summary.errors else "error"
-                    summary.claimed.extend(self.shipper.failover())
-                    self._take_new_queues(summary)
                     if entry_filter is None:
-                        entry_filter = EntryFilter(
-                            peer, self.shipper.source_cluster_id(), self.shipper.peer_cluster_id(peer)
-                        )
+                        entry_filter = self.shipper.planner.entry_filter(peer)
                     if sink is None:
                         sink = self.shipper.sink_factory(peer)
                     next_discovery = now + self.rediscover
@@ -149,13 +179,13 @@ class Tailer:
                 shipped = 0
                 outage = False
                 for key in list(self._locks):
-                    qs = self.shipper.ship_held_queue(peer, key[0], key[1], entry_filter, sink)
+                    qs = self.shipper.ship_held_queue(peer, key[0], key[1], entry_filter, sink, flush_progress=False)
                     summary.add(qs)
                     shipped += qs.entries_read
                     if qs.status == "moved" or qs.queue_removed:
                         self._release(key)
                     elif qs.status == "error":
-                        if isinstance(qs.exception, SinkUnavailableError):
+                        if isinstance(qs.exception, SinkUnavailableError | ZkUnavailableError):
                             outage = True
                             continue
                         summary.errors.append(qs.error or "")
@@ -173,6 +203,7 @@ class Tailer:
                 if not shipped:
                     time.sleep(self.idle_sleep)
         finally:
+            self.shipper.flush_progress()
             for key in list(self._locks):
                 self._release(key)
             if sink is not None:

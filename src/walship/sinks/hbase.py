@@ -1,4 +1,4 @@
-"""Apply filtered edits to a peer HBase cluster through its Thrift1 servers.
+"""Apply filtered edits to a peer HBase cluster through its Thrift1 servers (sink ``thrift1``).
 
 * Servers come from the peer's ``walship.sink.thrift``; one is picked at random, a failed one
   is left for another, with exponential backoff between rounds.
@@ -10,25 +10,20 @@
   them into its own WAL and the edit never comes back (no loops).
 * Put, DeleteColumn and DeleteFamily are exact over Thrift1. A single-version Delete and a
   DeleteFamilyVersion cannot be expressed: ``walship.incompatible`` says what happens —
-  ``fail`` (default), ``skip`` (counted) or ``deadletter`` (written to a file, counted).
-  Cell tags cannot be sent either; they are counted as dropped.
+  ``fail`` (default), ``skip`` (counted) or ``deadletter`` (written durably, see
+  :mod:`walship.sinks.deadletter`, before the batch counts as applied). Cell tags cannot be
+  sent either; they are counted as dropped.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import logging
-import os
 import random
 import socket
-import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import happybase
@@ -36,64 +31,29 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
 from walship.clusterids import encode_cluster_ids
-from walship.errors import ConfigError, IncompatibleEditError, SinkError, SinkUnavailableError
-from walship.replicate.filters import FilteredEntry
+from walship.errors import ConfigError, IncompatibleEditError, InvalidPeerConfigError, SinkError, SinkUnavailableError
+from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
+from walship.sinks.deadletter import DeadLetter, DeadLetterStore
+from walship.thrift.hbase1 import Hbase_thrift
 from walship.wal.model import CellType
-from walship.zk.peers import INCOMPATIBLE_KEY, PeerConfig
+from walship.zk.peers import PeerConfig, parse_host_ports
 
-__all__ = ["DEADLETTER_DIR_KEY", "ApplyStats", "DeadLetters", "ThriftSink"]
+__all__ = ["SINK_THRIFT_KEY", "ThriftSink", "thrift_servers"]
 
 log = logging.getLogger(__name__)
 
-Hbase_thrift: Any = sys.modules["Hbase_thrift"]
-
-#: Peer configuration key: where dead letters go (default: $WALSHIP_DEADLETTER_DIR or ./walship-deadletter).
-DEADLETTER_DIR_KEY = "walship.deadletter.dir"
-SINK_KEY_HINT = "walship.sink.thrift=host:port[,host:port...] configuration"
+#: Peer configuration key naming the peer's Thrift servers: ``host:port[,host:port...]``.
+SINK_THRIFT_KEY = "walship.sink.thrift"
+SINK_KEY_HINT = f"{SINK_THRIFT_KEY}=host:port[,host:port...] configuration"
 _INCOMPATIBLE = (int(CellType.Delete), int(CellType.DeleteFamilyVersion))
 _ROWS_PER_CALL = 5000
 _TRANSPORT_ERRORS = (TTransportException, TApplicationException, ConnectionError, socket.timeout, OSError, EOFError)
 
 
-@dataclass
-class ApplyStats:
-    cells: int = 0
-    calls: int = 0
-    incompatible_skipped: int = 0
-    deadlettered: int = 0
-    tags_dropped: int = 0
-    retries: int = 0
-
-
-class DeadLetters:
-    """Append-only JSON lines of edits the sink could not apply, exact enough to replay:
-    bytes are base64, every record names its WAL and offset."""
-
-    def __init__(self, directory: Path, peer_id: str) -> None:
-        self.path = directory / f"peer-{peer_id}.jsonl"
-        self.peer_id = peer_id
-
-    def write(self, wal: str, fe: FilteredEntry, cell_index: int) -> None:
-        cell = fe.cells[cell_index]
-        record = {
-            "peer_id": self.peer_id,
-            "wal": wal,
-            "offset": fe.entry.offset,
-            "end_offset": fe.entry.end_offset,
-            "table": fe.entry.key.table.decode(errors="replace"),
-            "cluster_ids": [str(c) for c in fe.cluster_ids],
-            "type": CellType(cell.type).name,
-            "row": base64.b64encode(cell.row).decode(),
-            "family": base64.b64encode(cell.family).decode(),
-            "qualifier": base64.b64encode(cell.qualifier).decode(),
-            "timestamp": cell.timestamp,
-            "value": base64.b64encode(cell.value).decode(),
-        }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+def thrift_servers(peer: PeerConfig) -> list[tuple[str, int]]:
+    """The peer's Thrift servers from ``walship.sink.thrift`` (empty when not set)."""
+    spec = peer.configuration.get(SINK_THRIFT_KEY)
+    return parse_host_ports(spec, f"{SINK_THRIFT_KEY} of peer {peer.peer_id}") if spec else []
 
 
 class ThriftSink:
@@ -105,26 +65,32 @@ class ThriftSink:
     def __init__(
         self,
         peer: PeerConfig,
+        context: SinkContext,
         *,
         timeout_ms: int = 30_000,
         retries: int = 6,
         backoff: float = 0.2,
-        deadletter_dir: Path | None = None,
     ) -> None:
         self.peer = peer
-        self.servers = peer.sink_thrift
+        self.validate_config(peer)
+        self.servers = thrift_servers(peer)
         if not self.servers:
             raise ConfigError(f"peer {peer.peer_id} has no Thrift servers: set its {SINK_KEY_HINT}")
-        self.mode = peer.configuration.get(INCOMPATIBLE_KEY, "fail")
+        # replaying dead letters: every cell exactly, or fail; never skip nor dead-letter again
+        self.mode = "fail" if context.replaying else peer.configuration.get(INCOMPATIBLE_KEY, "fail")
         self.timeout_ms = timeout_ms
         self.retries = retries
         self.backoff = backoff
-        directory = deadletter_dir or Path(
-            peer.configuration.get(DEADLETTER_DIR_KEY) or os.environ.get("WALSHIP_DEADLETTER_DIR", "walship-deadletter")
-        )
-        self.deadletters = DeadLetters(directory, peer.peer_id)
+        self.deadletters = DeadLetterStore.for_peer(peer, context.wal_root)
         self._conn: Any = None
         self._server: tuple[str, int] | None = None
+
+    @classmethod
+    def validate_config(cls, peer: PeerConfig) -> None:
+        """:raises InvalidPeerConfigError: ``walship.sink.thrift`` is not ``host:port[,...]``."""
+        if SINK_THRIFT_KEY not in peer.configuration:
+            raise InvalidPeerConfigError(f"peer {peer.peer_id} has no Thrift servers: set its {SINK_KEY_HINT}")
+        thrift_servers(peer)
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -178,6 +144,7 @@ class ThriftSink:
                 log.warning("peer %s: Thrift call to %s failed (%s); retrying", self.peer.peer_id, self._server, exc)
                 self._drop_connection()
                 stats.retries += 1
+                stats.last_backoff = (min(delay, 10.0), f"Thrift call to {self._server} failed: {exc}")
             time.sleep(min(delay, 10.0))
             delay *= 2
         raise SinkUnavailableError(
@@ -205,12 +172,14 @@ class ThriftSink:
                             f"(peer {self.peer.peer_id}, {INCOMPATIBLE_KEY}=fail; set skip or deadletter to go on)"
                         )
         groups: dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Any]]] = {}
+        letters: list[DeadLetter] = []
         for fe in entries:
             table = fe.entry.key.table
             for i, cell in enumerate(fe.cells):
                 if cell.type in _INCOMPATIBLE:
                     if self.mode == "deadletter":
-                        self.deadletters.write(wal, fe, i)
+                        reason = f"Thrift1 cannot express a {CellType(cell.type).name} cell"
+                        letters.append(DeadLetter.of(self.peer.peer_id, wal, fe, i, reason))
                         stats.deadlettered += 1
                     else:
                         stats.incompatible_skipped += 1
@@ -230,6 +199,8 @@ class ThriftSink:
                 else:  # DeleteFamily
                     muts.append(Hbase_thrift.Mutation(isDelete=True, column=cell.family))
                 stats.cells += 1
+        # durable before the batch counts as applied (and so before the position moves)
+        written = self.deadletters.write(wal, letters)
         for (table, cluster_ids, ts), rows in groups.items():
             batch = [Hbase_thrift.BatchMutation(row=r, mutations=m) for r, m in rows.items()]
             attributes = {b"_cs.id": encode_cluster_ids(cluster_ids)}
@@ -243,6 +214,6 @@ class ThriftSink:
                 wal,
                 stats.incompatible_skipped,
                 stats.deadlettered,
-                self.deadletters.path,
+                written or "-",
             )
         return stats

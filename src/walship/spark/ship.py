@@ -2,19 +2,30 @@
 
 Queues run in parallel, each in order: a task ships its queue alone, holding the queue's
 ZooKeeper lock, exactly as ``walship ship`` does in one process. Only plain data crosses
-between driver and executors (the job's settings out, JSON summaries back).
+between driver and executors (the job description out, JSON summaries back), and nothing is
+left on a local disk: the driver writes the job's summary into walship's znodes
+(:class:`~walship.zk.progress.JobStore`), where the ``report`` task reads it, whichever host
+the driver ran on (client or cluster deploy mode).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from walship.replicate.shipper import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_ENTRIES, PeerSummary, QueueSummary, Shipper
+from walship import defaults
+from walship.errors import ConfigError
+from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
 from walship.zk import ZnodeLayout, zk_client
+from walship.zk.client import KAZOO_ERRORS, translate, validate_hosts
+from walship.zk.layout import check_znode_name
+from walship.zk.locks import Holder
+from walship.zk.peers import validate_peer_id
+from walship.zk.progress import JobStore
 
 __all__ = ["ShipJob", "plan_queues", "ship_with_spark"]
 
@@ -23,7 +34,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ShipJob:
-    """Everything a ship task needs: where the source is, which peer, which queues."""
+    """Everything a ship job needs, passed as JSON between tasks: where the source is, which
+    peer and queues, the batch limits, and the job's id (its summary's znode name)."""
 
     zk: str
     znode_parent: str
@@ -32,9 +44,49 @@ class ShipJob:
     queues: tuple[str, ...] = ()  # "server/queueId"; empty: every queue of the peer
     queue_filter: str | None = None
     max_batches: int | None = None
-    batch_bytes: int = DEFAULT_BATCH_BYTES
-    batch_entries: int = DEFAULT_BATCH_ENTRIES
-    lock_wait: float = 0.0
+    batch_bytes: int = defaults.BATCH_BYTES
+    batch_entries: int = defaults.BATCH_ENTRIES
+    lock_wait: float = defaults.LOCK_WAIT
+    job_id: str | None = None
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_hosts(self.zk)
+        ZnodeLayout(self.znode_parent)
+        validate_peer_id(self.peer_id)
+        if not self.wal_root:
+            raise ConfigError("ship job: 'wal_root' is empty")
+        if self.batch_bytes <= 0 or self.batch_entries <= 0:
+            raise ConfigError(f"ship job: batch limits must be > 0, got {self.batch_bytes} / {self.batch_entries}")
+        if self.max_batches is not None and self.max_batches <= 0:
+            raise ConfigError(f"ship job: 'max_batches' must be > 0 or null, got {self.max_batches}")
+        if self.job_id is not None:
+            check_znode_name(self.job_id, "ship job id")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ShipJob:
+        """:raises ConfigError: not JSON, an unknown or missing field, a bad value."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(f"ship job description is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError("ship job description must be a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"ship job description: unknown field(s) {', '.join(unknown)}")
+        try:
+            data["queues"] = tuple(data.get("queues") or ())
+            return cls(**data)
+        except TypeError as exc:
+            raise ConfigError(f"ship job description: {exc}") from None
+
+    def holder(self) -> Holder:
+        return Holder.here(f"ship-job-{self.job_id or 'adhoc'}", self.run_id)
 
 
 def _shipper(job: ShipJob, client: Any) -> Shipper:
@@ -45,6 +97,7 @@ def _shipper(job: ShipJob, client: Any) -> Shipper:
         batch_bytes=job.batch_bytes,
         batch_entries=job.batch_entries,
         lock_timeout=job.lock_wait,
+        holder=job.holder(),
     )
 
 
@@ -53,18 +106,22 @@ def plan_queues(job: ShipJob) -> tuple[PeerSummary, list[tuple[str, str]]]:
     with zk_client(job.zk) as client:
         shipper = _shipper(job, client)
         summary = PeerSummary(job.peer_id)
-        peer = shipper.peers.get(job.peer_id)
-        if not peer.enabled:
-            summary.status = "disabled"
-            return summary, []
-        summary.claimed = shipper.failover()
-        wanted = set(job.queues)
-        tasks = []
-        for q in shipper.peer_queues(job.peer_id, job.queue_filter):
-            key = f"{q.server}/{q.queue_id}"
-            if wanted and key not in wanted:
-                continue
-            tasks.append((q.server, str(q.queue_id)))
+        try:
+            peer = shipper.peers.get(job.peer_id)
+            if not peer.enabled:
+                summary.status = "disabled"
+                return summary, []
+            result = shipper.planner.failover()
+            summary.claimed, summary.claim_failures = result.claimed, result.failures
+            wanted = set(job.queues)
+            tasks = []
+            for q in shipper.planner.peer_queues(job.peer_id, job.queue_filter):
+                key = f"{q.server}/{q.queue_id}"
+                if wanted and key not in wanted:
+                    continue
+                tasks.append((q.server, str(q.queue_id)))
+        except KAZOO_ERRORS as exc:
+            raise translate(exc, f"planning ship job for peer {job.peer_id}") from exc
         return summary, tasks
 
 
@@ -77,21 +134,28 @@ def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[d
         shipper = _shipper(job, client)
         peer = shipper.peers.get(job.peer_id)
         for qs in shipper.ship_queues(peer, todo, job.max_batches):
-            out = asdict(qs)
-            out.pop("exception", None)  # the message is in "error"; exceptions need not pickle
-            yield out
+            yield qs.to_json()
+
+
+def record_summary(job: ShipJob, summary: PeerSummary) -> None:
+    """Write the job's summary into walship's znodes, for the report task and status."""
+    if not job.job_id:
+        return
+    with zk_client(job.zk) as client:
+        try:
+            JobStore(client, ZnodeLayout(job.znode_parent)).put(job.peer_id, job.job_id, summary.to_json())
+        except KAZOO_ERRORS as exc:
+            raise translate(exc, f"writing the summary of ship job {job.job_id}") from exc
 
 
 def ship_with_spark(spark: Any, job: ShipJob) -> PeerSummary:
-    """Plan on the driver, ship one queue per Spark task, gather the summaries."""
+    """Plan on the driver, ship one queue per Spark task, gather and record the summaries."""
     summary, tasks = plan_queues(job)
-    if not tasks:
-        return summary
-    rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
-    results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
-    summary.queues = [QueueSummary(**r) for r in results]
-    for q in summary.queues:
-        if q.status == "error":
-            summary.status = "error"
-            summary.error = summary.error or q.error
+    if tasks:
+        rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
+        results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
+        known = set(QueueSummary.__dataclass_fields__)
+        summary.queues = [QueueSummary(**{k: v for k, v in r.items() if k in known}) for r in results]
+        summary.settle()
+    record_summary(job, summary)
     return summary

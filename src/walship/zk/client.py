@@ -1,4 +1,10 @@
-"""Connecting to ZooKeeper with kazoo, with connection errors turned into walship's."""
+"""Connecting to ZooKeeper with kazoo, and the one place kazoo's errors become walship's.
+
+Every kazoo exception that leaves a walship operation goes through :func:`translate` (or the
+:func:`zk_errors` context manager), so a caller sees :class:`~walship.errors.ZkUnavailableError`
+for a lost connection or session, :class:`~walship.errors.ZkAuthError` for refused credentials,
+and :class:`~walship.errors.ZkError` for anything else, each naming what was being done.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +14,57 @@ import re
 from collections.abc import Iterator
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    AuthFailedError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
-from walship.errors import ConfigError, ZkUnavailableError
+from walship.defaults import zk_session_timeout
+from walship.errors import ConfigError, ZkAuthError, ZkError, ZkUnavailableError
 
-__all__ = ["DEFAULT_ZK", "connect", "validate_hosts", "zk_client"]
+__all__ = ["DEFAULT_ZK", "KAZOO_ERRORS", "connect", "translate", "validate_hosts", "zk_client", "zk_errors"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ZK = "127.0.0.1:2181"
 _HOSTS_RE = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}(,[A-Za-z0-9_.\-\[\]:]+:\d{1,5})*(/[^\s]*)?$")
+
+#: What kazoo raises: catch these at a boundary and pass them to :func:`translate`.
+KAZOO_ERRORS: tuple[type[Exception], ...] = (KazooException, KazooTimeoutError)
+_UNAVAILABLE = (
+    ConnectionLoss,
+    ConnectionClosedError,
+    SessionExpiredError,
+    OperationTimeoutError,
+    KazooTimeoutError,
+)
+
+
+def translate(exc: BaseException, what: str) -> ZkError:
+    """walship's error for a kazoo error met while doing ``what`` (e.g. a znode path)."""
+    name = type(exc).__name__
+    detail = f": {exc}" if str(exc) else ""
+    if isinstance(exc, _UNAVAILABLE):
+        return ZkUnavailableError(f"{what}: ZooKeeper unavailable ({name}{detail}); nothing was lost, retry later")
+    if isinstance(exc, NoAuthError | AuthFailedError):
+        return ZkAuthError(f"{what}: ZooKeeper refused the operation ({name}): authentication failed or missing")
+    return ZkError(f"{what}: ZooKeeper error {name}{detail}")
+
+
+@contextlib.contextmanager
+def zk_errors(what: str) -> Iterator[None]:
+    """Raise kazoo's errors from the block as walship's (see :func:`translate`)."""
+    try:
+        yield
+    except KAZOO_ERRORS as exc:
+        raise translate(exc, what) from exc
 
 
 def validate_hosts(hosts: str) -> str:
@@ -28,15 +74,17 @@ def validate_hosts(hosts: str) -> str:
     return hosts
 
 
-def connect(hosts: str, *, timeout: float = 10.0, session_timeout: float = 10.0) -> KazooClient:
+def connect(hosts: str, *, timeout: float = 10.0, session_timeout: float | None = None) -> KazooClient:
     """Start a kazoo client, failing fast when no server answers.
 
+    :param session_timeout: seconds (default :func:`walship.defaults.zk_session_timeout`);
+        ephemeral znodes, queue locks among them, outlive a killed process by about this long.
     :raises ZkUnavailableError: no connection within ``timeout`` seconds.
     """
     validate_hosts(hosts)
     client = KazooClient(
         hosts=hosts,
-        timeout=session_timeout,
+        timeout=session_timeout if session_timeout is not None else zk_session_timeout(),
         connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=2),
         command_retry=KazooRetry(max_tries=5, delay=0.1, max_delay=2),
     )
@@ -49,9 +97,9 @@ def connect(hosts: str, *, timeout: float = 10.0, session_timeout: float = 10.0)
 
 
 @contextlib.contextmanager
-def zk_client(hosts: str, *, timeout: float = 10.0) -> Iterator[KazooClient]:
+def zk_client(hosts: str, *, timeout: float = 10.0, session_timeout: float | None = None) -> Iterator[KazooClient]:
     """A connected client, stopped and closed on exit."""
-    client = connect(hosts, timeout=timeout)
+    client = connect(hosts, timeout=timeout, session_timeout=session_timeout)
     try:
         yield client
     finally:

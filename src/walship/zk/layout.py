@@ -7,7 +7,10 @@
     <parent>/replication/peers/<peer>                    PBUF + ReplicationPeer
     <parent>/replication/peers/<peer>/peer-state         PBUF + ReplicationState
     <parent>/replication/rs/<server>/<queue>/<wal>       PBUF + ReplicationHLogPosition
-    <parent>/replication/walship/locks/<server>/<queue>  walship's per-queue shipper locks
+    <parent>/replication/walship/locks/<server>/<queue>  walship's per-queue shipper locks (data: the holder)
+    <parent>/replication/walship/progress/<peer>/<server>/<queue>
+                                                         per-queue progress record (JSON)
+    <parent>/replication/walship/jobs/<peer>/<job>       summaries of ship jobs (JSON, newest kept)
 """
 
 from __future__ import annotations
@@ -82,8 +85,36 @@ class ZnodeLayout:
         return f"{self.queue(server, queue_id)}/{check_znode_name(wal, 'WAL name')}"
 
     @property
+    def walship(self) -> str:
+        """The root of walship's own znodes (never inside HBase's queue znodes)."""
+        return f"{self.replication}/walship"
+
+    @property
     def locks(self) -> str:
-        return f"{self.replication}/walship/locks"
+        return f"{self.walship}/locks"
 
     def queue_lock(self, server: str, queue_id: str) -> str:
         return f"{self.locks}/{check_znode_name(server, 'server name')}/{check_znode_name(queue_id, 'queue id')}"
+
+    @property
+    def progress(self) -> str:
+        return f"{self.walship}/progress"
+
+    def peer_progress(self, peer_id: str) -> str:
+        return f"{self.progress}/{check_znode_name(peer_id, 'peer id')}"
+
+    def queue_progress(self, peer_id: str, server: str, queue_id: str) -> str:
+        return (
+            f"{self.peer_progress(peer_id)}/{check_znode_name(server, 'server name')}/"
+            f"{check_znode_name(queue_id, 'queue id')}"
+        )
+
+    @property
+    def jobs(self) -> str:
+        return f"{self.walship}/jobs"
+
+    def peer_jobs(self, peer_id: str) -> str:
+        return f"{self.jobs}/{check_znode_name(peer_id, 'peer id')}"
+
+    def job(self, peer_id: str, job_id: str) -> str:
+        return f"{self.peer_jobs(peer_id)}/{check_znode_name(job_id, 'job id')}"

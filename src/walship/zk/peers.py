@@ -2,8 +2,8 @@
 
 A peer is ``<parent>/replication/peers/<id>`` holding ``PBUF`` + ReplicationPeer, with a
 ``peer-state`` child holding ``PBUF`` + ReplicationState. walship-specific settings travel in
-the peer's configuration map (``walship.sink.thrift``, ``walship.incompatible``), which HBase
-keeps and ignores.
+the peer's configuration map (the sink's settings, see :mod:`walship.sinks`), which HBase
+keeps and ignores; this module checks only that keys are not empty.
 
 Example::
 
@@ -28,27 +28,20 @@ from walship.errors import InvalidPeerConfigError, PeerExistsError, PeerNotFound
 from walship.protos import HBase_pb2, Replication_pb2
 from walship.zk.encoding import PB_MAGIC, decode_peer, decode_peer_state, encode_peer_state
 from walship.zk.layout import ZnodeLayout
+from walship.zk.progress import ProgressStore
 from walship.zk.queues import ReplicationQueues
 
 __all__ = [
-    "INCOMPATIBLE_KEY",
-    "INCOMPATIBLE_MODES",
-    "SINK_THRIFT_KEY",
     "PeerConfig",
     "ReplicationPeers",
     "format_table_cfs",
     "parse_cluster_key",
+    "parse_host_ports",
     "parse_table_cfs",
     "validate_peer_id",
 ]
 
 log = logging.getLogger(__name__)
-
-#: Peer configuration key naming the peer's Thrift servers: ``host:port[,host:port...]``.
-SINK_THRIFT_KEY = "walship.sink.thrift"
-#: Peer configuration key: what to do with an edit Thrift1 cannot express.
-INCOMPATIBLE_KEY = "walship.incompatible"
-INCOMPATIBLE_MODES = ("fail", "skip", "deadletter")
 
 _PEER_ID_RE = re.compile(r"^[A-Za-z0-9_.]+$")
 _CLUSTER_KEY_RE = re.compile(r"^([^:,\s/]+(?:,[^:,\s/]+)*):(\d{1,5}):(/[^\s]*)$")
@@ -195,21 +188,8 @@ class PeerConfig:
             raise InvalidPeerConfigError(f"peer {self.peer_id}: bandwidth must be >= 0, got {self.bandwidth}")
         object.__setattr__(self, "configuration", MappingProxyType(dict(self.configuration)))
         for key, value in self.configuration.items():
-            if not key:
-                raise InvalidPeerConfigError(f"peer {self.peer_id}: empty configuration key")
-            if key == SINK_THRIFT_KEY:
-                parse_host_ports(value, f"{SINK_THRIFT_KEY} of peer {self.peer_id}")
-            if key == INCOMPATIBLE_KEY and value not in INCOMPATIBLE_MODES:
-                raise InvalidPeerConfigError(
-                    f"peer {self.peer_id}: {INCOMPATIBLE_KEY} must be one of {', '.join(INCOMPATIBLE_MODES)}, "
-                    f"got {value!r}"
-                )
-
-    @property
-    def sink_thrift(self) -> list[tuple[str, int]]:
-        """The peer's Thrift servers from ``walship.sink.thrift`` (empty when not set)."""
-        spec = self.configuration.get(SINK_THRIFT_KEY)
-        return parse_host_ports(spec, SINK_THRIFT_KEY) if spec else []
+            if not key.strip():
+                raise InvalidPeerConfigError(f"peer {self.peer_id}: empty configuration key (value {value!r})")
 
     # -- protobuf -------------------------------------------------------------------------
 
@@ -414,4 +394,5 @@ class ReplicationPeers:
             raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})")
         self.client.delete(path, recursive=True)
         removed = ReplicationQueues(self.client, self.layout).remove_peer_queues(peer_id)
+        ProgressStore(self.client, self.layout).remove_peer(peer_id)
         log.info("removed peer %s and %d of its queues", peer_id, removed)

@@ -1,0 +1,97 @@
+"""Helpers shared by the ``walship`` subcommands: argument types, input files, ZooKeeper state."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO
+
+from kazoo.client import KazooClient
+
+from walship.errors import ConfigError
+from walship.replicate.walstore import WalStore
+from walship.zk import ZnodeLayout, zk_client
+from walship.zk.client import validate_hosts
+
+__all__ = [
+    "Handler",
+    "iso_time",
+    "nonneg_int",
+    "open_input",
+    "parse_config_pairs",
+    "positive_int",
+    "source",
+    "state",
+]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+@contextlib.contextmanager
+def open_input(path: str) -> Iterator[BinaryIO]:
+    """Open a local path, or a URL through fsspec (``hdfs://``, ``file://``, ...)."""
+    if "://" in path:
+        import fsspec
+
+        with fsspec.open(path, "rb") as f:
+            yield f
+    else:
+        with open(path, "rb") as f:
+            yield f
+
+
+def nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = nonneg_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+def iso_time(text: str) -> datetime.datetime:
+    try:
+        value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+
+
+@contextlib.contextmanager
+def state(args: argparse.Namespace) -> Iterator[tuple[KazooClient, ZnodeLayout]]:
+    layout = ZnodeLayout(args.znode_parent)
+    with zk_client(validate_hosts(args.zk), timeout=args.zk_timeout) as client:
+        yield client, layout
+
+
+@contextlib.contextmanager
+def source(args: argparse.Namespace) -> Iterator[tuple[KazooClient, ZnodeLayout, WalStore]]:
+    """The source cluster's state and WALs: ``--zk``, ``--znode-parent`` and ``--wal-root``."""
+    if not args.wal_root:
+        raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
+    walstore = WalStore(args.wal_root)
+    with state(args) as (client, layout):
+        yield client, layout, walstore
+
+
+def parse_config_pairs(pairs: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"invalid --config {pair!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,93 @@
+"""``walship minicluster start|set-scope|roll|abort-rs|info``: an embedded HBase-compatible cluster."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from walship.cli.common import nonneg_int, positive_int
+from walship.zk.client import validate_hosts
+
+__all__ = ["register"]
+
+log = logging.getLogger(__name__)
+
+
+def cmd_minicluster_start(args: argparse.Namespace) -> int:
+    from walship.minicluster.runner import run_minicluster
+
+    validate_hosts(args.zk)
+    return run_minicluster(
+        name=args.name,
+        data_dir=Path(args.data_dir),
+        zk=args.zk,
+        znode_parent=args.znode_parent,
+        thrift_port=args.thrift_port,
+        admin_port=args.admin_port,
+        regionservers=args.regionservers,
+        wal_roll_size=args.wal_roll_size,
+    )
+
+
+def cmd_minicluster_admin(args: argparse.Namespace) -> int:
+    from walship.minicluster.admin import AdminClient
+
+    client = AdminClient(args.admin)
+    if args.mc_command == "set-scope":
+        result = client.set_scope(args.table, args.family, args.scope)
+    elif args.mc_command == "roll":
+        result = client.roll(args.server)
+    elif args.mc_command == "abort-rs":
+        result = client.abort_rs(args.server)
+    else:
+        result = client.info()
+        if not args.json:
+            print(f"cluster {result['name']} ({result['cluster_id']}) on {result['zk']}{result['znode_parent']}")
+            for rs in result["regionservers"]:
+                state = "live" if rs["alive"] else "dead"
+                print(f"  {rs['name']}  {state}  wal={rs['wal']}  regions={len(rs['regions'])}")
+            for t in result["tables"]:
+                fams = ", ".join(
+                    f"{f}(scope={v['scope']}, versions={v['max_versions']})" for f, v in t["families"].items()
+                )
+                print(f"  table {t['name']} {'enabled' if t['enabled'] else 'disabled'}: {fams}")
+            print(f"  WALs: {sum(len(v) for v in result['wals'].values())}, oldWALs: {len(result['old_wals'])}")
+            return 0
+    print(json.dumps(result))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    mc = sub.add_parser("minicluster", help="an embedded HBase-compatible cluster")
+    mc_sub = mc.add_subparsers(dest="mc_command", required=True, metavar="MC_COMMAND")
+    start = mc_sub.add_parser("start", help="run a cluster in the foreground (SIGTERM stops it cleanly)")
+    start.add_argument("--name", required=True)
+    start.add_argument("--data-dir", required=True)
+    start.add_argument("--zk", default=argparse.SUPPRESS, help="ZooKeeper HOST:PORT (or the global --zk)")
+    start.add_argument("--znode-parent", default=argparse.SUPPRESS, help="znode parent (or the global flag)")
+    start.add_argument("--thrift-port", type=nonneg_int, required=True, help="0 picks a free port")
+    start.add_argument("--admin-port", type=nonneg_int, required=True, help="0 picks a free port")
+    start.add_argument("--regionservers", type=positive_int, default=3)
+    start.add_argument("--wal-roll-size", type=positive_int, default=64 * 1024 * 1024, metavar="BYTES")
+    start.set_defaults(func=cmd_minicluster_start)
+    admin_help = "the cluster's admin endpoint HOST:PORT"
+    scope = mc_sub.add_parser("set-scope", help="set a family's REPLICATION_SCOPE (0 or 1)")
+    scope.add_argument("--admin", required=True, help=admin_help)
+    scope.add_argument("table")
+    scope.add_argument("family")
+    scope.add_argument("scope", type=int, choices=[0, 1])
+    scope.set_defaults(func=cmd_minicluster_admin)
+    roll = mc_sub.add_parser("roll", help="roll WALs now")
+    roll.add_argument("--admin", required=True, help=admin_help)
+    roll.add_argument("server", nargs="?")
+    roll.set_defaults(func=cmd_minicluster_admin)
+    abort = mc_sub.add_parser("abort-rs", help="crash one region server")
+    abort.add_argument("--admin", required=True, help=admin_help)
+    abort.add_argument("server")
+    abort.set_defaults(func=cmd_minicluster_admin)
+    info = mc_sub.add_parser("info", help="servers, regions, WALs, tables and scopes")
+    info.add_argument("--admin", required=True, help=admin_help)
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(func=cmd_minicluster_admin)

@@ -1,0 +1,55 @@
+"""walship's defaults, defined once: the CLI, the Spark job, the DAG Params and the library
+take them from here."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = [
+    "BATCH_BYTES",
+    "BATCH_ENTRIES",
+    "CLEAN_TTL",
+    "LOCK_WAIT",
+    "MAX_PARALLEL_JOBS",
+    "TAIL_DURATION",
+    "TAIL_IDLE_SLEEP",
+    "TAIL_REDISCOVER",
+    "ZK_SESSION_TIMEOUT",
+    "zk_session_timeout",
+]
+
+#: A batch is cut at this many bytes of WAL entries ...
+BATCH_BYTES = 64 * 1024 * 1024
+#: ... or at this many entries, whichever comes first (HBase: 64 MiB / 25,000 entries).
+BATCH_ENTRIES = 25_000
+#: Seconds to wait for a queue another shipper holds (0: skip it and say who holds it).
+LOCK_WAIT = 0.0
+#: Spark jobs a ``walship_replicate`` run starts at most (one per group of queues).
+MAX_PARALLEL_JOBS = 4
+#: Seconds a ``walship tail`` run lasts before it hands over.
+TAIL_DURATION = 600.0
+#: Seconds a tailer sleeps when no queue had anything new.
+TAIL_IDLE_SLEEP = 0.1
+#: Seconds between a tailer's looks for new queues (and dead servers' queues to claim).
+TAIL_REDISCOVER = 2.0
+#: Minimum age in seconds of an archived WAL the cleaner may delete.
+CLEAN_TTL = 600.0
+#: ZooKeeper session timeout in seconds: a killed shipper's queue locks are free again after
+#: about this long (the server may round it into [2, 20] ticks).
+ZK_SESSION_TIMEOUT = 10.0
+
+
+def zk_session_timeout() -> float:
+    """The session timeout: ``WALSHIP_ZK_SESSION_TIMEOUT`` when set, else the default."""
+    from walship.errors import ConfigError
+
+    text = os.environ.get("WALSHIP_ZK_SESSION_TIMEOUT", "")
+    if not text:
+        return ZK_SESSION_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"invalid WALSHIP_ZK_SESSION_TIMEOUT {text!r}: expected seconds") from None
+    if not 1.0 <= value <= 600.0:
+        raise ConfigError(f"invalid WALSHIP_ZK_SESSION_TIMEOUT {text!r}: must be between 1 and 600 seconds")
+    return value

@@ -1,0 +1,95 @@
+"""Replaying dead letters: apply a peer's pending dead letters through its sink, exactly.
+
+The sink is built with ``replaying=True``: it applies every cell exactly or fails, and never
+skips nor dead-letters again, so a replay either applies a file whole (then moves it to
+``replayed/``) or stops at it with the sink's reason and leaves it, and every later file,
+pending. Replaying twice is harmless: cells keep their timestamps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from walship.errors import DeadLetterError, WalshipError
+from walship.replicate.walstore import WalStore
+from walship.sinks.base import Sink, SinkContext, create_sink
+from walship.sinks.deadletter import DeadLetterStore, group_entries
+from walship.zk import PeerConfig, ReplicationPeers, ZnodeLayout
+
+__all__ = ["DeadLetterReplay", "list_dead_letters", "replay_dead_letters"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DeadLetterReplay:
+    peer_id: str
+    files_replayed: list[str] = field(default_factory=list)
+    cells_applied: int = 0
+    files_left: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _store(
+    client: KazooClient, layout: ZnodeLayout, walstore: WalStore, peer_id: str
+) -> tuple[PeerConfig, DeadLetterStore]:
+    peer = ReplicationPeers(client, layout).get(peer_id)
+    return peer, DeadLetterStore.for_peer(peer, walstore.root)
+
+
+def list_dead_letters(
+    client: KazooClient, layout: ZnodeLayout, walstore: WalStore, peer_ids: list[str]
+) -> list[dict[str, Any]]:
+    """Every pending dead letter of the peers, once each, in WAL order (``to_json`` form)."""
+    out: list[dict[str, Any]] = []
+    for peer_id in peer_ids:
+        _, store = _store(client, layout, walstore, peer_id)
+        out.extend(d.to_json() for d in store.records())
+    return out
+
+
+def replay_dead_letters(
+    client: KazooClient,
+    layout: ZnodeLayout,
+    walstore: WalStore,
+    peer_id: str,
+    *,
+    sink_factory: Callable[[PeerConfig, SinkContext], Sink] = create_sink,
+) -> DeadLetterReplay:
+    """Apply the peer's pending dead letters, file by file, in WAL order.
+
+    :raises DeadLetterError: a file could not be applied (named, with the sink's reason);
+        it and the files after it stay pending.
+    """
+    peer, store = _store(client, layout, walstore, peer_id)
+    report = DeadLetterReplay(peer_id)
+    files = store.files()
+    if not files:
+        return report
+    sink = sink_factory(peer, SinkContext(walstore.root, replaying=True))
+    try:
+        for i, path in enumerate(files):
+            letters = store.read(path)
+            try:
+                for wal, entries in group_entries(letters):
+                    report.cells_applied += sink.apply(entries, wal).cells
+            except WalshipError as exc:
+                report.files_left = files[i:]
+                report.error = f"dead letters {path} of peer {peer_id} not replayed: {exc}"
+                raise DeadLetterError(
+                    f"{report.error} ({len(report.files_left)} file(s) left pending; nothing lost)"
+                ) from exc
+            store.mark_replayed(path)
+            report.files_replayed.append(path)
+            log.info("peer %s: replayed %d dead letters of %s", peer_id, len(letters), path)
+    finally:
+        sink.close()
+    return report

@@ -1,0 +1,218 @@
+"""Planning, in one place for the CLI, the Spark job and the Airflow sensor: claim dead
+servers' queues (failover), list a peer's queues, measure their backlog, and look up the
+cluster ids the filter needs. Nothing here ships.
+
+Example::
+
+    planner = Planner(client, ZnodeLayout("/hbase"), WalStore("/data/hbase"))
+    result = planner.failover()
+    for q in planner.pending("1"):
+        print(q.key, q.backlog_bytes)
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import random
+import uuid
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+
+from walship.errors import ReplicationError, WalshipError, ZkError
+from walship.replicate.filters import EntryFilter
+from walship.replicate.walstore import WalStore
+from walship.wal.reader import WalReader
+from walship.zk import (
+    PeerConfig,
+    QueueInfo,
+    ReplicationPeers,
+    ReplicationQueues,
+    ZnodeLayout,
+    live_servers,
+    queue_lock,
+    read_cluster_id,
+    zk_client,
+)
+from walship.zk.client import KAZOO_ERRORS, translate
+from walship.zk.locks import Holder
+from walship.zk.peers import parse_cluster_key
+
+__all__ = ["FailoverResult", "PendingQueue", "Planner", "matches_queue", "pending_queues"]
+
+log = logging.getLogger(__name__)
+
+_CLAIM_ERRORS: tuple[type[Exception], ...] = (WalshipError, *KAZOO_ERRORS)
+
+
+@dataclass
+class FailoverResult:
+    """Queues claimed from dead servers, and the claims that failed (each named)."""
+
+    claimed: list[dict[str, str]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class PendingQueue:
+    server: str
+    queue_id: str
+    backlog_bytes: int
+    wals: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.server}/{self.queue_id}"
+
+
+def matches_queue(q: QueueInfo, pattern: str) -> bool:
+    """Whether ``pattern`` (a queue id, ``server/id`` or a glob over ``server/id``) names ``q``."""
+    qid = str(q.queue_id)
+    return pattern in (qid, f"{q.server}/{qid}") or fnmatch.fnmatchcase(f"{q.server}/{qid}", pattern)
+
+
+class Planner:
+    """Reads the replication state of one source cluster and plans shipping from it.
+
+    :param holder: who takes queue locks while claiming (default: this process).
+    """
+
+    def __init__(
+        self, client: KazooClient, layout: ZnodeLayout, walstore: WalStore, *, holder: Holder | None = None
+    ) -> None:
+        self.client = client
+        self.layout = layout
+        self.walstore = walstore
+        self.holder = holder or Holder.here("planner")
+        self.queues = ReplicationQueues(client, layout)
+        self.peers = ReplicationPeers(client, layout)
+        self._peer_ids: dict[str, uuid.UUID] = {}
+        self._source_id: uuid.UUID | None = None
+
+    # -- cluster ids -------------------------------------------------------------------------
+
+    def source_cluster_id(self) -> uuid.UUID:
+        if self._source_id is None:
+            self._source_id = read_cluster_id(self.client, self.layout)
+        return self._source_id
+
+    def peer_cluster_id(self, peer: PeerConfig) -> uuid.UUID:
+        """The peer cluster's id, read from its own ZooKeeper (its cluster key)."""
+        cached = self._peer_ids.get(peer.cluster_key)
+        if cached is not None:
+            return cached
+        hosts, port, parent = parse_cluster_key(peer.cluster_key)
+        try:
+            with zk_client(",".join(f"{h}:{port}" for h in hosts)) as other:
+                cid = read_cluster_id(other, ZnodeLayout(parent))
+        except ZkError as exc:
+            raise ReplicationError(
+                f"peer {peer.peer_id}: cannot read its cluster id at {peer.cluster_key}: {exc}"
+            ) from exc
+        except KAZOO_ERRORS as exc:
+            raise translate(exc, f"peer {peer.peer_id}: cluster id at {peer.cluster_key}") from exc
+        if cid == self.source_cluster_id():
+            raise ReplicationError(f"peer {peer.peer_id} is this cluster itself ({cid}): refusing to replicate to it")
+        self._peer_ids[peer.cluster_key] = cid
+        return cid
+
+    def entry_filter(self, peer: PeerConfig) -> EntryFilter:
+        """The filter chain for ``peer`` (reads both clusters' ids)."""
+        return EntryFilter(peer, self.source_cluster_id(), self.peer_cluster_id(peer))
+
+    # -- failover ----------------------------------------------------------------------------
+
+    def failover(self) -> FailoverResult:
+        """Claim the queues of region servers that are no longer live into a live one, as
+        recovered queues; without any live server the queues stay where they are (they are
+        shipped just the same). A claim that fails is logged, counted and retried next time."""
+        result = FailoverResult()
+        live = live_servers(self.client, self.layout)
+        if not live:
+            return result
+        for server in self.queues.replicators():
+            if server in live:
+                continue
+            for qid in self.queues.queue_ids(server):
+                try:
+                    with queue_lock(self.client, self.layout, server, qid, holder=self.holder) as lock:
+                        if not lock.held:
+                            continue  # being shipped right now; claim it next time
+                        dest = random.choice(live)
+                        new_id = self.queues.claim_queue(server, qid, dest)
+                        if new_id:
+                            result.claimed.append(
+                                {"dead_server": server, "queue_id": qid, "server": dest, "new_queue_id": new_id}
+                            )
+                except _CLAIM_ERRORS as exc:
+                    err = exc if isinstance(exc, WalshipError) else translate(exc, f"claiming {server}/{qid}")
+                    message = f"claiming queue {qid} of dead server {server} failed: {err}"
+                    log.warning("%s (retried next pass)", message)
+                    result.failures.append(message)
+            if not self.queues.queue_ids(server):
+                try:
+                    self.client.delete(self.layout.replicator(server))
+                except KAZOO_ERRORS as exc:
+                    # a queue arrived meanwhile, or another claimer removed it first
+                    log.info("kept replicator znode of dead server %s: %s", server, type(exc).__name__)
+        return result
+
+    # -- queues and backlog --------------------------------------------------------------------
+
+    def peer_queues(self, peer_id: str, queue_filter: str | None = None) -> list[QueueInfo]:
+        return [q for q in self.queues.list_queues(peer_id) if not queue_filter or matches_queue(q, queue_filter)]
+
+    def backlog(self, queue: QueueInfo) -> int:
+        """Bytes of the queue's WALs not yet shipped (1 for a drained queue that still has a
+        finished WAL or a recovered queue to remove: there is work, if no bytes)."""
+        total = 0
+        for i, wp in enumerate(queue.wals):
+            loc = self.walstore.locate(wp.name)
+            with self.walstore.open(loc) as f:
+                reader = WalReader(f, loc.path)
+                reader.refresh()
+                start = max(wp.position, reader.header_end)
+                total += max(0, reader.edits_end - start)
+            if i < len(queue.wals) - 1 or queue.recovered or loc.archived:
+                total = max(total, 1)
+        if queue.recovered and not queue.wals:
+            total = max(total, 1)
+        return total
+
+    def pending(
+        self, peer_id: str, queue_filter: str | None = None, *, include_drained: bool = False
+    ) -> list[PendingQueue]:
+        """The peer's queues with work, oldest first; none while the peer is disabled.
+        Queues of dead servers count (they will be claimed and drained).
+
+        :param include_drained: list the queues without work too (backlog 0).
+        :raises PeerNotFoundError: no such peer.
+        """
+        peer = self.peers.get(peer_id)
+        if not peer.enabled:
+            return []
+        out = []
+        for q in self.peer_queues(peer_id, queue_filter):
+            backlog = self.backlog(q)
+            if backlog > 0 or include_drained:
+                out.append(PendingQueue(q.server, str(q.queue_id), backlog, len(q.wals)))
+        return out
+
+
+def pending_queues(
+    zk: str,
+    znode_parent: str,
+    wal_root: str,
+    peer_id: str,
+    queue_filter: str | None = None,
+    *,
+    include_drained: bool = False,
+) -> list[PendingQueue]:
+    """:meth:`Planner.pending` with a client of its own (for the Airflow sensor and trigger)."""
+    with zk_client(zk) as client:
+        try:
+            planner = Planner(client, ZnodeLayout(znode_parent), WalStore(wal_root))
+            return planner.pending(peer_id, queue_filter, include_drained=include_drained)
+        except KAZOO_ERRORS as exc:
+            raise translate(exc, f"listing the queues of peer {peer_id}") from exc

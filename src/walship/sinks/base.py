@@ -1,0 +1,188 @@
+"""The one sink interface, and the registry that picks a peer's sink by configuration.
+
+A sink takes batches of filtered WAL entries for one peer and applies them; the shipper moves
+a queue's position only after :meth:`Sink.apply` returned, so a sink that returns has made its
+batch durable (applied, or written as dead letters). A peer's ``walship.sink.protocol``
+(default ``thrift1``) names its sink; sinks of other packages register under the entry-point
+group ``walship.sinks``::
+
+    [project.entry-points."walship.sinks"]
+    mysink = "mypackage.sink:MySink"
+
+A sink factory is called as ``factory(peer, context)`` and may have a ``validate_config(peer)``
+class method, called before a peer is written, that raises
+:class:`~walship.errors.InvalidPeerConfigError` for settings it cannot use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Protocol
+
+from walship.errors import ConfigError, InvalidPeerConfigError, SinkNotFoundError
+from walship.wal.model import Cell, WalEntry
+from walship.zk.peers import PeerConfig
+
+__all__ = [
+    "DEADLETTER_DIR_KEY",
+    "DEFAULT_PROTOCOL",
+    "ENTRY_POINT_GROUP",
+    "INCOMPATIBLE_KEY",
+    "INCOMPATIBLE_MODES",
+    "SINK_PROTOCOL_KEY",
+    "ApplyStats",
+    "FilteredEntry",
+    "Sink",
+    "SinkContext",
+    "SinkFactory",
+    "create_sink",
+    "register_sink",
+    "sink_factory",
+    "sink_protocols",
+    "validate_sink_config",
+]
+
+log = logging.getLogger(__name__)
+
+#: Peer configuration key: which sink applies the peer's edits.
+SINK_PROTOCOL_KEY = "walship.sink.protocol"
+DEFAULT_PROTOCOL = "thrift1"
+#: Peer configuration key: what a sink does with an edit it cannot express.
+INCOMPATIBLE_KEY = "walship.incompatible"
+INCOMPATIBLE_MODES = ("fail", "skip", "deadletter")
+#: Peer configuration key: where dead letters go, any fsspec URL (default: under the WAL root).
+DEADLETTER_DIR_KEY = "walship.deadletter.dir"
+ENTRY_POINT_GROUP = "walship.sinks"
+
+_BUILTIN = {"thrift1": "walship.sinks.hbase:ThriftSink"}
+
+
+@dataclass(frozen=True)
+class FilteredEntry:
+    """What is left of a WAL entry for a peer, and the cluster ids to ship it with."""
+
+    entry: WalEntry
+    cells: tuple[Cell, ...]
+    cluster_ids: tuple[uuid.UUID, ...]
+
+
+@dataclass
+class ApplyStats:
+    """What applying one batch did."""
+
+    cells: int = 0
+    calls: int = 0
+    incompatible_skipped: int = 0
+    deadlettered: int = 0
+    tags_dropped: int = 0
+    retries: int = 0
+    #: the last time the sink slept before retrying: (seconds, why)
+    last_backoff: tuple[float, str] | None = None
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink may need besides its peer.
+
+    :param wal_root: the source's WAL root (default home of dead letters).
+    :param replaying: applying dead letters again: the sink must apply every cell exactly or
+        fail; it must not skip nor dead-letter.
+    """
+
+    wal_root: str
+    replaying: bool = False
+
+
+class Sink(Protocol):
+    """Applies batches for one peer."""
+
+    def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
+        """Apply ``entries`` (from ``wal``, in WAL order); return only once they are durable.
+
+        :raises SinkError: the batch was not (wholly) applied; it will be shipped again.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
+SinkFactory = Callable[[PeerConfig, SinkContext], Sink]
+_registry: dict[str, SinkFactory] = {}
+
+
+def register_sink(name: str, factory: SinkFactory) -> None:
+    """Register a sink under ``name`` (as an entry point of ``walship.sinks`` would)."""
+    if not name or not name.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(f"invalid sink protocol name {name!r}")
+    _registry[name] = factory
+
+
+def sink_protocols() -> list[str]:
+    """Every protocol a peer may name."""
+    names = set(_BUILTIN) | set(_registry)
+    names |= {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return sorted(names)
+
+
+def _load(target: str, name: str) -> SinkFactory:
+    module, _, attr = target.partition(":")
+    try:
+        factory: SinkFactory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SinkNotFoundError(f"sink {name!r} ({target}) cannot be loaded: {exc}") from exc
+    return factory
+
+
+def sink_factory(name: str) -> SinkFactory:
+    """The factory registered for ``name``: registered at run time, then entry points, then
+    the built-in sinks.
+
+    :raises SinkNotFoundError: no sink of that name.
+    """
+    if name in _registry:
+        return _registry[name]
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            try:
+                factory: SinkFactory = ep.load()
+            except Exception as exc:  # a third party's import error: name it, never crash
+                raise SinkNotFoundError(f"sink {name!r} (entry point {ep.value}) cannot be loaded: {exc}") from exc
+            return factory
+    if name in _BUILTIN:
+        return _load(_BUILTIN[name], name)
+    raise SinkNotFoundError(f"no sink {name!r}: {SINK_PROTOCOL_KEY} must be one of {', '.join(sink_protocols())}")
+
+
+def _protocol(peer: PeerConfig) -> str:
+    return peer.configuration.get(SINK_PROTOCOL_KEY) or DEFAULT_PROTOCOL
+
+
+def validate_sink_config(peer: PeerConfig) -> None:
+    """Check the peer's sink settings before the peer is written.
+
+    :raises InvalidPeerConfigError: an unknown protocol or a setting the sink refuses.
+    """
+    mode = peer.configuration.get(INCOMPATIBLE_KEY)
+    if mode is not None and mode not in INCOMPATIBLE_MODES:
+        raise InvalidPeerConfigError(
+            f"peer {peer.peer_id}: {INCOMPATIBLE_KEY} must be one of {', '.join(INCOMPATIBLE_MODES)}, got {mode!r}"
+        )
+    try:
+        factory = sink_factory(_protocol(peer))
+    except SinkNotFoundError as exc:
+        raise InvalidPeerConfigError(f"peer {peer.peer_id}: {exc}") from None
+    validate = getattr(factory, "validate_config", None)
+    if callable(validate):
+        validate(peer)
+
+
+def create_sink(peer: PeerConfig, context: SinkContext) -> Sink:
+    """The sink the peer's configuration names, ready to apply batches."""
+    sink = sink_factory(_protocol(peer))(peer, context)
+    log.debug("peer %s: sink %s", peer.peer_id, type(sink).__name__)
+    return sink

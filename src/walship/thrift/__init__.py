@@ -1,0 +1,1 @@
+"""HBase's Thrift interfaces, loaded from their IDL files with thriftpy2."""

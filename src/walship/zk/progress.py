@@ -1,0 +1,224 @@
+"""walship's own records in ZooKeeper: per-queue progress and the summaries of ship jobs.
+
+Both live under ``<parent>/replication/walship/`` (never inside HBase's queue znodes), are
+small JSON documents, and are bounded: one progress record per queue (removed with the queue
+or the peer), and the newest :data:`KEEP_JOBS` job summaries per peer. They are what the
+``report`` task, status and metrics read, so no task hands another a local file.
+
+A progress record::
+
+    {"peer_id": "1", "server": "rs1,16020,1", "queue_id": "1",
+     "last_shipped_wal": "...", "last_shipped_position": 4096, "last_shipped_write_time": 1767225600000,
+     "batches": 3, "entries_shipped": 120, "cells_shipped": 240, "bytes_shipped": 65536,
+     "updated_at": 1767225601000, "last_error": {"time": ..., "message": ...} | null,
+     "last_backoff": {"time": ..., "seconds": 0.4, "reason": ...} | null}
+
+Counters add up over the queue's life; only a queue's lock holder writes its record, and
+writes are versioned compare-and-set all the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+
+from walship.errors import ZkDataError
+from walship.zk.layout import ZnodeLayout
+
+__all__ = ["COUNTERS", "KEEP_JOBS", "JobStore", "ProgressStore"]
+
+log = logging.getLogger(__name__)
+
+#: The counters of a progress record that add up.
+COUNTERS = ("batches", "entries_shipped", "cells_shipped", "bytes_shipped")
+#: Job summaries kept per peer; older ones are deleted when a new one is written.
+KEEP_JOBS = 50
+#: A summary larger than this is cut (ZooKeeper's limit is 1 MiB a znode).
+_MAX_BYTES = 512 * 1024
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _load(data: bytes, path: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data.decode()) if data else {}
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ZkDataError(path, f"not a walship JSON record: {exc}") from None
+    if not isinstance(value, dict):
+        raise ZkDataError(path, "not a walship JSON record: expected an object")
+    return value
+
+
+def _update(client: KazooClient, path: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Read-modify-write one JSON znode with a versioned write; created when missing."""
+    while True:
+        try:
+            data, stat = client.get(path)
+        except NoNodeError:
+            record = change({})
+            try:
+                client.create(path, json.dumps(record).encode(), makepath=True)
+            except NodeExistsError:
+                continue
+            return record
+        record = change(_load(data, path))
+        try:
+            client.set(path, json.dumps(record).encode(), version=stat.version)
+        except BadVersionError:
+            continue
+        except NoNodeError:
+            continue
+        return record
+
+
+class ProgressStore:
+    """Per-queue progress records (see the module docstring)."""
+
+    def __init__(self, client: KazooClient, layout: ZnodeLayout) -> None:
+        self.client = client
+        self.layout = layout
+
+    def get(self, peer_id: str, server: str, queue_id: str) -> dict[str, Any] | None:
+        path = self.layout.queue_progress(peer_id, server, queue_id)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return None
+        return _load(data, path)
+
+    def list(self, peer_id: str) -> list[dict[str, Any]]:
+        """Every record of the peer."""
+        out = []
+        base = self.layout.peer_progress(peer_id)
+        try:
+            servers = sorted(self.client.get_children(base))
+        except NoNodeError:
+            return []
+        for server in servers:
+            try:
+                queue_ids = sorted(self.client.get_children(f"{base}/{server}"))
+            except NoNodeError:
+                continue
+            for queue_id in queue_ids:
+                record = self.get(peer_id, server, queue_id)
+                if record is not None:
+                    out.append(record)
+        return out
+
+    def record(
+        self,
+        peer_id: str,
+        server: str,
+        queue_id: str,
+        *,
+        counters: dict[str, int] | None = None,
+        last_wal: str | None = None,
+        last_position: int | None = None,
+        last_write_time: int | None = None,
+        error: str | None = None,
+        backoff: tuple[float, str] | None = None,
+        clear_error: bool = False,
+    ) -> dict[str, Any]:
+        """Add ``counters`` and set what is given; returns the record as written."""
+
+        def change(record: dict[str, Any]) -> dict[str, Any]:
+            now = _now_ms()
+            record.setdefault("peer_id", peer_id)
+            record.setdefault("server", server)
+            record.setdefault("queue_id", queue_id)
+            for key in COUNTERS:
+                record[key] = int(record.get(key, 0)) + int((counters or {}).get(key, 0))
+            if last_wal is not None:
+                record["last_shipped_wal"] = last_wal
+                record["last_shipped_position"] = last_position
+            if last_write_time is not None:
+                record["last_shipped_write_time"] = max(
+                    int(record.get("last_shipped_write_time") or 0), last_write_time
+                )
+            record.setdefault("last_shipped_write_time", None)
+            if error is not None:
+                record["last_error"] = {"time": now, "message": error[:2000]}
+            elif clear_error:
+                record["last_error"] = None
+            record.setdefault("last_error", None)
+            if backoff is not None:
+                record["last_backoff"] = {"time": now, "seconds": backoff[0], "reason": backoff[1][:500]}
+            record.setdefault("last_backoff", None)
+            record["updated_at"] = now
+            return record
+
+        return _update(self.client, self.layout.queue_progress(peer_id, server, queue_id), change)
+
+    def remove(self, peer_id: str, server: str, queue_id: str) -> None:
+        """Forget a queue's record (the queue is gone), and its server's folder once empty."""
+        path = self.layout.queue_progress(peer_id, server, queue_id)
+        try:
+            self.client.delete(path)
+            self.client.delete(path.rsplit("/", 1)[0])
+        except (NoNodeError, NotEmptyError):
+            pass
+
+    def remove_peer(self, peer_id: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(self.layout.peer_progress(peer_id), recursive=True)
+
+
+class JobStore:
+    """Summaries of ship jobs, by peer and job id; the newest :data:`KEEP_JOBS` are kept."""
+
+    def __init__(self, client: KazooClient, layout: ZnodeLayout) -> None:
+        self.client = client
+        self.layout = layout
+
+    def put(self, peer_id: str, job_id: str, summary: dict[str, Any]) -> None:
+        path = self.layout.job(peer_id, job_id)
+        record = {**summary, "job_id": job_id, "written_at": _now_ms()}
+        data = json.dumps(record).encode()
+        if len(data) > _MAX_BYTES:
+            # keep the totals and the state of every queue, drop per-queue detail
+            queues = [
+                {k: q.get(k) for k in ("server", "queue_id", "status", "error")} for q in record.get("queues", [])
+            ]
+            data = json.dumps({**record, "queues": queues, "truncated": True}).encode()[:_MAX_BYTES]
+        try:
+            self.client.create(path, data, makepath=True)
+        except NodeExistsError:
+            self.client.set(path, data)
+        self._trim(peer_id)
+
+    def get(self, peer_id: str, job_id: str) -> dict[str, Any] | None:
+        path = self.layout.job(peer_id, job_id)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return None
+        return _load(data, path)
+
+    def job_ids(self, peer_id: str) -> list[str]:
+        """Job ids, oldest first."""
+        base = self.layout.peer_jobs(peer_id)
+        try:
+            names = self.client.get_children(base)
+        except NoNodeError:
+            return []
+        stamped = []
+        for name in names:
+            stat = self.client.exists(f"{base}/{name}")
+            if stat is not None:
+                stamped.append((stat.ctime, name))
+        return [name for _, name in sorted(stamped)]
+
+    def _trim(self, peer_id: str) -> None:
+        ids = self.job_ids(peer_id)
+        for job_id in ids[: max(0, len(ids) - KEEP_JOBS)]:
+            with contextlib.suppress(NoNodeError):
+                self.client.delete(self.layout.job(peer_id, job_id))
