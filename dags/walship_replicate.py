@@ -32,7 +32,9 @@ from walship_airflow.sensors import WalQueueSensor
 
 from walship import defaults
 
-SHIP_APP = os.environ.get("WALSHIP_SHIP_APP", str(Path(__file__).resolve().parent.parent / "spark_jobs" / "ship.py"))
+SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
+SHIP_APP = os.environ.get("WALSHIP_SHIP_APP", str(SPARK_JOBS / "ship.py"))
+PYRUNNER_JAR = os.environ.get("WALSHIP_PYRUNNER_JAR", str(SPARK_JOBS / "pyrunner.jar"))
 REPLICATED = AssetAlias("walship_replicated")
 
 
@@ -72,12 +74,11 @@ def walship_replicate() -> None:
         from walship_airflow.hooks import WalshipHook
         from walship_airflow.planning import ship_jobs
 
-        return ship_jobs(WalshipHook().get_source(), queues, context)
+        return ship_jobs(WalshipHook().get_source(), queues, context, SHIP_APP, PYRUNNER_JAR)
 
     jobs = plan(queues.output)
     ship = SparkSubmitOperator.partial(
         task_id="ship",
-        application=SHIP_APP,
         conn_id="spark_default",
         name="walship-ship",
         retries=1,

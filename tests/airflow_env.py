@@ -19,9 +19,10 @@ os.environ.update(
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
+            {"conn_type": "spark", "host": "local[2]", "extra": {"pyspark_python": sys.executable}}
+        ),
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        "WALSHIP_SUMMARY_DIR": str(Path(_HOME) / "summaries"),
     }
 )
 

@@ -15,6 +15,10 @@ from walship_airflow.hooks import SourceCluster
 log = logging.getLogger(__name__)
 
 SPARK_CONN_ID = "spark_default"
+#: Spark refuses Python applications in cluster deploy mode on a standalone master; there the
+#: job is submitted as this (empty) jar with Spark's own PythonRunner as its main class, which
+#: runs the Python file on a worker exactly as spark-submit would run it locally.
+PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 
 
 def job_id(run_id: str, group: int) -> str:
@@ -22,25 +26,36 @@ def job_id(run_id: str, group: int) -> str:
     return f"{re.sub(r'[^A-Za-z0-9_.:+-]', '_', run_id)}.g{group}"
 
 
-def spark_conf(spark_conn_id: str = SPARK_CONN_ID) -> dict[str, str]:
-    """Spark settings for a ship job: the Python interpreter comes from the Spark connection's
-    extra ``pyspark_python`` (the interpreter on the Spark hosts where walship is installed),
-    never from the interpreter that parsed the DAG."""
+def spark_settings(spark_conn_id: str = SPARK_CONN_ID) -> tuple[dict[str, str], bool]:
+    """Spark settings for a ship job, and whether it runs in cluster deploy mode on a
+    standalone master. The Python interpreter comes from the Spark connection's extra
+    ``pyspark_python`` (the interpreter on the Spark hosts where walship is installed), never
+    from the interpreter that parsed the DAG; the extra ``spark_conf`` adds settings."""
     conf = {"spark.ui.enabled": "false"}
     try:
-        extra = BaseHook.get_connection(spark_conn_id).extra_dejson or {}
+        conn = BaseHook.get_connection(spark_conn_id)
     except AirflowNotFoundException:  # the Spark operator will say so itself
-        extra = {}
+        return conf, False
+    extra = conn.extra_dejson or {}
     python = extra.get("pyspark_python")
     if python:
         conf["spark.pyspark.python"] = str(python)
         conf["spark.pyspark.driver.python"] = str(extra.get("pyspark_driver_python") or python)
-    return conf
+    more = extra.get("spark_conf") or {}
+    if not isinstance(more, dict):
+        raise AirflowException(f"connection {spark_conn_id}: extra 'spark_conf' must be an object of settings")
+    conf.update({str(k): str(v) for k, v in more.items()})
+    standalone_cluster = str(conn.host or "").startswith("spark://") and extra.get("deploy-mode") == "cluster"
+    return conf, standalone_cluster
 
 
-def ship_jobs(source: SourceCluster, queues: list[str], context: Any) -> list[dict[str, Any]]:
+def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, jar: str) -> list[dict[str, Any]]:
     """One Spark submit per group of queues (at most ``max_parallel_jobs`` groups): the
-    keyword arguments of each mapped ``ship`` task, the job description as JSON."""
+    keyword arguments of each mapped ``ship`` task, the job description as JSON.
+
+    :param app: ``spark_jobs/ship.py`` as the Spark hosts see it.
+    :param jar: ``spark_jobs/pyrunner.jar``, for cluster deploy mode on a standalone master.
+    """
     from walship.spark.ship import ShipJob
 
     params = context["params"]
@@ -48,7 +63,7 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any) -> list[di
         return []
     n = max(1, min(int(params["max_parallel_jobs"]), len(queues)))
     groups = [sorted(queues)[i::n] for i in range(n)]
-    conf = spark_conf()
+    conf, standalone_cluster = spark_settings()
     run_id = str(context["run_id"])
     out = []
     for i, group in enumerate(groups):
@@ -64,7 +79,13 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any) -> list[di
             job_id=job_id(run_id, i),
             run_id=run_id,
         )
-        out.append({"application_args": ["--job", job.to_json()], "conf": conf})
+        args = ["--job", job.to_json()]
+        if standalone_cluster:
+            out.append(
+                {"application": jar, "java_class": PYTHON_RUNNER, "application_args": [app, "", *args], "conf": conf}
+            )
+        else:
+            out.append({"application": app, "application_args": args, "conf": conf})
     return out
 
 
@@ -82,7 +103,7 @@ def read_summaries(source: SourceCluster, jobs: list[dict[str, Any]], context: A
     with zk_client(source.zk) as client:
         store = JobStore(client, ZnodeLayout(source.znode_parent))
         for kwargs in jobs or []:
-            job = ShipJob.from_json(kwargs["application_args"][1])
+            job = ShipJob.from_json(kwargs["application_args"][-1])
             summary = store.get(job.peer_id, job.job_id or "")
             if summary is None:
                 errors.append(f"ship job {job.job_id} (queues {', '.join(job.queues)}) recorded no summary")

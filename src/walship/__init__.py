@@ -11,6 +11,7 @@ from walship.errors import (
     ConfigError,
     CorruptWalError,
     DeadLetterError,
+    FilterSyntaxError,
     IncompatibleEditError,
     InvalidPeerConfigError,
     InvalidQueueIdError,
@@ -40,6 +41,7 @@ from walship.errors import (
     ZkDataError,
     ZkError,
     ZkUnavailableError,
+    ZooKeeperServerError,
 )
 
 __version__ = "0.1.0"
@@ -49,6 +51,7 @@ __all__ = [
     "ConfigError",
     "CorruptWalError",
     "DeadLetterError",
+    "FilterSyntaxError",
     "IncompatibleEditError",
     "InvalidPeerConfigError",
     "InvalidQueueIdError",
@@ -78,5 +81,6 @@ __all__ = [
     "ZkDataError",
     "ZkError",
     "ZkUnavailableError",
+    "ZooKeeperServerError",
     "__version__",
 ]

@@ -9,7 +9,9 @@ catch the whole family in one place and let programming errors through::
     │   ├── UnsupportedWalError      a header walship refuses: compression, encryption, codec
     │   └── InvalidWalNameError      a file name that is not an HBase WAL name
     ├── ConfigError                  invalid configuration or command-line input
-    │   └── SinkNotFoundError        a peer names a sink protocol no sink is registered for
+    │   ├── SinkNotFoundError        a peer names a sink protocol no sink is registered for
+    │   └── FilterSyntaxError        a Thrift filter string that does not parse (minicluster)
+    ├── ZooKeeperServerError         the local ZooKeeper server could not be started or stopped
     ├── MiniClusterError             the embedded cluster refused a request: TableNotFoundError,
     │                                TableExistsError, TableDisabledError, NoSuchFamilyError,
     │                                BadRequestError (also a ValueError)
@@ -42,6 +44,14 @@ class ConfigError(WalshipError, ValueError):
 
 class SinkNotFoundError(ConfigError):
     """A peer's ``walship.sink.protocol`` names no registered sink."""
+
+
+class FilterSyntaxError(ConfigError):
+    """A filter string that does not parse; the message names the position."""
+
+
+class ZooKeeperServerError(WalshipError):
+    """The local ZooKeeper server could not be started or stopped."""
 
 
 class WalError(WalshipError):

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,80 @@ def test_dag_test_replicates_through_spark(
     assert states["ship"] == "success" and states["report"] == "success"
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 500
     assert contents(b, b"l") == {}
+
+
+def test_a_manual_run_ships_at_once_or_says_why_not(
+    dagbag: Any, minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Triggered by hand right after everything was shipped, a run does not wait for new edits
+    and end skipped: it runs the ship jobs it was asked for; a filter matching no queue skips
+    the run with the reason in the sensor's log."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    a.table().put(b"r1", {b"r:q": b"v"})
+    ship(a)  # the scheduled run shipped everything
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
+    dag = dagbag.dags["walship_replicate"]
+    run = dag.test(run_conf={"peer_id": "1", "batch_entries": 7, "max_parallel_jobs": 1})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "success" and states["ship"] == "success" and states["report"] == "success", states
+    plan = next(ti for ti in run.get_task_instances() if ti.task_id == "plan")
+    (job,) = plan.xcom_pull(task_ids="plan")
+    assert json.loads(job["application_args"][-1])["batch_entries"] == 7  # the Params were used
+    assert contents(b) == contents(a, b"r")
+    skipped = dag.test(run_conf={"peer_id": "1", "queue": "no-such-queue"})
+    states = {ti.task_id: ti.state for ti in skipped.get_task_instances()}
+    assert states["wait_for_unshipped"] == "skipped" and states["ship"] in ("skipped", "upstream_failed", None)
+
+
+def test_dag_ships_in_cluster_deploy_mode_on_a_standalone_master(
+    dagbag: Any,
+    minicluster_factory: Callable[..., MiniClusterProcess],
+    zk_hosts: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """spark-submit in cluster deploy mode against a standalone master and worker: the driver
+    runs in the worker's own directory, and the report still finds the summary (ZooKeeper)."""
+    from spark_standalone import standalone_spark
+
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    with a.table().batch() as batch:
+        for i in range(200):
+            batch.put(b"row-%03d" % i, {b"r:q": b"%d" % i})
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
+    with standalone_spark(tmp_path) as spark:
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_SPARK_DEFAULT",
+            json.dumps(
+                {
+                    "conn_type": "spark",
+                    "host": f"spark://{spark.host}",
+                    "port": spark.port,
+                    "extra": {
+                        "deploy-mode": "cluster",
+                        "rest-port": spark.rest_port,
+                        "pyspark_python": sys.executable,
+                        "spark_conf": {
+                            "spark.driver.memory": "512m",
+                            "spark.executor.memory": "512m",
+                            "spark.driver.cores": "1",
+                            "spark.executor.cores": "1",
+                            "spark.cores.max": "1",
+                        },
+                    },
+                }
+            ),
+        )
+        run = dagbag.dags["walship_replicate"].test(run_conf={"peer_id": "1", "max_parallel_jobs": 1})
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        assert run.state == "success", states
+        drivers = [p for p in spark.work_dir.iterdir() if p.name.startswith("driver-")]
+    assert len(drivers) == 1  # the driver ran on the worker, not in the Airflow task
+    assert contents(b) == contents(a, b"r") and len(contents(b)) == 200
 
 
 def test_clean_dag_run(dagbag: Any, zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,18 +6,20 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import happybase
 import pytest
 from kazoo.client import KazooClient
 
+from walship.cli import main
 from walship.errors import WalMissingError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import Shipper, WalStore
 from walship.servername import ServerName
+from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, register_sink
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id
 
@@ -139,22 +141,51 @@ def test_incompatible_skip_counts(zk: KazooClient, zk_hosts: str, peer_b: MiniCl
     assert s.queues[0].wals_removed == [wal]
 
 
-def test_incompatible_deadletter_keeps_them(
-    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+def dead_letter_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.jsonl"))
+
+
+def test_incompatible_deadletter_keeps_them_under_the_wal_root_by_default(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dl = tmp_path / "dead"
-    path, wal = setup_source(
-        zk, zk_hosts, peer_b, tmp_path, **{"walship.incompatible": "deadletter", "walship.deadletter.dir": str(dl)}
-    )
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.incompatible": "deadletter"})
     write_with_incompatible(path)
+    scratch = tmp_path / "scratch"  # a Spark executor's working directory, removed when the app ends
+    scratch.mkdir()
+    monkeypatch.chdir(scratch)
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "ok" and s.totals()["deadlettered"] == 2
-    records = [json.loads(line) for line in (dl / "peer-1.jsonl").read_text().splitlines()]
+    assert list(scratch.iterdir()) == []  # nothing in the process's working directory
+    files = dead_letter_files(tmp_path / "src" / "walship-deadletter")
+    assert len(files) == 1 and files[0].parts[-4:-1] == ("peer-1", "pending", wal)
+    records = [json.loads(line) for line in files[0].read_text().splitlines()]
     assert [r["type"] for r in records] == ["Delete", "DeleteFamilyVersion"]
     assert all(r["wal"] == wal and r["offset"] > 0 for r in records)
     assert base64.b64decode(records[0]["row"]) == b"row1" and records[0]["timestamp"] == 1001
     assert records[0]["cluster_ids"]  # the source's id was added, as for any shipped edit
     uuid.UUID(records[0]["cluster_ids"][-1])
+    # the position moved past them only because they are on disk
+    assert ReplicationQueues(zk, SRC).wals(str(SERVER), "1") == []
+
+
+def test_deadletter_dir_takes_an_fsspec_url_and_a_reship_writes_no_duplicate(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
+    import fsspec
+
+    url = f"memory://walship-test-{uuid.uuid4().hex}/dead"
+    path, wal = setup_source(
+        zk, zk_hosts, peer_b, tmp_path, **{"walship.incompatible": "deadletter", "walship.deadletter.dir": url}
+    )
+    write_with_incompatible(path)
+    assert shipper(zk, tmp_path).ship_peer("1").totals()["deadlettered"] == 2
+    # a crash after the apply and before the position commit: the batch is shipped again
+    ReplicationQueues(zk, SRC).add_wal(str(SERVER), wal, peer_ids=["1"])
+    assert shipper(zk, tmp_path).ship_peer("1").totals()["deadlettered"] == 2
+    fs = fsspec.filesystem("memory")
+    found = [p for p in fs.find(url.removeprefix("memory:/")) if p.endswith(".jsonl")]
+    assert len(found) == 1  # the same batch rewrote the same file
+    assert len(fs.cat(found[0]).decode().splitlines()) == 2
 
 
 def test_missing_wal_is_an_error_naming_where_it_looked(
@@ -185,3 +216,73 @@ def test_corrupt_wal_stops_the_queue_with_file_and_offset(
     assert f"byte offset {second}" in s.error and wal in s.error
     assert set(rows(peer_b)) == {b"row1"}  # what came before was shipped, nothing after
     assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == second
+
+
+class RecordingSink:
+    """A sink registered by name at run time, as a third-party sink would be by entry point:
+    it keeps what it is given."""
+
+    received: list[tuple[str, list[FilteredEntry], bool]] = []
+
+    def __init__(self, peer: PeerConfig, context: SinkContext) -> None:
+        self.context = context
+
+    def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
+        RecordingSink.received.append((wal, list(entries), self.context.replaying))
+        return ApplyStats(cells=sum(len(fe.cells) for fe in entries))
+
+    def close(self) -> None:
+        pass
+
+
+def test_dead_letters_are_listed_and_replayed_exactly(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.incompatible": "deadletter"})
+    write_with_incompatible(path)
+    assert shipper(zk, tmp_path).ship_peer("1").totals()["deadlettered"] == 2
+    flags = ["--zk", zk_hosts, "--znode-parent", SRC.parent, "--wal-root", str(tmp_path / "src")]
+    capsys.readouterr()
+    assert main([*flags, "deadletter", "list", "--peer", "1", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(d["wal"], d["row"], d["type"]) for d in listed] == [
+        (wal, "row1", "Delete"),
+        (wal, "row1", "DeleteFamilyVersion"),
+    ]
+    assert all(d["offset"] > 0 and "Thrift1 cannot express" in d["reason"] for d in listed)
+    # the Thrift1 sink still cannot apply them: the replay says so and keeps every one
+    assert main([*flags, "deadletter", "replay", "--peer", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "not replayed" in err and "Thrift1" in err and "nothing lost" in err
+    assert main([*flags, "deadletter", "list", "--peer", "1", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+    # a sink that can: every cell exactly as written, and the replay is recorded
+    register_sink("recording", RecordingSink)
+    RecordingSink.received.clear()
+    peer = ReplicationPeers(zk, SRC).get("1")
+    ReplicationPeers(zk, SRC).update("1", configuration={**peer.configuration, "walship.sink.protocol": "recording"})
+    assert main([*flags, "deadletter", "replay", "--peer", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["cells_applied"] == 2 and len(report["files_replayed"]) == 1
+    ((got_wal, entries, replaying),) = RecordingSink.received
+    assert got_wal == wal and replaying
+    cells = [c for fe in entries for c in fe.cells]
+    assert [(c.row, c.family, c.qualifier, c.timestamp, c.type) for c in cells] == [
+        (b"row1", b"r", b"q", 1001, CellType.Delete),
+        (b"row1", b"r", b"", 1002, CellType.DeleteFamilyVersion),
+    ]
+    assert all(fe.entry.key.table == b"t" and fe.cluster_ids for fe in entries)
+    assert main([*flags, "deadletter", "list", "--peer", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # nothing pending; kept under replayed/
+    assert len(list((tmp_path / "src" / "walship-deadletter" / "peer-1" / "replayed").rglob("*.jsonl"))) == 1
+
+
+def test_an_unknown_sink_protocol_is_refused_before_the_peer_is_written(
+    zk: KazooClient, zk_hosts: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--zk", zk_hosts, "--znode-parent", SRC.parent, "peer", "add", "9", "--cluster-key", "h:2181:/hbase",
+                 "--config", "walship.sink.protocol=nope"])  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "peer 9" in err and "no sink 'nope'" in err and "thrift1" in err
+    assert not ReplicationPeers(zk, SRC).exists("9")

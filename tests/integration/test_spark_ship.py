@@ -8,12 +8,16 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from replication_helpers import Cluster, add_peer, contents, make_cluster
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.spark.ship import ShipJob
+from walship.zk import ZnodeLayout, zk_client
+from walship.zk.progress import JobStore
 
 pytestmark = pytest.mark.integration
 
@@ -43,11 +47,18 @@ def spark_submit(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path)
 
 
-def ship_peer_1(a: Cluster, summary_path: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """The ship job for peer 1 of source ``a``, its summary written to ``summary_path``."""
-    args = ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir),
-            "--peer", "1", "--summary", str(summary_path)]  # fmt: skip
-    return spark_submit(args, tmp_path)
+def ship_peer_1(a: Cluster, job_id: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The ship job for peer 1 of source ``a``, described as JSON, its summary recorded as ``job_id``."""
+    job = ShipJob(zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", job_id=job_id)
+    return spark_submit(["--job", job.to_json()], tmp_path)
+
+
+def recorded_summary(a: Cluster, job_id: str) -> dict[str, Any]:
+    """The job's summary as the report task reads it: from ZooKeeper, not a local file."""
+    with zk_client(a.zk_hosts) as client:
+        summary = JobStore(client, ZnodeLayout(a.parent)).get("1", job_id)
+    assert summary is not None, f"job {job_id} recorded no summary"
+    return summary
 
 
 def test_spark_job_ships_every_queue_in_parallel(
@@ -67,10 +78,10 @@ def test_spark_job_ships_every_queue_in_parallel(
     with conn.table("u").batch() as batch:  # another table: another region, another server's queue
         for i in range(200):
             batch.put(b"u-%03d" % i, {b"r:q": b"%d" % i})
-    summary_path = tmp_path / "out" / "summary.json"
-    done = ship_peer_1(a, summary_path, tmp_path)
+    done = ship_peer_1(a, "job-1", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    summary = json.loads(summary_path.read_text())
+    summary = recorded_summary(a, "job-1")
+    assert json.loads(done.stdout.strip().splitlines()[-1])["totals"] == summary["totals"]
     assert summary["status"] == "ok"
     assert summary["totals"]["entries_shipped"] == 500
     assert len([q for q in summary["queues"] if q["entries_shipped"]]) == 2  # two queues, two tasks
@@ -87,8 +98,19 @@ def test_spark_job_reports_a_failing_queue(
     b = minicluster_factory("B")  # no table t on the peer: the sink refuses the edits
     add_peer(a, Cluster(b, zk_hosts))
     a.table().put(b"r", {b"r:q": b"v"})
-    summary_path = tmp_path / "summary.json"
-    done = ship_peer_1(a, summary_path, tmp_path)
+    done = ship_peer_1(a, "job-2", tmp_path)
     assert done.returncode == 1
-    summary = json.loads(summary_path.read_text())
+    summary = recorded_summary(a, "job-2")
     assert summary["status"] == "error" and "table t" in summary["error"] and "does not exist" in summary["error"]
+
+
+def test_a_bad_job_description_is_refused_naming_the_field(tmp_path: Path) -> None:
+    done = spark_submit(
+        [
+            "--job",
+            '{"zk": "127.0.0.1:1", "znode_parent": "/hbase", "peer_id": "1", "wal_root": "/w", "batch_entries": 0}',
+        ],
+        tmp_path,
+    )
+    assert done.returncode == 2 and "batch limits must be > 0" in done.stderr
+    assert "Traceback" not in done.stderr

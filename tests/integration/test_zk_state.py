@@ -34,6 +34,7 @@ from walship.zk import (
     register_server,
 )
 from walship.zk.encoding import encode_position
+from walship.zk.locks import Holder
 
 pytestmark = pytest.mark.integration
 
@@ -381,29 +382,37 @@ def test_snapshot_is_consistent_under_concurrent_claims(zk: KazooClient, zk_host
 def test_lock_excludes_a_second_shipper(zk: KazooClient, zk_hosts: str, layout: ZnodeLayout) -> None:
     other = connect(zk_hosts)
     server = server_name(1)
-    with queue_lock(zk, layout, server, "1", owner="first") as held:
-        assert held
-        with queue_lock(other, layout, server, "1", owner="second") as second:
-            assert not second
-        with queue_lock(other, layout, server, "2", owner="second") as different_queue:
-            assert different_queue
-    with queue_lock(other, layout, server, "1", owner="second") as after:
-        assert after
-    other.stop()
-    other.close()
+    first = Holder.here("first", run_id="scheduled__1")
+    try:
+        with queue_lock(zk, layout, server, "1", holder=first) as held:
+            assert held.held
+            with queue_lock(other, layout, server, "1", holder=Holder.here("second")) as second:
+                assert not second.held
+                assert second.holder == first  # who has it, as the lock's znode says
+                assert "Airflow run scheduled__1" in second.describe()
+            with queue_lock(other, layout, server, "2", holder=Holder.here("second")) as different_queue:
+                assert different_queue.held
+        with queue_lock(other, layout, server, "1") as after:
+            assert after.held
+    finally:
+        other.stop()
+        other.close()
 
 
 def test_lock_is_released_when_the_holder_dies(zk: KazooClient, zk_hosts: str, layout: ZnodeLayout) -> None:
     holder = connect(zk_hosts)
     server = server_name(1)
-    lock = holder.Lock(layout.queue_lock(server, "1"), identifier="dying")
-    assert lock.acquire(blocking=False)
-    with queue_lock(zk, layout, server, "1") as held:
-        assert not held
-    holder.stop()  # the session ends, the lock's ephemeral node goes
-    holder.close()
+    try:
+        lock = holder.Lock(layout.queue_lock(server, "1"), identifier="dying")
+        assert lock.acquire(blocking=False)
+        with queue_lock(zk, layout, server, "1") as held:
+            assert not held.held
+            assert held.holder is not None and held.holder.owner == "dying"  # not walship's JSON: kept as is
+    finally:
+        holder.stop()  # the session ends, the lock's ephemeral node goes
+        holder.close()
     with queue_lock(zk, layout, server, "1", timeout=10) as held:
-        assert held
+        assert held.held
 
 
 def test_position_written_to_a_claimed_queue_fails(zk: KazooClient, layout: ZnodeLayout) -> None:

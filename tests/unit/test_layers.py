@@ -28,3 +28,55 @@ def test_every_exported_error_derives_from_the_root() -> None:
         obj = getattr(walship, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert issubclass(obj, walship.WalshipError), name
+
+
+#: Each part of the library and the parts below it that it may import; imports point down only.
+LAYERS: dict[str, set[str]] = {
+    "errors": set(),
+    "defaults": {"errors"},
+    "servername": {"errors"},
+    "clusterids": {"errors"},
+    "protos": set(),
+    "thrift": {"errors"},
+    "wal": {"errors", "protos", "servername"},
+    "zk": {"errors", "defaults", "protos", "servername", "wal"},
+    "sinks": {"errors", "defaults", "clusterids", "thrift", "wal", "zk", "servername"},
+    "replicate": {"errors", "defaults", "sinks", "wal", "zk", "servername", "clusterids"},
+    "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal"},
+    "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk"},
+    "cli": {"errors", "defaults", "servername", "wal", "zk", "sinks", "replicate", "minicluster", "spark"},
+}
+
+
+def _part(module: str) -> str:
+    """``walship.zk.peers`` -> ``zk``; ``walship`` itself (its version, errors) counts as errors."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "errors"
+
+
+def test_every_module_imports_only_downwards() -> None:
+    import ast
+    from pathlib import Path
+
+    root = Path(walship.__file__).parent
+    bad = []
+    checked = 0
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.name.endswith("_pb2.py") or rel.parts == ("__init__.py",):
+            continue
+        part = rel.parts[0].removesuffix(".py")
+        assert part in LAYERS, f"{rel}: a new part of the library; give it a place in LAYERS"
+        checked += 1
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "walship":
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.split(".")[0] == "walship"]
+            for name in names:
+                dep = _part(name)
+                if dep != part and dep not in LAYERS[part]:
+                    bad.append(f"{rel}:{node.lineno} imports {name} ({part} -> {dep})")
+    assert checked > 40
+    assert bad == []

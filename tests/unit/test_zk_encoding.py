@@ -126,12 +126,24 @@ def test_peer_config_rules() -> None:
         PeerConfig("1", "zk:2181:/h", table_cfs={"t": None}, replicate_all=True)
     with pytest.raises(InvalidPeerConfigError, match="exclude"):
         PeerConfig("1", "zk:2181:/h", table_cfs={"t": None}, exclude_namespaces=frozenset({"x"}))
+    with pytest.raises(InvalidPeerConfigError, match="empty configuration key"):
+        PeerConfig("7", "zk:2181:/h", configuration={" ": "x"})
+
+
+def test_sink_settings_are_checked_by_the_sinks() -> None:
+    """Sink settings leave the ZooKeeper layer: the sink registry checks them."""
+    from walship.sinks.base import validate_sink_config
+    from walship.sinks.hbase import thrift_servers
+
     with pytest.raises(InvalidPeerConfigError, match="walship.sink.thrift of peer 7"):
-        PeerConfig("7", "zk:2181:/h", configuration={"walship.sink.thrift": "nohostport"})
+        validate_sink_config(PeerConfig("7", "zk:2181:/h", configuration={"walship.sink.thrift": "nohostport"}))
     with pytest.raises(InvalidPeerConfigError, match="walship.incompatible must be one of fail, skip, deadletter"):
-        PeerConfig("7", "zk:2181:/h", configuration={"walship.incompatible": "drop"})
+        validate_sink_config(PeerConfig("7", "zk:2181:/h", configuration={"walship.incompatible": "drop"}))
+    with pytest.raises(InvalidPeerConfigError, match="no sink 'kafka'"):
+        validate_sink_config(PeerConfig("7", "zk:2181:/h", configuration={"walship.sink.protocol": "kafka"}))
     ok = PeerConfig("7", "zk:2181:/h", configuration={"walship.sink.thrift": "a:9090,b.example:9091"})
-    assert ok.sink_thrift == [("a", 9090), ("b.example", 9091)]
+    validate_sink_config(ok)
+    assert thrift_servers(ok) == [("a", 9090), ("b.example", 9091)]
 
 
 @pytest.mark.parametrize(

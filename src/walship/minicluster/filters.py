@@ -14,16 +14,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from walship.errors import ConfigError
+from walship.errors import FilterSyntaxError
 from walship.minicluster.store import VisibleCell
 
 __all__ = ["Filter", "FilterSyntaxError", "parse_filter"]
 
 Cells = list[VisibleCell]
-
-
-class FilterSyntaxError(ConfigError):
-    """A filter string that does not parse; the message names the position."""
 
 
 class Filter:

@@ -31,7 +31,7 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
 from walship.clusterids import encode_cluster_ids
-from walship.errors import ConfigError, IncompatibleEditError, InvalidPeerConfigError, SinkError, SinkUnavailableError
+from walship.errors import ConfigError, IncompatibleEditError, SinkError, SinkUnavailableError
 from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.thrift.hbase1 import Hbase_thrift
@@ -87,9 +87,8 @@ class ThriftSink:
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
-        """:raises InvalidPeerConfigError: ``walship.sink.thrift`` is not ``host:port[,...]``."""
-        if SINK_THRIFT_KEY not in peer.configuration:
-            raise InvalidPeerConfigError(f"peer {peer.peer_id} has no Thrift servers: set its {SINK_KEY_HINT}")
+        """:raises InvalidPeerConfigError: ``walship.sink.thrift`` is not ``host:port[,...]``
+        (a peer may be added without it; shipping to it then says what is missing)."""
         thrift_servers(peer)
 
     # -- connections ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from walship.errors import WalshipError
+from walship.errors import ZooKeeperServerError
 
 __all__ = ["DEFAULT_JAR", "LocalZooKeeper", "ZooKeeperServerError", "free_port"]
 
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_JAR = "/usr/share/java/zookeeper.jar"
 _PID_FILE = "zookeeper.pid"
-
-
-class ZooKeeperServerError(WalshipError):
-    """The local ZooKeeper server could not be started or stopped."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
