@@ -11,8 +11,8 @@ Spark (connection `spark_default`):
 2. **plan** — groups the queues (at most `max_parallel_jobs` groups) into job descriptions.
 3. **ship** — one `spark_jobs/ship.py --job <JSON>` submit per group; inside, one Spark task
    per queue, each holding its queue's ZooKeeper lock: queues in parallel, each in order. The
-   Python interpreter on the Spark hosts comes from the `spark_default` connection's extra
-   `pyspark_python`.
+   Spark connection is the Param `spark_conn_id` (default `spark_default`); the Python
+   interpreter on the Spark hosts comes from its extra `pyspark_python`.
 4. **report** — reads the jobs' summaries from ZooKeeper and records an asset event for the peer.
 
 Every minute, one run at a time, no catch-up. Trigger it from the UI with other Params.
@@ -53,6 +53,7 @@ REPLICATED = AssetAlias("walship_replicated")
         "max_batches": Param(0, type="integer", minimum=0, description="stop each queue after N batches (0: no limit)"),
         "batch_entries": Param(defaults.BATCH_ENTRIES, type="integer", minimum=1, description="entries per batch"),
         "batch_bytes": Param(defaults.BATCH_BYTES, type="integer", minimum=1, description="bytes per batch"),
+        "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
         "max_parallel_jobs": Param(
             defaults.MAX_PARALLEL_JOBS, type="integer", minimum=1, description="Spark jobs at most, one per group"
         ),
@@ -79,7 +80,6 @@ def walship_replicate() -> None:
     jobs = plan(queues.output)
     ship = SparkSubmitOperator.partial(
         task_id="ship",
-        conn_id="spark_default",
         name="walship-ship",
         retries=1,
     ).expand_kwargs(jobs)

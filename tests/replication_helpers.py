@@ -6,11 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import happybase
+from waiting import wait_until
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import PeerSummary, Shipper, WalStore
-from walship.zk import PeerConfig, ReplicationPeers, ZnodeLayout, zk_client
+from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 
 TABLE = b"t"
 
@@ -50,12 +51,26 @@ def make_cluster(factory: Callable[..., MiniClusterProcess], zk_hosts: str, name
     return c
 
 
+def current_wals_enqueued(cluster: Cluster, queues: ReplicationQueues, peer_id: str) -> bool:
+    """Every live region server's current WAL is in that server's queue for the peer."""
+    current = {rs["name"]: rs["wal"] for rs in AdminClient(cluster.mc.admin).info()["regionservers"] if rs["alive"]}
+    enqueued = {(q.server, w.name) for q in queues.list_queues(peer_id) if not q.recovered for w in q.wals}
+    return bool(current) and all((server, wal) in enqueued for server, wal in current.items())
+
+
 def add_peer(source: Cluster, target: Cluster, peer_id: str = "1", **config: str) -> None:
+    """Add the peer, then wait for the source cluster to enqueue its current WALs for it (it
+    does so on a ZooKeeper watch, as HBase does)."""
     with zk_client(source.zk_hosts) as client:
         ReplicationPeers(client, ZnodeLayout(source.parent)).add(
             PeerConfig(
                 peer_id, target.cluster_key, configuration={"walship.sink.thrift": target.thrift_address(), **config}
             )
+        )
+        queues = ReplicationQueues(client, ZnodeLayout(source.parent))
+        wait_until(
+            lambda: current_wals_enqueued(source, queues, peer_id),
+            what=f"{source.mc.name}'s current WALs in peer {peer_id}'s queues",
         )
 
 

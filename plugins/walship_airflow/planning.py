@@ -63,7 +63,8 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
         return []
     n = max(1, min(int(params["max_parallel_jobs"]), len(queues)))
     groups = [sorted(queues)[i::n] for i in range(n)]
-    conf, standalone_cluster = spark_settings()
+    spark_conn_id = str(params.get("spark_conn_id") or SPARK_CONN_ID)
+    conf, standalone_cluster = spark_settings(spark_conn_id)
     run_id = str(context["run_id"])
     out = []
     for i, group in enumerate(groups):
@@ -80,12 +81,12 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
             run_id=run_id,
         )
         args = ["--job", job.to_json()]
+        kwargs: dict[str, Any] = {"conn_id": spark_conn_id, "conf": conf}
         if standalone_cluster:
-            out.append(
-                {"application": jar, "java_class": PYTHON_RUNNER, "application_args": [app, "", *args], "conf": conf}
-            )
+            kwargs.update(application=jar, java_class=PYTHON_RUNNER, application_args=[app, "", *args])
         else:
-            out.append({"application": app, "application_args": args, "conf": conf})
+            kwargs.update(application=app, application_args=args)
+        out.append(kwargs)
     return out
 
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from walship.cli import main
 from walship.errors import WalshipError
@@ -111,11 +112,13 @@ def test_warns_about_a_disabled_peer_holding_bytes(zk: KazooClient, layout: Znod
 def test_zookeeper_down_deletes_nothing(tmp_path: Path) -> None:
     server = LocalZooKeeper(tmp_path / "zk", free_port())
     server.start()
-    client = connect(server.hosts)
+    try:
+        client = connect(server.hosts)
+    finally:
+        server.stop()  # ZooKeeper goes away: nothing may be deleted
     old = tmp_path / "root" / "oldWALs" / build_wal_name(SERVERS[0], 5)
     touch(old, NOW - 10 * TTL)
-    server.stop()
-    time.sleep(0.5)
+    wait_until(lambda: not client.connected, what="the client to see ZooKeeper stopped")
     try:
         with pytest.raises(WalshipError, match="nothing deleted"):
             clean(client, ZnodeLayout("/hbase"), WalStore(str(tmp_path / "root")), ttl=TTL, now=NOW)

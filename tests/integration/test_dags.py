@@ -47,9 +47,14 @@ def test_replicate_dag_structure(dagbag: Any) -> None:
     assert dag.task_dict["plan"].downstream_task_ids == {"ship", "report"}
     assert dag.task_dict["ship"].downstream_task_ids == {"report"}
     assert dag.max_active_runs == 1 and dag.catchup is False
-    assert set(dag.params) == {"peer_id", "queue", "max_batches", "batch_entries", "batch_bytes", "max_parallel_jobs"}
+    assert set(dag.params) == {
+        "peer_id", "queue", "max_batches", "batch_entries", "batch_bytes", "max_parallel_jobs", "spark_conn_id"
+    }  # fmt: skip
     assert dag.tags and dag.doc_md
     assert all(t.retries >= 1 for t in dag.tasks if t.task_id != "wait_for_unshipped")
+
+
+REPLICATE_DEFAULTS = {"peer_id": "1", "queue": "", "max_batches": 0, "batch_entries": 25_000, "batch_bytes": 64 << 20}
 
 
 def source_conn(cluster: Any) -> str:
@@ -165,7 +170,7 @@ def test_dag_ships_in_cluster_deploy_mode_on_a_standalone_master(
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
     with standalone_spark(tmp_path) as spark:
         monkeypatch.setenv(
-            "AIRFLOW_CONN_SPARK_DEFAULT",
+            "AIRFLOW_CONN_SPARK_STANDALONE",
             json.dumps(
                 {
                     "conn_type": "spark",
@@ -186,11 +191,13 @@ def test_dag_ships_in_cluster_deploy_mode_on_a_standalone_master(
                 }
             ),
         )
-        run = dagbag.dags["walship_replicate"].test(run_conf={"peer_id": "1", "max_parallel_jobs": 1})
+        # every Param given: dag.test() keeps an earlier run's conf in the DAG object's Params
+        conf = {**REPLICATE_DEFAULTS, "max_parallel_jobs": 1, "spark_conn_id": "spark_standalone"}
+        run = dagbag.dags["walship_replicate"].test(run_conf=conf)
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
         assert run.state == "success", states
         drivers = [p for p in spark.work_dir.iterdir() if p.name.startswith("driver-")]
-    assert len(drivers) == 1  # the driver ran on the worker, not in the Airflow task
+    assert len(drivers) == 1, states  # the driver ran on the worker, not in the Airflow task
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 200
 
 

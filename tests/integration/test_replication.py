@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
+from waiting import wait_until
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
@@ -118,8 +118,7 @@ def test_removing_and_readding_a_peer(ab: tuple[Cluster, Cluster]) -> None:
         assert ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues("1") == []
     a.table().put(b"while-removed", {b"r:q": b"2"})
     assert b"while-removed" not in contents(b)
-    add_peer(a, b)
-    time.sleep(0.5)  # the cluster enqueues its current WALs for the new peer (a ZooKeeper watch)
+    add_peer(a, b)  # the cluster enqueues its current WALs for the new peer (a ZooKeeper watch)
     a.table().put(b"after", {b"r:q": b"3"})
     assert ship(a).status == "ok"
     got = contents(b)
@@ -195,11 +194,11 @@ def test_ship_killed_mid_batch_then_rerun(ab: tuple[Cluster, Cluster], tmp_path:
     cmd = [sys.executable, "-m", "walship.cli", "ship", "--peer", "1", "--batch-entries", "50"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tb = b.table()
-    deadline = time.time() + 120
-    while time.time() < deadline and not tb.row(b"row-00000"):
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)  # a batch or more is applied, most are not
-    proc.wait()
+    try:
+        wait_until(lambda: tb.row(b"row-00000"), timeout=120, interval=0.01, what="the first batch applied on B")
+    finally:
+        proc.send_signal(signal.SIGKILL)  # a batch or more is applied, most are not
+        proc.wait()
     partial = len(latest(b))
     assert 0 < partial < total
     # the killed shipper's lock lives until its ZooKeeper session expires: wait for it

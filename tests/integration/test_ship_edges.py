@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 import happybase
 import pytest
@@ -222,7 +223,7 @@ class RecordingSink:
     """A sink registered by name at run time, as a third-party sink would be by entry point:
     it keeps what it is given."""
 
-    received: list[tuple[str, list[FilteredEntry], bool]] = []
+    received: ClassVar[list[tuple[str, list[FilteredEntry], bool]]] = []
 
     def __init__(self, peer: PeerConfig, context: SinkContext) -> None:
         self.context = context

@@ -3,18 +3,20 @@ micro-batch shipper, and a peer outage."""
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
+from waiting import wait_until
 
+from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
 from walship.replicate.tailer import Tailer, TailSummary
-from walship.zk import ZnodeLayout, connect
+from walship.zk import ReplicationQueues, ZnodeLayout, connect, zk_client
+from walship.zk.locks import read_holder
 
 pytestmark = pytest.mark.integration
 
@@ -39,13 +41,21 @@ def start_tail(a: Cluster, duration: float) -> tuple[threading.Thread, list[Tail
     return t, out
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
+def tailer_holds_every_queue(a: Cluster, peer_id: str = "1") -> bool:
+    """Every queue of the peer (each live region server has one) is locked by a tailer: its
+    holder's owner is ``tail-<peer>``."""
+    live = {rs["name"] for rs in AdminClient(a.mc.admin).info()["regionservers"] if rs["alive"]}
+    layout = ZnodeLayout(a.parent)
+    with zk_client(a.zk_hosts) as client:
+        listed = {(q.server, str(q.queue_id)) for q in ReplicationQueues(client, layout).list_queues(peer_id)}
+        queues = listed | {(server, peer_id) for server in live}
+        holders = [read_holder(client, layout, server, queue_id) for server, queue_id in sorted(queues)]
+    return bool(live) and all(h is not None and h.owner == f"tail-{peer_id}" for h in holders)
+
+
+def sink_failures(records: list[logging.LogRecord]) -> list[str]:
+    """The Thrift sink's warnings: a server unreachable, or a call failed (each one a retry)."""
+    return [r.getMessage() for r in records if r.name == "walship.sinks.hbase" and r.levelno >= logging.WARNING]
 
 
 @pytest.fixture
@@ -61,11 +71,11 @@ def test_tail_delivers_during_the_run_and_hands_over(ab: tuple[Cluster, Cluster]
     first, s1 = start_tail(a, duration=4)
     tb = b.table()
     a.table().put(b"during-1", {b"r:q": b"1"})
-    assert wait_for(lambda: tb.row(b"during-1"))  # shipped while the run goes on, no pass to wait for
+    wait_until(lambda: tb.row(b"during-1"), what="during-1 on B")  # shipped while the run goes on, no pass to wait for
     first.join()
     second, s2 = start_tail(a, duration=4)  # the next continuous run takes over
     a.table().put(b"during-2", {b"r:q": b"2"})
-    assert wait_for(lambda: tb.row(b"during-2"))
+    wait_until(lambda: tb.row(b"during-2"), what="during-2 on B")
     second.join()
     assert s1[0].status == "ok" and s2[0].status == "ok"
     assert sum(q["entries_shipped"] for q in s1[0].queues.values()) >= 1
@@ -78,7 +88,7 @@ def test_tail_and_micro_batch_never_ship_a_queue_together(ab: tuple[Cluster, Clu
     with a.table().batch(batch_size=50) as batch:
         for i in range(2000):
             batch.put(b"row-%04d" % i, {b"r:q": b"%d" % i})
-    time.sleep(1.0)  # the tailer holds every queue by now
+    wait_until(lambda: tailer_holds_every_queue(a), what="the tailer to lock every queue of peer 1")
     summary = ship(a)  # walship_replicate's pass, meanwhile
     busy = [q for q in summary.queues if q.status == "busy"]
     assert busy and all(q.entries_shipped == 0 for q in summary.queues)  # it skipped, and said so
@@ -87,17 +97,20 @@ def test_tail_and_micro_batch_never_ship_a_queue_together(ab: tuple[Cluster, Clu
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 2000
 
 
-def test_tail_rides_out_a_peer_outage(ab: tuple[Cluster, Cluster]) -> None:
+def test_tail_rides_out_a_peer_outage(ab: tuple[Cluster, Cluster], caplog: pytest.LogCaptureFixture) -> None:
     a, b = ab
+    caplog.set_level(logging.WARNING, logger="walship.sinks.hbase")
     tailer, out = start_tail(a, duration=25)
     a.table().put(b"before", {b"r:q": b"0"})
-    assert wait_for(lambda: b.table().row(b"before"))
+    wait_until(lambda: b.table().row(b"before"), what="before on B")
     b.mc.stop()  # the peer goes away
+    seen = len(caplog.records)
     for i in range(30):
         a.table().put(b"while-down-%02d" % i, {b"r:q": b"%d" % i})
-    time.sleep(2)
+    # the tailer tries to ship them while the peer is down, and finds it unreachable
+    wait_until(lambda: sink_failures(caplog.records[seen:]), what="the tailer's sink to find B unreachable")
     b.mc.start()  # and comes back on the same ports
-    assert wait_for(lambda: len(contents(b)) == 31, timeout=40)
+    wait_until(lambda: len(contents(b)) == 31, timeout=40, what="the 31 rows on B")
     tailer.join()
     retried = sum(q["sink_retries"] for q in out[0].queues.values())
     assert out[0].status == "ok" and (out[0].outages or retried), out[0]  # it saw the outage, and rode it out

@@ -234,13 +234,13 @@ def test_claim_refuses_when_a_position_moved_meanwhile(zk: KazooClient, layout: 
 
 
 CLAIMER = """
-import json, sys, time
+import json, sys
 from walship.zk import ReplicationQueues, ZnodeLayout, connect
-hosts, dead, me, start = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+hosts, dead, me = sys.argv[1], sys.argv[2], sys.argv[3]
 client = connect(hosts)
 queues = ReplicationQueues(client, ZnodeLayout("/hbase"))
-while time.time() < start:
-    time.sleep(0.001)
+print("ready", flush=True)
+sys.stdin.readline()  # the go, once every claimer is ready
 print(json.dumps(queues.claim_all(dead, me)))
 client.stop()
 """
@@ -255,16 +255,23 @@ def test_concurrent_claimers_each_queue_exactly_once(
     queues = ReplicationQueues(zk, layout)
     for i, p in enumerate(peers):
         queues.set_position(DEAD, p, wals[0], 100 + i)
-    start = time.time() + 2.0
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", CLAIMER, zk_hosts, DEAD, server_name(10 + i), str(start)],
+            [sys.executable, "-c", CLAIMER, zk_hosts, DEAD, server_name(10 + i)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for i in range(claimers)
     ]
+    for proc in procs:  # every claimer connected to ZooKeeper (connect() gives up after 10 s)...
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n", proc.communicate(timeout=60)[1]
+    for proc in procs:  # ...then all claim at once
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=60)
@@ -310,7 +317,7 @@ def test_session_expired_mid_claim_leaves_no_half_moved_queue(
 
     t = threading.Thread(target=claim)
     t.start()
-    time.sleep(delay)
+    time.sleep(delay)  # deliberate: expire the session at a varying point of the claim, none observable
     expire_session(claimer, zk_hosts)
     t.join(timeout=60)
     claimer.stop()
@@ -359,7 +366,7 @@ def test_snapshot_is_consistent_under_concurrent_claims(zk: KazooClient, zk_host
                 assert new_id is not None
                 owner, qid = dest, new_id
                 moves += 1
-                time.sleep(0.01)
+                time.sleep(0.01)  # deliberate: space the moves so that snapshots interleave with them
         finally:
             done.set()
 

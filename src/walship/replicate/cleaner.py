@@ -22,10 +22,11 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from walship.errors import ReplicationError, WalshipError
+from walship.errors import ConfigError
 from walship.replicate.walstore import WalStore
 from walship.wal.names import is_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
+from walship.zk.client import KAZOO_ERRORS, translate
 
 __all__ = ["DEFAULT_DISABLED_PEER_LIMIT", "DEFAULT_TTL", "CleanReport", "clean"]
 
@@ -77,19 +78,15 @@ def clean(
     :raises WalshipError: ZooKeeper could not be read (then nothing was deleted).
     """
     if ttl < 0:
-        raise ValueError(f"'ttl' must be >= 0, got {ttl}")
+        raise ConfigError(f"invalid --ttl {ttl:g}: must be >= 0 seconds")
     report = CleanReport(dry_run=dry_run, ttl=ttl)
     queues = ReplicationQueues(client, layout)
     try:
         snapshot_time = time.time() if now is None else now
         referenced = queues.all_wals()
         held_by_disabled = _disabled_peer_wals(client, layout, queues)
-    except WalshipError:
-        raise
-    except Exception as exc:
-        raise ReplicationError(
-            f"cannot read the replication queues under {layout.queues}: {exc}; nothing deleted"
-        ) from exc
+    except KAZOO_ERRORS as exc:
+        raise translate(exc, f"cannot read the replication queues under {layout.queues}; nothing deleted") from exc
     current = time.time() if now is None else now
     archive = posixpath.join(walstore.base, "oldWALs") + "/"
     disabled_bytes: dict[str, int] = {}
