@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One-command set-up of a fresh machine: Java 17+, Debian's zookeeper, and .venv with the
-# pinned dependencies (constraints.txt). Idempotent: a second run only checks.
+# One-command set-up of a fresh machine: Java 17+, Debian's zookeeper and docker-compose, and
+# .venv with the pinned dependencies (constraints.txt). Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,7 +58,14 @@ if [ ! -d /usr/share/zookeeper/lib ] && [ ! -f /usr/share/java/zookeeper.jar ]; 
   apt_install zookeeper
 fi
 
-# 4. The virtualenv with pinned versions
+# 4. docker-compose from Debian's package: checks docker-compose.yml (tests/unit/test_compose.py)
+#    without a Docker daemon; the production stack runs with it or with `docker compose`
+if ! command -v docker-compose >/dev/null 2>&1; then
+  say "installing Debian's docker-compose package"
+  apt_install docker-compose
+fi
+
+# 5. The virtualenv with pinned versions
 if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   say "installing python3-venv"
   apt_install python3-venv
@@ -83,4 +90,4 @@ if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; the
   fi
   stamp_of > "$VENV/.walship-stamp"
 fi
-say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present)"
+say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present), docker-compose $(dpkg-query -W -f '${Version}' docker-compose 2>/dev/null || echo present)"

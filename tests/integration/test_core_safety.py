@@ -259,13 +259,13 @@ def test_a_shipper_on_a_stopped_zookeeper_says_so(own_zk: LocalZooKeeper, tmp_pa
     hosts = own_zk.hosts
     own_zk.stop()
     code = subprocess.run(
-        [sys.executable, "-m", "walship.cli", "--zk", hosts, "--wal-root", str(tmp_path), "ship", "--peer", "1"],
+        [sys.executable, "-m", "walship.cli", "--zk", hosts, "--zk-timeout", "2", "--wal-root", str(tmp_path), "ship", "--peer", "1"],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert code.returncode == 1
-    assert f"ZooKeeper at {hosts} did not answer" in code.stderr and "Traceback" not in code.stderr
+    assert f"ZooKeeper at {hosts} did not answer within 2 s" in code.stderr and "Traceback" not in code.stderr
 
 
 def test_shipper_refuses_bad_limits_with_a_config_error(zk: KazooClient, tmp_path: Path) -> None:
