@@ -23,7 +23,8 @@ catch the whole family in one place and let programming errors through::
         ├── ZkAuthError              ZooKeeper refused: no or wrong credentials for a znode
         ├── ZkDataError              a znode holds data HBase would not write (names the path)
         ├── PeerError                peers: PeerNotFoundError, PeerExistsError,
-        │                            InvalidPeerConfigError (also a ConfigError)
+        │                            InvalidPeerConfigError (also a ConfigError),
+        │                            DoubleShippingError
         └── QueueError               queues: QueueNotFoundError, PositionBackwardsError,
                                      InvalidQueueIdError (also a ConfigError)
 
@@ -124,6 +125,11 @@ class PeerExistsError(PeerError):
 
 class InvalidPeerConfigError(PeerError, ConfigError):
     """A peer id, cluster key, table-cfs spec or configuration entry is invalid."""
+
+
+class DoubleShippingError(PeerError):
+    """A walship-managed peer whose HBase peer-state is ENABLED: HBase's own replication
+    source would ship it too. The message names the peer and the fix."""
 
 
 class QueueError(ZkError):

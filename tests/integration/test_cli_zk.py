@@ -39,17 +39,18 @@ def test_peer_commands(zk_hosts: str, capsys: pytest.CaptureFixture[str], zk: Ka
         "--table-cfs",
         "demo:r;ns.t2",
     )
-    assert code == 0 and "added peer 1 (ENABLED)" in out
+    assert code == 0 and "added peer 1 (ENABLED, managed by walship; HBase peer-state DISABLED)" in out
     code, out, _ = run(
         capsys, *g, "peer", "add", "2", "--cluster-key", "h1,h2:2181:/c", "--disabled", "--namespaces", "ns1,ns2"
     )
-    assert code == 0 and "(DISABLED)" in out
+    assert code == 0 and "(DISABLED, managed by walship" in out
     code, out, _ = run(capsys, *g, "peer", "list", "--json")
     peers = json.loads(out)
     assert [p["peer_id"] for p in peers] == ["1", "2"]
     assert peers[0]["table_cfs"] == {"demo": ["r"], "ns:t2": None}
-    assert peers[0]["configuration"] == {"walship.sink.thrift": "127.0.0.1:9091"}
+    assert peers[0]["configuration"] == {"walship.managed": "true", "walship.sink.thrift": "127.0.0.1:9091"}
     assert peers[0]["replicate_all"] is False and peers[1]["state"] == "DISABLED"
+    assert [(p["managed"], p["hbase_peer_state"]) for p in peers] == [(True, "DISABLED"), (True, "DISABLED")]
     assert peers[1]["namespaces"] == ["ns1", "ns2"]
     code, out, _ = run(capsys, *g, "peer", "list")
     assert "default.demo:r;ns.t2" in out and "2 peer(s)" in out
@@ -57,10 +58,16 @@ def test_peer_commands(zk_hosts: str, capsys: pytest.CaptureFixture[str], zk: Ka
     code, out, _ = run(capsys, *g, "peer", "show", "2", "--json")
     assert json.loads(out)["state"] == "ENABLED"
     assert run(capsys, *g, "peer", "disable", "1")[0] == 0
+    # walship's switch flips; HBase's peer-state stays DISABLED, so HBase never ships it
+    assert zk.get("/hbase-a/replication/walship/peers/1/state")[0] == bytes.fromhex("504255460801")
+    assert zk.get("/hbase-a/replication/peers/1/peer-state")[0] == bytes.fromhex("504255460801")
+    assert run(capsys, *g, "peer", "enable", "1")[0] == 0
+    assert zk.get("/hbase-a/replication/walship/peers/1/state")[0] == bytes.fromhex("504255460800")
     assert zk.get("/hbase-a/replication/peers/1/peer-state")[0] == bytes.fromhex("504255460801")
     assert run(capsys, *g, "peer", "remove", "2")[0] == 0
     code, out, _ = run(capsys, *g, "peer", "list", "--json")
     assert [p["peer_id"] for p in json.loads(out)] == ["1"]
+    assert zk.exists("/hbase-a/replication/walship/peers/2") is None  # walship's switch went with it
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from walship.cli.common import parse_config_pairs, state
 from walship.sinks.base import validate_sink_config
 from walship.sinks.hbase import SINK_THRIFT_KEY
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, format_table_cfs, parse_table_cfs
+from walship.zk.peers import MANAGED_KEY
 
 __all__ = ["register"]
 
@@ -25,12 +26,25 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         enabled=not args.disabled,
         table_cfs=parse_table_cfs(args.table_cfs) if args.table_cfs else None,
         namespaces=namespaces or None,
-        configuration=parse_config_pairs(args.config),
+        configuration={**parse_config_pairs(args.config), MANAGED_KEY: "true"},
     )
     validate_sink_config(config)
     with state(args) as (client, layout):
         ReplicationPeers(client, layout).add(config)
-    print(f"added peer {config.peer_id} ({'ENABLED' if config.enabled else 'DISABLED'}) -> {config.cluster_key}")
+    print(
+        f"added peer {config.peer_id} ({'ENABLED' if config.enabled else 'DISABLED'}, managed by walship; "
+        f"HBase peer-state DISABLED) -> {config.cluster_key}"
+    )
+    return 0
+
+
+def cmd_peer_adopt(args: argparse.Namespace) -> int:
+    with state(args) as (client, layout):
+        peer = ReplicationPeers(client, layout).adopt(args.peer_id)
+    print(
+        f"adopted peer {peer.peer_id}: managed by walship ({'ENABLED' if peer.enabled else 'DISABLED'}), "
+        "HBase peer-state DISABLED (HBase keeps its queues and WALs, walship ships it)"
+    )
     return 0
 
 
@@ -51,7 +65,8 @@ def _peer_line(p: PeerConfig) -> str:
     cfs = format_table_cfs(p.table_cfs) if p.table_cfs else ""
     namespaces = ";".join(sorted(p.namespaces)) if p.namespaces else ""
     return (
-        f"{p.peer_id:<8} {'ENABLED' if p.enabled else 'DISABLED':<9} {p.cluster_key:<32} "
+        f"{p.peer_id:<8} {'ENABLED' if p.enabled else 'DISABLED':<9} "
+        f"{'ENABLED' if p.hbase_state_enabled else 'DISABLED':<11} {'yes' if p.managed else 'no':<8} {p.cluster_key:<32} "
         f"{str(p.replicate_all).lower():<13} {namespaces or '-':<12} {cfs or '-':<24} {p.configuration.get(SINK_THRIFT_KEY, '-')}"
     )
 
@@ -63,7 +78,7 @@ def cmd_peer_list(args: argparse.Namespace) -> int:
         print(json.dumps([p.to_json() for p in peers], indent=None))
         return 0
     print(
-        f"{'PEER_ID':<8} {'STATE':<9} {'CLUSTER_KEY':<32} {'REPLICATE_ALL':<13} {'NAMESPACES':<12} {'TABLE_CFS':<24} SINK"
+        f"{'PEER_ID':<8} {'STATE':<9} {'HBASE_STATE':<11} {'MANAGED':<8} {'CLUSTER_KEY':<32} {'REPLICATE_ALL':<13} {'NAMESPACES':<12} {'TABLE_CFS':<24} SINK"
     )
     for p in peers:
         print(_peer_line(p))
@@ -113,7 +128,9 @@ def cmd_queues(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     peer = sub.add_parser("peer", help="add, change, list and remove replication peers")
     peer_sub = peer.add_subparsers(dest="peer_command", required=True, metavar="PEER_COMMAND")
-    add = peer_sub.add_parser("add", help="add a peer (enabled unless --disabled)")
+    add = peer_sub.add_parser(
+        "add", help="add a walship-managed peer (enabled unless --disabled; HBase's peer-state stays DISABLED)"
+    )
     add.add_argument("peer_id")
     add.add_argument("--cluster-key", required=True, help="the peer's host[,host...]:port:/znode-parent")
     add.add_argument("--table-cfs", help="replicate only these: 'ns.table:cf1,cf2;table2' (HBase's format)")
@@ -127,7 +144,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add.add_argument("--disabled", action="store_true", help="add the peer disabled")
     add.set_defaults(func=cmd_peer_add)
-    for name, text in (("enable", "enable a peer"), ("disable", "disable a peer"), ("remove", "remove a peer")):
+    adopt = peer_sub.add_parser("adopt", help="make a peer HBase ships a walship-managed one (HBase stops shipping it)")
+    adopt.add_argument("peer_id")
+    adopt.set_defaults(func=cmd_peer_adopt)
+    for name, text in (
+        ("enable", "enable a peer (a managed peer: walship's switch)"),
+        ("disable", "disable a peer (a managed peer: walship's switch)"),
+        ("remove", "remove a peer"),
+    ):
         p = peer_sub.add_parser(name, help=text)
         p.add_argument("peer_id")
         p.set_defaults(func=cmd_peer_state)

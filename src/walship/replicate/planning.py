@@ -188,8 +188,10 @@ class Planner:
 
         :param include_drained: list the queues without work too (backlog 0).
         :raises PeerNotFoundError: no such peer.
+        :raises DoubleShippingError: a managed peer HBase ships too.
         """
         peer = self.peers.get(peer_id)
+        peer.check_ownership()
         if not peer.enabled:
             return []
         out = []

@@ -209,6 +209,7 @@ class Shipper:
         t0 = time.monotonic()
         summary = PeerSummary(peer_id)
         peer = self.peers.get(peer_id)
+        peer.check_ownership()
         if not peer.enabled:
             summary.status = "disabled"
             log.info("peer %s is disabled: nothing shipped", peer_id)

@@ -131,6 +131,7 @@ class Tailer:
         """
         try:
             peer = self.shipper.peers.get(self.peer_id)
+            peer.check_ownership()
             if not peer.enabled:
                 return None
             result = self.shipper.planner.failover()

@@ -108,6 +108,7 @@ def plan_queues(job: ShipJob) -> tuple[PeerSummary, list[tuple[str, str]]]:
         summary = PeerSummary(job.peer_id)
         try:
             peer = shipper.peers.get(job.peer_id)
+            peer.check_ownership()
             if not peer.enabled:
                 summary.status = "disabled"
                 return summary, []

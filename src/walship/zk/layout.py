@@ -7,6 +7,7 @@
     <parent>/replication/peers/<peer>                    PBUF + ReplicationPeer
     <parent>/replication/peers/<peer>/peer-state         PBUF + ReplicationState
     <parent>/replication/rs/<server>/<queue>/<wal>       PBUF + ReplicationHLogPosition
+    <parent>/replication/walship/peers/<peer>/state      walship's switch of a managed peer (PBUF + ReplicationState)
     <parent>/replication/walship/locks/<server>/<queue>  walship's per-queue shipper locks (data: the holder)
     <parent>/replication/walship/progress/<peer>/<server>/<queue>
                                                          per-queue progress record (JSON)
@@ -88,6 +89,13 @@ class ZnodeLayout:
     def walship(self) -> str:
         """The root of walship's own znodes (never inside HBase's queue znodes)."""
         return f"{self.replication}/walship"
+
+    def walship_peer(self, peer_id: str) -> str:
+        return f"{self.walship}/peers/{check_znode_name(peer_id, 'peer id')}"
+
+    def walship_peer_state(self, peer_id: str) -> str:
+        """walship's own enabled switch of a managed peer (HBase's peer-state stays DISABLED)."""
+        return f"{self.walship_peer(peer_id)}/state"
 
     @property
     def locks(self) -> str:

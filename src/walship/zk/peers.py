@@ -5,6 +5,16 @@ A peer is ``<parent>/replication/peers/<id>`` holding ``PBUF`` + ReplicationPeer
 the peer's configuration map (the sink's settings, see :mod:`walship.sinks`), which HBase
 keeps and ignores; this module checks only that keys are not empty.
 
+Managed peers. A peer added by walship carries ``walship.managed=true`` in its configuration
+and is written with HBase's peer-state DISABLED: HBase 2.x's replication source then reads
+nothing for it, yet still enqueues every new WAL on roll and its log cleaner keeps every queued
+WAL. walship keeps its own switch beside it, ``<parent>/replication/walship/peers/<id>/state``
+(the same PBUF ReplicationState encoding), and ``enable``/``disable`` flip that switch only.
+A managed peer whose HBase peer-state is ENABLED would be shipped twice (by HBase and by
+walship): :meth:`PeerConfig.check_ownership` refuses it. Peers written by HBase or by earlier
+versions of walship (no ``walship.managed``) keep working on HBase's peer-state; ``adopt``
+turns one into a managed peer.
+
 Example::
 
     peers = ReplicationPeers(client, ZnodeLayout("/hbase"))
@@ -24,7 +34,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from walship.errors import InvalidPeerConfigError, PeerExistsError, PeerNotFoundError
+from walship.errors import DoubleShippingError, InvalidPeerConfigError, PeerError, PeerExistsError, PeerNotFoundError
 from walship.protos import HBase_pb2, Replication_pb2
 from walship.zk.encoding import PB_MAGIC, decode_peer, decode_peer_state, encode_peer_state
 from walship.zk.layout import ZnodeLayout
@@ -32,6 +42,7 @@ from walship.zk.progress import ProgressStore
 from walship.zk.queues import ReplicationQueues
 
 __all__ = [
+    "MANAGED_KEY",
     "PeerConfig",
     "ReplicationPeers",
     "format_table_cfs",
@@ -42,6 +53,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Peer configuration key marking a walship-managed peer (``true``).
+MANAGED_KEY = "walship.managed"
 
 _PEER_ID_RE = re.compile(r"^[A-Za-z0-9_.]+$")
 _CLUSTER_KEY_RE = re.compile(r"^([^:,\s/]+(?:,[^:,\s/]+)*):(\d{1,5}):(/[^\s]*)$")
@@ -170,6 +184,26 @@ class PeerConfig:
     endpoint_impl: str | None = None
     peer_data: tuple[tuple[bytes, bytes], ...] = ()
     remote_wal_dir: str | None = None
+    #: HBase's own peer-state; ``None``: the same as ``enabled`` (a peer HBase ships itself)
+    hbase_enabled: bool | None = None
+
+    @property
+    def managed(self) -> bool:
+        """walship ships this peer and HBase keeps (but never ships) its queues."""
+        return self.configuration.get(MANAGED_KEY, "").strip().lower() == "true"
+
+    @property
+    def hbase_state_enabled(self) -> bool:
+        return self.enabled if self.hbase_enabled is None else self.hbase_enabled
+
+    def check_ownership(self) -> None:
+        """:raises DoubleShippingError: HBase would ship this managed peer too."""
+        if self.managed and self.hbase_state_enabled:
+            raise DoubleShippingError(
+                f"peer {self.peer_id} is managed by walship but its HBase peer-state is ENABLED: HBase's "
+                f"replication source ships it too (double shipping). Run disable_peer '{self.peer_id}' in the "
+                f"HBase shell; walship's own switch is 'walship peer enable|disable {self.peer_id}'"
+            )
 
     def __post_init__(self) -> None:
         validate_peer_id(self.peer_id)
@@ -219,11 +253,14 @@ class PeerConfig:
         return PB_MAGIC + self.to_proto().SerializeToString()
 
     @classmethod
-    def from_proto(cls, peer_id: str, pb: Replication_pb2.ReplicationPeer, *, enabled: bool) -> PeerConfig:
+    def from_proto(
+        cls, peer_id: str, pb: Replication_pb2.ReplicationPeer, *, enabled: bool, hbase_enabled: bool | None = None
+    ) -> PeerConfig:
         return cls(
             peer_id=peer_id,
             cluster_key=pb.clusterkey,
             enabled=enabled,
+            hbase_enabled=hbase_enabled,
             table_cfs=_read_table_cfs(pb.table_cfs),
             namespaces=frozenset(ns.decode() for ns in pb.namespaces) or None,
             exclude_table_cfs=_read_table_cfs(pb.exclude_table_cfs),
@@ -243,6 +280,8 @@ class PeerConfig:
             "peer_id": self.peer_id,
             "cluster_key": self.cluster_key,
             "state": "ENABLED" if self.enabled else "DISABLED",
+            "hbase_peer_state": "ENABLED" if self.hbase_state_enabled else "DISABLED",
+            "managed": self.managed,
             "replicate_all": self.replicate_all,
             "table_cfs": _json_table_cfs(self.table_cfs),
             "namespaces": sorted(self.namespaces) if self.namespaces else None,
@@ -301,7 +340,13 @@ class ReplicationPeers:
         self.client.ensure_path(self.layout.peers)
         tx = self.client.transaction()
         tx.create(path, config.to_bytes())
-        tx.create(self.layout.peer_state(config.peer_id), encode_peer_state(config.enabled))
+        if config.managed:
+            # HBase keeps the peer's queues but never ships it; walship's switch says whether we do
+            self.client.ensure_path(self.layout.walship_peer(config.peer_id))
+            tx.create(self.layout.peer_state(config.peer_id), encode_peer_state(False))
+            tx.create(self.layout.walship_peer_state(config.peer_id), encode_peer_state(config.enabled))
+        else:
+            tx.create(self.layout.peer_state(config.peer_id), encode_peer_state(config.enabled))
         results = tx.commit()
         for result in results:
             if isinstance(result, NodeExistsError):
@@ -318,7 +363,14 @@ class ReplicationPeers:
             data, _ = self.client.get(path)
         except NoNodeError:
             raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
-        return PeerConfig.from_proto(peer_id, decode_peer(data, path), enabled=self._enabled(peer_id))
+        return self._config(peer_id, decode_peer(data, path))
+
+    def _config(self, peer_id: str, pb: Replication_pb2.ReplicationPeer) -> PeerConfig:
+        hbase_enabled = self._enabled(peer_id)
+        config = PeerConfig.from_proto(peer_id, pb, enabled=hbase_enabled, hbase_enabled=hbase_enabled)
+        if not config.managed:
+            return config
+        return replace(config, enabled=self._walship_enabled(peer_id))
 
     def _enabled(self, peer_id: str) -> bool:
         path = self.layout.peer_state(peer_id)
@@ -326,6 +378,15 @@ class ReplicationPeers:
             data, _ = self.client.get(path)
         except NoNodeError:
             return True  # HBase 1.x peers created before peer-state existed are enabled
+        return decode_peer_state(data, path)
+
+    def _walship_enabled(self, peer_id: str) -> bool:
+        path = self.layout.walship_peer_state(peer_id)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            log.warning("managed peer %s has no walship switch (%s): taken as DISABLED", peer_id, path)
+            return False
         return decode_peer_state(data, path)
 
     def ids(self) -> list[str]:
@@ -347,17 +408,49 @@ class ReplicationPeers:
         return self.client.exists(self.layout.peer(validate_peer_id(peer_id))) is not None
 
     def set_enabled(self, peer_id: str, enabled: bool) -> None:
-        """Enable or disable a peer: the peer-state znode, as HBase's enable_peer writes it."""
-        validate_peer_id(peer_id)
-        if not self.exists(peer_id):
-            raise PeerNotFoundError(f"peer {peer_id} does not exist ({self.layout.peer(peer_id)})")
-        path = self.layout.peer_state(peer_id)
+        """Enable or disable a peer: for a managed peer walship's own switch (HBase's
+        peer-state stays DISABLED); otherwise the peer-state znode, as HBase's enable_peer
+        writes it."""
+        peer = self.get(peer_id)
+        path = self.layout.walship_peer_state(peer_id) if peer.managed else self.layout.peer_state(peer_id)
         data = encode_peer_state(enabled)
         try:
             self.client.set(path, data)
         except NoNodeError:
-            self.client.create(path, data)
-        log.info("%s peer %s", "enabled" if enabled else "disabled", peer_id)
+            self.client.create(path, data, makepath=True)
+        log.info("%s %speer %s", "enabled" if enabled else "disabled", "managed " if peer.managed else "", peer_id)
+
+    def adopt(self, peer_id: str) -> PeerConfig:
+        """Turn a peer HBase ships into a walship-managed one, in one multi: ``walship.managed``
+        in its configuration, HBase's peer-state DISABLED, walship's switch set to the state
+        the peer had (an enabled peer stays enabled, now shipped by walship only).
+
+        :raises PeerError: the peer is managed already, or changed while adopting (retry).
+        """
+        path = self.layout.peer(validate_peer_id(peer_id))
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
+        current = self._config(peer_id, decode_peer(data, path))
+        if current.managed:
+            raise PeerError(f"peer {peer_id} is managed by walship already")
+        adopted = replace(current, configuration={**current.configuration, MANAGED_KEY: "true"})
+        state_path = self.layout.peer_state(peer_id)
+        self.client.ensure_path(self.layout.walship_peer(peer_id))
+        tx = self.client.transaction()
+        tx.set_data(path, adopted.to_bytes(), version=stat.version)
+        if self.client.exists(state_path) is None:
+            tx.create(state_path, encode_peer_state(False))
+        else:
+            tx.set_data(state_path, encode_peer_state(False))
+        tx.create(self.layout.walship_peer_state(peer_id), encode_peer_state(current.enabled))
+        results = tx.commit()
+        failed = [r for r in results if isinstance(r, Exception)]
+        if failed:
+            raise PeerError(f"peer {peer_id} changed while it was adopted ({type(failed[0]).__name__}); try again")
+        log.info("adopted peer %s: managed by walship, HBase peer-state DISABLED", peer_id)
+        return self.get(peer_id)
 
     def enable(self, peer_id: str) -> None:
         self.set_enabled(peer_id, True)
@@ -378,7 +471,7 @@ class ReplicationPeers:
                 data, stat = self.client.get(path)
             except NoNodeError:
                 raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
-            current = PeerConfig.from_proto(peer_id, decode_peer(data, path), enabled=self._enabled(peer_id))
+            current = self._config(peer_id, decode_peer(data, path))
             updated = replace(current, **changes)
             try:
                 self.client.set(path, updated.to_bytes(), version=stat.version)
@@ -393,6 +486,8 @@ class ReplicationPeers:
         if self.client.exists(path) is None:
             raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})")
         self.client.delete(path, recursive=True)
+        if self.client.exists(self.layout.walship_peer(peer_id)) is not None:
+            self.client.delete(self.layout.walship_peer(peer_id), recursive=True)
         removed = ReplicationQueues(self.client, self.layout).remove_peer_queues(peer_id)
         ProgressStore(self.client, self.layout).remove_peer(peer_id)
         log.info("removed peer %s and %d of its queues", peer_id, removed)
