@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # walship's image, for every Airflow component of docker-compose.yml (airflow-init, api-server,
 # scheduler with the LocalExecutor, dag-processor, triggerer) and for the Spark master and
 # workers: Python 3.11 (the project's), Java 17 (Spark 4), walship with Airflow 3.3.2 and
@@ -15,6 +14,7 @@ ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 
 # ---- build: a virtualenv with walship and its pinned dependencies ------------------------
 FROM ${PYTHON_IMAGE} AS build
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # Postgres drivers for Airflow's metadata database (sync and async); constraints.txt pins
 # the rest, these two are not in it.
@@ -40,6 +40,7 @@ RUN /opt/venv/bin/pip install -c constraints.txt ".[airflow,spark]" \
 
 # ---- runtime -------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # One user for every service that touches the shared WAL volume (HBase's image uses the same
 # uid), so HBase's 700 WAL directories stay readable and walship can clean and write dead

@@ -12,6 +12,7 @@
 #   HBASE_WAL_DIR                     write-ahead logs: WALs/ and oldWALs/ (file:///data/wal)
 #   HBASE_TMP_DIR                     (/data/tmp)
 #   HBASE_LOGROLL_PERIOD_MS           a new WAL at least this often (3600000, HBase's default)
+#   HBASE_REGIONSERVER_HOSTNAME       the region server's name (the container's hostname)
 #   HBASE_THRIFT_PORT                 (9090)
 #   HBASE_THRIFT_SERVER_TYPE          threadpool (default) | hsha | nonblocking | threadedselector
 #   HBASE_THRIFT_FRAMED, HBASE_THRIFT_COMPACT
@@ -31,6 +32,7 @@ export HBASE_ROOTDIR="${HBASE_ROOTDIR:-file:///data/hbase}"
 export HBASE_WAL_DIR="${HBASE_WAL_DIR:-file:///data/wal}"
 export HBASE_TMP_DIR="${HBASE_TMP_DIR:-/data/tmp}"
 export HBASE_LOGROLL_PERIOD_MS="${HBASE_LOGROLL_PERIOD_MS:-3600000}"
+export HBASE_REGIONSERVER_HOSTNAME="${HBASE_REGIONSERVER_HOSTNAME:-$(uname -n)}"
 THRIFT_PORT="${HBASE_THRIFT_PORT:-9090}"
 THRIFT_TYPE="${HBASE_THRIFT_SERVER_TYPE:-threadpool}"
 
@@ -54,7 +56,7 @@ render_site() {
   local text name value
   text="$(<"$HBASE_CONF_DIR/hbase-site.xml.template")"
   for name in HBASE_ZK_QUORUM HBASE_ZK_PORT HBASE_ZNODE_PARENT HBASE_ROOTDIR HBASE_WAL_DIR HBASE_TMP_DIR \
-              HBASE_LOGROLL_PERIOD_MS; do
+              HBASE_LOGROLL_PERIOD_MS HBASE_REGIONSERVER_HOSTNAME; do
     value="${!name}"
     value="${value//&/&amp;}"
     value="${value//</&lt;}"

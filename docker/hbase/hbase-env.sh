@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # hbase-env.sh of walship's HBase image (replaces the release's): JVM settings for the three
 # daemons the entrypoint starts. Each setting can be overridden from the container's
 # environment (docker-compose.yml).
