@@ -259,7 +259,20 @@ def test_a_shipper_on_a_stopped_zookeeper_says_so(own_zk: LocalZooKeeper, tmp_pa
     hosts = own_zk.hosts
     own_zk.stop()
     code = subprocess.run(
-        [sys.executable, "-m", "walship.cli", "--zk", hosts, "--zk-timeout", "2", "--wal-root", str(tmp_path), "ship", "--peer", "1"],
+        [
+            sys.executable,
+            "-m",
+            "walship.cli",
+            "--zk",
+            hosts,
+            "--zk-timeout",
+            "2",
+            "--wal-root",
+            str(tmp_path),
+            "ship",
+            "--peer",
+            "1",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

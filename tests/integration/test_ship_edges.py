@@ -22,11 +22,11 @@ from walship.replicate import Shipper, WalStore
 from walship.servername import ServerName
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, register_sink
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id
+from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
 
 pytestmark = pytest.mark.integration
 
-SERVER = ServerName("gone.example.com", 16020, 1)
+SERVER = ServerName("rs1.example.com", 16020, 1)
 SRC = ZnodeLayout("/src")
 
 
@@ -44,6 +44,7 @@ def setup_source(
     zk: KazooClient, zk_hosts: str, b: MiniClusterProcess, tmp_path: Path, **config: str
 ) -> tuple[Path, str]:
     ensure_cluster_id(zk, SRC)
+    register_server(zk, SRC, str(SERVER))  # the region server writing these WALs is live
     chroot = zk_hosts.partition("/")[2]
     host, port = b.thrift
     ReplicationPeers(zk, SRC).add(
@@ -287,3 +288,72 @@ def test_an_unknown_sink_protocol_is_refused_before_the_peer_is_written(
     err = capsys.readouterr().err
     assert "peer 9" in err and "no sink 'nope'" in err and "thrift1" in err
     assert not ReplicationPeers(zk, SRC).exists("9")
+
+
+def test_a_rolled_wal_is_finished_only_once_closed(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
+    """HBase enqueues the new WAL before the old one gets its last entries and trailer: a WAL
+    followed by another is not finished until it has a trailer, is archived, its server is
+    gone, or it stopped growing for the grace period while the next WAL has entries."""
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
+    old = open(path, "wb")  # noqa: SIM115 - the rolled WAL, still being written
+    w_old = WalWriter(old)
+    w_old.append(*put(1))
+    old.flush()
+    newer = build_wal_name(SERVER, 1_700_000_000_500)  # the roll: the new WAL is enqueued first
+    ReplicationQueues(zk, SRC).add_wal(str(SERVER), newer)
+    new_path = path.parent / newer
+    with open(new_path, "wb") as f:
+        WalWriter(f).sync()
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.status == "ok" and s.queues[0].wals_removed == []  # not closed yet: kept
+    w_old.append(*put(2))  # the last entries of the old WAL land after the roll
+    old.flush()
+    w_old.close()  # and its trailer
+    old.close()
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.queues[0].wals_removed == [wal]
+    assert set(rows(peer_b)) == {b"row1", b"row2"}  # nothing lost
+
+
+def test_a_rolled_wal_without_trailer_is_finished_after_the_grace_or_when_its_server_is_gone(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.wal.close-grace": "3600"})
+    with open(path, "wb") as f:
+        w = WalWriter(f)
+        w.append(*put(1))  # never closed: the writer died before its trailer
+    newer = build_wal_name(SERVER, 1_700_000_000_500)
+    ReplicationQueues(zk, SRC).add_wal(str(SERVER), newer)
+    with open(path.parent / newer, "wb") as f, WalWriter(f) as w2:
+        w2.append(*put(2))
+    shipper(zk, tmp_path).ship_peer("1")
+    queues = ReplicationQueues(zk, SRC)
+    assert wal in {w.name for w in queues.wals(str(SERVER), "1")}  # within the grace: kept
+    peer = ReplicationPeers(zk, SRC).get("1")
+    ReplicationPeers(zk, SRC).update("1", configuration={**peer.configuration, "walship.wal.close-grace": "0"})
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert wal in s.queues[0].wals_removed  # unchanged past the grace while the next WAL has entries
+    assert set(rows(peer_b)) == {b"row1", b"row2"}
+
+
+def test_a_dead_servers_current_wal_is_finished(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
+    with open(path, "wb") as f:
+        WalWriter(f).append(*put(1))  # no trailer: the server crashed
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.queues[0].wals_removed == []  # its server is live: it may still grow
+    zk.delete(SRC.live_server(str(SERVER)))  # the server's ephemeral znode goes
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.queues[0].wals_removed == [wal] and set(rows(peer_b)) == {b"row1"}
+
+
+def test_close_grace_must_be_seconds(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
+    setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.wal.close-grace": "soon"})
+    s = shipper(zk, tmp_path).ship_peer("1")
+    assert s.status == "error" and "walship.wal.close-grace must be seconds >= 0, got 'soon'" in (s.error or "")

@@ -6,6 +6,11 @@ WAL entry (table, encoded region name, sequence id, write time, the cluster ids 
 cells are applied to the store, then the client is answered. On every roll the new WAL is
 added to every peer's queue before it is used; the rolled WAL moves to ``oldWALs/`` once the
 store holds its edits durably. The cluster never ships anything: walship does.
+
+With ``roll_order="hbase"`` it rolls in HBase's own order instead: the new WAL is enqueued
+and opened, the old one keeps taking appends for ``roll_close_delay`` seconds (HBase writes
+the entries in flight to it), then gets its trailer; it is archived only at the next roll,
+after a flush. A shipper must then not take "a newer WAL follows" for "closed".
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ __all__ = ["CLUSTER_ID_ATTRIBUTE", "MiniCluster", "RowMutation", "decode_cluster
 log = logging.getLogger(__name__)
 
 LATEST_TIMESTAMP = 2**63 - 1
+#: ``default``: a roll closes the old WAL at once and archives it; ``hbase``: HBase's order.
+ROLL_ORDERS = ("default", "hbase")
 _TABLE_PART = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -81,6 +88,7 @@ class RegionServer:
         self._file: BinaryIO | None = None
         self.writer: WalWriter | None = None
         self._last_ts = 0
+        self._next: tuple[BinaryIO, WalWriter, str, Path] | None = None
 
     def start(self) -> None:
         self.zk = connect(self.cluster.zk_hosts)
@@ -92,6 +100,16 @@ class RegionServer:
     def open_new_wal(self) -> Path | None:
         """Roll: name a new WAL, add it to every peer's queue, then switch to it. Returns the
         rolled WAL's path (closed with its trailer), if there was one."""
+        self.begin_roll()
+        return self.complete_roll()
+
+    @property
+    def rolling(self) -> bool:
+        return self._next is not None
+
+    def begin_roll(self) -> None:
+        """Name the new WAL, add it to every peer's queue and open it; appends still go to the
+        current WAL until :meth:`complete_roll`."""
         assert self.zk is not None
         ts = max(int(time.time() * 1000), self._last_ts + 1)
         self._last_ts = ts
@@ -101,8 +119,16 @@ class RegionServer:
         f = open(path, "xb")  # noqa: SIM115 - owned by this server until the next roll
         writer = WalWriter(f)
         writer.sync()
+        self._next = (f, writer, name, path)
+
+    def complete_roll(self) -> Path | None:
+        """Close the current WAL with its trailer and switch to the one :meth:`begin_roll`
+        opened; returns the closed WAL's path."""
+        if self._next is None:
+            return None
         old = self.close_wal(trailer=True)
-        self._file, self.writer, self.wal_name, self.wal_path = f, writer, name, path
+        self._file, self.writer, self.wal_name, self.wal_path = self._next
+        self._next = None
         return old
 
     def close_wal(self, *, trailer: bool) -> Path | None:
@@ -148,17 +174,24 @@ class MiniCluster:
         regionservers: int = 3,
         wal_roll_size: int = 64 * 1024 * 1024,
         host: str = "127.0.0.1",
+        roll_order: str = "default",
+        roll_close_delay: float = 0.5,
     ) -> None:
         if regionservers < 1:
             raise BadRequestError(f"'regionservers' must be >= 1, got {regionservers}")
         if wal_roll_size < 1024:
             raise BadRequestError(f"'wal_roll_size' must be >= 1024 bytes, got {wal_roll_size}")
+        if roll_order not in ROLL_ORDERS:
+            raise BadRequestError(f"'roll_order' must be one of {', '.join(ROLL_ORDERS)}, got {roll_order!r}")
         self.name = name
         self.data_dir = Path(data_dir).resolve()
         self.zk_hosts = zk_hosts
         self.layout = ZnodeLayout(znode_parent)
         self.n_regionservers = regionservers
         self.wal_roll_size = wal_roll_size
+        self.roll_order = roll_order
+        self.roll_close_delay = roll_close_delay
+        self._closed: list[Path] = []  # rolled in HBase's order, closed, not archived yet
         self.host = host
         self.lock = threading.RLock()
         self.store: Store | None = None
@@ -251,6 +284,7 @@ class MiniCluster:
         with self.lock:
             for rs in self.servers:
                 if rs.alive:
+                    rs.complete_roll()
                     rs.close_wal(trailer=True)
             if self.store is not None:
                 self.store.checkpoint()
@@ -325,10 +359,13 @@ class MiniCluster:
         """Roll the WAL of one server (or every live server); returns the archived WAL names."""
         with self.lock:
             targets = [self.server(server)] if server else self.live_servers()
-            rolled = []
             for rs in targets:
                 if not rs.alive:
                     raise BadRequestError(f"region server {rs.name} is not alive")
+            if self.roll_order == "hbase":
+                return self._roll_as_hbase(targets)
+            rolled = []
+            for rs in targets:
                 old = rs.open_new_wal()
                 if old is not None:
                     assert self.store is not None
@@ -336,6 +373,34 @@ class MiniCluster:
                     os.replace(old, self.old_wals_dir / old.name)
                     rolled.append(old.name)
             return rolled
+
+    def _roll_as_hbase(self, targets: list[RegionServer]) -> list[str]:
+        """Archive what earlier rolls closed (after a flush), then begin rolling ``targets``;
+        their old WALs are closed ``roll_close_delay`` seconds later. Returns the archived names."""
+        archived = []
+        if self._closed:
+            self._store().checkpoint()
+            for path in self._closed:
+                if path.exists():
+                    os.replace(path, self.old_wals_dir / path.name)
+                    archived.append(path.name)
+            self._closed = []
+        starting = [rs for rs in targets if not rs.rolling]
+        for rs in starting:
+            rs.begin_roll()
+        if starting:
+            timer = threading.Timer(self.roll_close_delay, self._complete_rolls, [starting])
+            timer.daemon = True
+            timer.start()
+        return archived
+
+    def _complete_rolls(self, servers: list[RegionServer]) -> None:
+        with self.lock:
+            for rs in servers:
+                if rs.alive:
+                    old = rs.complete_roll()
+                    if old is not None:
+                        self._closed.append(old)
 
     def abort_rs(self, server: str) -> dict[str, Any]:
         """Crash one region server: its WAL is left without a trailer, its ZooKeeper session
@@ -480,7 +545,7 @@ class MiniCluster:
             self.seq[region.encoded] = seq
             self._store().apply(table, all_cells, {region.encoded: seq})
             assert rs.writer is not None
-            if rs.writer.offset >= self.wal_roll_size:
+            if rs.writer.offset >= self.wal_roll_size and not rs.rolling:
                 self.roll(str(rs.name))
 
     def increment(self, table: bytes, row: bytes, family: bytes, qualifier: bytes, amount: int) -> int:

@@ -15,14 +15,15 @@ from __future__ import annotations
 import fnmatch
 import logging
 import random
+import time
 import uuid
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 
-from walship.errors import ReplicationError, WalshipError, ZkError
+from walship.errors import ConfigError, ReplicationError, WalMissingError, WalshipError, ZkError
 from walship.replicate.filters import EntryFilter
-from walship.replicate.walstore import WalStore
+from walship.replicate.walstore import WalLocation, WalStore
 from walship.wal.reader import WalReader
 from walship.zk import (
     PeerConfig,
@@ -39,11 +40,42 @@ from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder
 from walship.zk.peers import parse_cluster_key
 
-__all__ = ["FailoverResult", "PendingQueue", "Planner", "matches_queue", "pending_queues"]
+__all__ = [
+    "CLOSE_GRACE_KEY",
+    "DEFAULT_CLOSE_GRACE",
+    "FailoverResult",
+    "PendingQueue",
+    "Planner",
+    "close_grace",
+    "matches_queue",
+    "pending_queues",
+]
 
 log = logging.getLogger(__name__)
 
 _CLAIM_ERRORS: tuple[type[Exception], ...] = (WalshipError, *KAZOO_ERRORS)
+
+#: Peer configuration key: seconds a rolled WAL without a trailer must not have grown (while a
+#: later WAL has entries) before it counts as closed.
+CLOSE_GRACE_KEY = "walship.wal.close-grace"
+DEFAULT_CLOSE_GRACE = 60.0
+
+
+def close_grace(peer: PeerConfig) -> float:
+    """The peer's ``walship.wal.close-grace`` in seconds (default 60).
+
+    :raises ConfigError: not a number >= 0.
+    """
+    text = peer.configuration.get(CLOSE_GRACE_KEY)
+    if text is None:
+        return DEFAULT_CLOSE_GRACE
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise ConfigError(f"peer {peer.peer_id}: {CLOSE_GRACE_KEY} must be seconds >= 0, got {text!r}")
+    return value
 
 
 @dataclass
@@ -158,12 +190,56 @@ class Planner:
                     log.info("kept replicator znode of dead server %s: %s", server, type(exc).__name__)
         return result
 
+    # -- when a WAL is finished ------------------------------------------------------------------
+
+    def wal_finished(
+        self,
+        queue: QueueInfo,
+        index: int,
+        loc: WalLocation,
+        has_trailer: bool,
+        grace: float,
+        *,
+        now: float | None = None,
+    ) -> str | None:
+        """Why the queue's ``index``-th WAL can grow no more, or ``None`` while it may.
+
+        HBase enqueues the new WAL before it writes the old one's last entries and trailer,
+        and archives rolled WALs only after their regions flush, so being followed by another
+        WAL is not enough. Finished: a trailer, or archived, or the queue is recovered, or its
+        server is no longer live, or it has not grown for ``grace`` seconds while a later WAL
+        of the queue has entries.
+        """
+        if has_trailer:
+            return "trailer"
+        if loc.archived:
+            return "archived"
+        if queue.recovered:
+            return "recovered queue"
+        if self.client.exists(self.layout.live_server(queue.server)) is None:
+            return "server no longer live"
+        if index < len(queue.wals) - 1:
+            idle = (time.time() if now is None else now) - loc.mtime
+            if idle >= grace and self._has_entries(queue.wals[index + 1].name):
+                return f"unchanged for {idle:.0f} s while a later WAL has entries"
+        return None
+
+    def _has_entries(self, wal: str) -> bool:
+        try:
+            loc = self.walstore.locate(wal)
+        except WalMissingError:
+            return False
+        with self.walstore.open(loc) as f:
+            reader = WalReader(f, loc.path)
+            reader.refresh()
+            return reader.edits_end > reader.header_end
+
     # -- queues and backlog --------------------------------------------------------------------
 
     def peer_queues(self, peer_id: str, queue_filter: str | None = None) -> list[QueueInfo]:
         return [q for q in self.queues.list_queues(peer_id) if not queue_filter or matches_queue(q, queue_filter)]
 
-    def backlog(self, queue: QueueInfo) -> int:
+    def backlog(self, queue: QueueInfo, grace: float = DEFAULT_CLOSE_GRACE) -> int:
         """Bytes of the queue's WALs not yet shipped (1 for a drained queue that still has a
         finished WAL or a recovered queue to remove: there is work, if no bytes)."""
         total = 0
@@ -174,7 +250,7 @@ class Planner:
                 reader.refresh()
                 start = max(wp.position, reader.header_end)
                 total += max(0, reader.edits_end - start)
-            if i < len(queue.wals) - 1 or queue.recovered or loc.archived:
+            if self.wal_finished(queue, i, loc, reader.has_trailer, grace):
                 total = max(total, 1)
         if queue.recovered and not queue.wals:
             total = max(total, 1)
@@ -195,8 +271,9 @@ class Planner:
         if not peer.enabled:
             return []
         out = []
+        grace = close_grace(peer)
         for q in self.peer_queues(peer_id, queue_filter):
-            backlog = self.backlog(q)
+            backlog = self.backlog(q, grace)
             if backlog > 0 or include_drained:
                 out.append(PendingQueue(q.server, str(q.queue_id), backlog, len(q.wals)))
         return out

@@ -30,11 +30,11 @@ from kazoo.client import KazooClient
 from walship import defaults
 from walship.errors import ConfigError, QueueNotFoundError, WalError, WalshipError
 from walship.replicate.filters import EntryFilter
-from walship.replicate.planning import Planner
+from walship.replicate.planning import Planner, close_grace
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
 from walship.wal.reader import WalReader
-from walship.zk import PeerConfig, QueueId, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
+from walship.zk import PeerConfig, QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
 from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder
 from walship.zk.progress import ProgressStore
@@ -367,11 +367,12 @@ class Shipper:
         progress: _Progress,
     ) -> None:
         wals = self.queues.wals(server, queue_id)
-        recovered = QueueId.parse(queue_id).recovered
+        queue = QueueInfo(server, QueueId.parse(queue_id), tuple(wals))
+        recovered = queue.recovered
+        grace = close_grace(peer)
         for index, wp in enumerate(wals):
             if max_batches is not None and qs.batches >= max_batches:
                 return
-            last = index == len(wals) - 1
             loc = self.walstore.locate(wp.name)
             with self.walstore.open(loc) as f:
                 reader = WalReader(f, loc.path)
@@ -418,7 +419,8 @@ class Shipper:
                         )
                     raise
 
-                finished = reader.has_trailer or not last or recovered or loc.archived
+                why = self.planner.wal_finished(queue, index, loc, reader.has_trailer, grace)
+                finished = why is not None
                 if reader.incomplete_tail and finished:
                     torn = reader.edits_end - reader.stop_offset
                     qs.torn_tail_bytes += torn
@@ -434,7 +436,8 @@ class Shipper:
                         sink, peer, server, queue_id, wp.name, batch, read, size, position, qs, progress, last_wt
                     )
             if not finished:
-                return  # the current WAL: more will be appended
+                return  # the current WAL, or a rolled one not closed yet: more may be appended
+            log.debug("queue %s/%s: %s finished (%s)", server, queue_id, wp.name, why)
             self.queues.remove_wals(server, queue_id, [wp.name])
             qs.wals_removed.append(wp.name)
         if recovered and len(qs.wals_removed) == len(wals):

@@ -22,6 +22,7 @@ class WalLocation:
     path: str
     archived: bool
     size: int
+    mtime: float = 0.0  # seconds; when the file last grew
 
 
 class WalStore:
@@ -60,7 +61,7 @@ class WalStore:
             except FileNotFoundError:
                 tried.append(path)
                 continue
-            return WalLocation(path, archived, int(info.get("size") or 0))
+            return WalLocation(path, archived, int(info.get("size") or 0), _mtime(info))
         raise WalMissingError(f"WAL {wal} not found; looked in: {', '.join(tried)}")
 
     def open(self, location: WalLocation) -> BinaryIO:
