@@ -14,6 +14,10 @@ __all__ = ["register"]
 
 log = logging.getLogger(__name__)
 
+# as walship.minicluster.thrift's, kept here so that the CLI imports no server code
+TRANSPORTS = ("buffered", "framed")
+PROTOCOLS = ("binary", "compact")
+
 
 def cmd_minicluster_start(args: argparse.Namespace) -> int:
     from walship.minicluster.runner import run_minicluster
@@ -28,6 +32,11 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
         admin_port=args.admin_port,
         regionservers=args.regionservers,
         wal_roll_size=args.wal_roll_size,
+        roll_order=args.roll_order,
+        thrift_transport=args.thrift_transport,
+        thrift_protocol=args.thrift_protocol,
+        thrift_ssl_cert=Path(args.thrift_ssl_cert) if args.thrift_ssl_cert else None,
+        thrift_ssl_key=Path(args.thrift_ssl_key) if args.thrift_ssl_key else None,
     )
 
 
@@ -71,6 +80,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     start.add_argument("--admin-port", type=nonneg_int, required=True, help="0 picks a free port")
     start.add_argument("--regionservers", type=positive_int, default=3)
     start.add_argument("--wal-roll-size", type=positive_int, default=64 * 1024 * 1024, metavar="BYTES")
+    start.add_argument(
+        "--roll-order",
+        choices=("default", "hbase"),
+        default="default",
+        help="hbase: enqueue the new WAL, keep appending to the old one for a moment, then its trailer; "
+        "archive at the next roll (HBase's own order)",
+    )
+    start.add_argument(
+        "--thrift-transport",
+        choices=TRANSPORTS,
+        default=None,
+        help="accept only this Thrift transport, as HBase's -f (default: both)",
+    )
+    start.add_argument(
+        "--thrift-protocol",
+        choices=PROTOCOLS,
+        default=None,
+        help="accept only this Thrift protocol, as HBase's -c (default: both)",
+    )
+    start.add_argument(
+        "--thrift-ssl-cert", metavar="PEM", help="serve TLS on the Thrift port with this certificate (may hold the key)"
+    )
+    start.add_argument("--thrift-ssl-key", metavar="PEM", help="the private key of --thrift-ssl-cert")
     start.set_defaults(func=cmd_minicluster_start)
     admin_help = "the cluster's admin endpoint HOST:PORT"
     scope = mc_sub.add_parser("set-scope", help="set a family's REPLICATION_SCOPE (0 or 1)")

@@ -16,6 +16,18 @@ from walship.errors import MiniClusterError
 __all__ = ["MiniClusterProcess"]
 
 
+def _last_error(log_file: Path) -> str | None:
+    """The last ``walship: ...`` error line the child wrote to its log, if any."""
+    try:
+        lines = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines[-50:]):
+        if line.startswith("walship: "):
+            return line.removeprefix("walship: ")
+    return None
+
+
 class MiniClusterProcess:
     """A minicluster in its own process; :meth:`start` returns once it serves.
 
@@ -36,15 +48,32 @@ class MiniClusterProcess:
         wal_roll_size: int | None = None,
         thrift_port: int = 0,
         admin_port: int = 0,
+        thrift_transport: str | None = None,
+        thrift_protocol: str | None = None,
+        thrift_ssl_cert: str | Path | None = None,
+        thrift_ssl_key: str | Path | None = None,
+        roll_order: str | None = None,
     ) -> None:
+        """:param thrift_transport: ``buffered`` or ``framed``: the only transport the Thrift
+            port accepts (default: both).
+        :param thrift_protocol: ``binary`` or ``compact``: the only protocol it accepts
+            (default: both).
+        :param thrift_ssl_cert: serve TLS on the Thrift port with this certificate (PEM).
+        :param thrift_ssl_key: the certificate's private key (PEM).
+        """
         self.name = name
         self.data_dir = Path(data_dir)
         self.zk = zk
         self.znode_parent = znode_parent
         self.regionservers = regionservers
         self.wal_roll_size = wal_roll_size
+        self.roll_order = roll_order
         self.thrift_port = thrift_port
         self.admin_port = admin_port
+        self.thrift_transport = thrift_transport
+        self.thrift_protocol = thrift_protocol
+        self.thrift_ssl_cert = thrift_ssl_cert
+        self.thrift_ssl_key = thrift_ssl_key
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self._log: IO[str] | None = None
@@ -72,6 +101,16 @@ class MiniClusterProcess:
         ]  # fmt: skip
         if self.wal_roll_size:
             cmd += ["--wal-roll-size", str(self.wal_roll_size)]
+        if self.roll_order:
+            cmd += ["--roll-order", self.roll_order]
+        if self.thrift_transport:
+            cmd += ["--thrift-transport", self.thrift_transport]
+        if self.thrift_protocol:
+            cmd += ["--thrift-protocol", self.thrift_protocol]
+        if self.thrift_ssl_cert:
+            cmd += ["--thrift-ssl-cert", str(self.thrift_ssl_cert)]
+        if self.thrift_ssl_key:
+            cmd += ["--thrift-ssl-key", str(self.thrift_ssl_key)]
         self._log = open(self.data_dir.parent / f"{self.name}.minicluster.log", "a")  # noqa: SIM115
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -83,8 +122,12 @@ class MiniClusterProcess:
         reader.start()
         reader.join(timeout)
         if not line or not line[0].strip():
+            log_name = self._log.name
             self.kill()
-            raise MiniClusterError(f"minicluster {self.name} did not start; see {self._log.name}")
+            reason = _last_error(Path(log_name))
+            raise MiniClusterError(
+                f"minicluster {self.name} did not start{': ' + reason if reason else ''}; see {log_name}"
+            )
         self.ready = json.loads(line[0])
         # the new ports are fixed from now on: a restart on this data dir reuses them
         self.thrift_port = self.thrift[1]

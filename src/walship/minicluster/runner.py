@@ -1,4 +1,8 @@
-"""``walship minicluster start``: run a cluster in the foreground until SIGTERM or SIGINT."""
+"""``walship minicluster start``: run a cluster in the foreground until SIGTERM or SIGINT.
+
+The Thrift port serves every transport and protocol unless told one (HBase's ``-f`` and
+``-c``), and TLS when given a certificate (HBase's ``hbase.thrift.ssl.enabled``).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from types import FrameType
 
 from walship.minicluster.admin import AdminServer
 from walship.minicluster.cluster import MiniCluster
-from walship.minicluster.thrift import HbaseHandler, ThriftServer
+from walship.minicluster.thrift import HbaseHandler, ThriftServer, server_tls_context
 
 __all__ = ["run_minicluster"]
 
@@ -35,13 +39,38 @@ def run_minicluster(
     regionservers: int = 3,
     wal_roll_size: int = 64 * 1024 * 1024,
     host: str = "127.0.0.1",
+    thrift_transport: str | None = None,
+    thrift_protocol: str | None = None,
+    thrift_ssl_cert: Path | None = None,
+    thrift_ssl_key: Path | None = None,
+    roll_order: str = "default",
 ) -> int:
-    """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly."""
+    """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly.
+
+    :param thrift_transport: ``buffered`` or ``framed``: the only transport the Thrift port
+        accepts (default: both).
+    :param thrift_protocol: ``binary`` or ``compact``: the only protocol it accepts (default: both).
+    :param thrift_ssl_cert: the server's certificate (PEM; may hold the key too): serve TLS.
+    :param thrift_ssl_key: the certificate's private key (PEM).
+    :param roll_order: ``default``, or ``hbase`` to roll in HBase's order (see :mod:`walship.minicluster.cluster`).
+    :raises ConfigError: bad Thrift options (checked before anything starts).
+    """
+    tls = server_tls_context(thrift_ssl_cert, thrift_ssl_key)
+    ThriftServer.check_modes(thrift_transport, thrift_protocol)
     cluster = MiniCluster(
-        name, data_dir, zk, znode_parent, regionservers=regionservers, wal_roll_size=wal_roll_size, host=host
+        name,
+        data_dir,
+        zk,
+        znode_parent,
+        regionservers=regionservers,
+        wal_roll_size=wal_roll_size,
+        host=host,
+        roll_order=roll_order,
     )
     cluster.start()
-    thrift = ThriftServer(HbaseHandler(cluster), host, thrift_port)
+    thrift = ThriftServer(
+        HbaseHandler(cluster), host, thrift_port, transport=thrift_transport, protocol=thrift_protocol, tls=tls
+    )
     admin = AdminServer(cluster, host, admin_port)
     thrift.start()
     admin.start()
@@ -58,6 +87,8 @@ def run_minicluster(
         "name": name,
         "cluster_id": str(cluster.cluster_id),
         "thrift": _address(thrift.address),
+        "thrift_modes": thrift.modes,
+        "thrift_tls": tls is not None,
         "admin": _address(admin.address),
         "zk": zk,
         "znode_parent": znode_parent,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -83,6 +84,7 @@ class Tailer:
         max_backoff: float = 5.0,
         shipper: Shipper | None = None,
         run_id: str | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self.client = client
         self.layout = layout
@@ -92,6 +94,7 @@ class Tailer:
         self.rediscover = rediscover
         self.max_backoff = max_backoff
         self.shipper = shipper or Shipper(client, layout, walstore, holder=Holder.here(f"tail-{peer_id}", run_id))
+        self.stop = stop or threading.Event()  # set it to end the run early (a signal, a test)
         self._locks: dict[tuple[str, str], Any] = {}
         self._session_lost = False
         client.add_listener(self._on_state)
@@ -152,7 +155,7 @@ class Tailer:
         entry_filter: EntryFilter | None = None
         sink: Sink | None = None
         try:
-            while time.monotonic() < deadline and not self._session_lost:
+            while time.monotonic() < deadline and not self._session_lost and not self.stop.is_set():
                 now = time.monotonic()
                 if now >= next_discovery:
                     try:
