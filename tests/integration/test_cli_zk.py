@@ -161,3 +161,36 @@ def test_zookeeper_start_stop_by_pid(tmp_path: Path) -> None:
     status = walship("zookeeper", "status", *where)
     assert status.returncode == 1
     assert not (data / "zookeeper.pid").exists()
+
+
+def test_zookeeper_digest_auth(zk_hosts: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A znode parent with a digest ACL: refused without credentials (naming the znode, nothing
+    written); with --zk-auth the peer is added and its znodes get the parent's ACL."""
+    from kazoo.exceptions import NoAuthError
+    from kazoo.security import make_digest_acl
+
+    from walship.zk import connect, zk_client
+
+    acl = make_digest_acl("walship", "s3cret", all=True)
+    with zk_client(zk_hosts, auth="digest:walship:s3cret") as client:
+        client.create("/secure", b"", acl=[acl])
+    g = ["--zk", zk_hosts, "--znode-parent", "/secure"]
+    add = ["peer", "add", "1", "--cluster-key", "h:2181:/b"]
+    code, _, err = run(capsys, *g, *add)
+    assert code == 1
+    assert "znode /secure" in err and "authentication failed or missing" in err and "s3cret" not in err
+    code, _, err = run(capsys, *g, "--zk-auth", "digest:walship:wrong", *add)
+    assert code == 1 and "znode /secure" in err and "wrong" not in err
+    code, _, err = run(capsys, *g, "--zk-auth", "digest:walship:s3cret", *add)
+    assert code == 0, err
+    with zk_client(zk_hosts, auth="digest:walship:s3cret") as client:
+        assert client.get_acls("/secure/replication/peers/1")[0] == [acl]  # the parent's ACL, inherited
+    anonymous = connect(zk_hosts)
+    try:
+        with pytest.raises(NoAuthError):
+            anonymous.get("/secure/replication/peers/1")
+    finally:
+        anonymous.stop()
+        anonymous.close()
+    code, _, err = run(capsys, *g, "--zk-auth", "nocolon", "peer", "list")
+    assert code == 1 and "expected SCHEME:CREDENTIAL" in err

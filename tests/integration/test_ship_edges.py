@@ -357,3 +357,22 @@ def test_close_grace_must_be_seconds(
     setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.wal.close-grace": "soon"})
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "error" and "walship.wal.close-grace must be seconds >= 0, got 'soon'" in (s.error or "")
+
+
+def test_the_wal_root_may_be_any_fsspec_url(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
+    """WALs read through fsspec: here its in-memory file system, as HDFS would be."""
+    import fsspec
+
+    local, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
+    root = f"memory://walship-{uuid.uuid4().hex[:8]}/hbase"
+    fs = fsspec.filesystem("memory")
+    with fs.open(f"{root}/WALs/{SERVER}/{wal}", "wb") as f, WalWriter(f) as w:
+        w.append(*put(1))
+        w.append(*put(2))
+    s = Shipper(zk, SRC, WalStore(root)).ship_peer("1")
+    assert s.status == "ok", s.error
+    assert set(rows(peer_b)) == {b"row1", b"row2"} and s.queues[0].wals_removed == [wal]
+    local.write_bytes(b"")
+    assert WalStore(f"file://{tmp_path / 'src'}").locate(wal).path == str(local)  # file:// URLs too

@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--zk-timeout", type=float, default=10.0, help=argparse.SUPPRESS)
     parser.add_argument(
+        "--zk-auth",
+        default=None,
+        metavar="SCHEME:CREDENTIAL",
+        help="ZooKeeper authentication, as zkCli's addauth (e.g. digest:user:password; env WALSHIP_ZK_AUTH)",
+    )
+    parser.add_argument(
         "--zk-session-timeout",
         type=float,
         default=None,

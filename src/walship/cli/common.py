@@ -73,7 +73,7 @@ def iso_time(text: str) -> datetime.datetime:
 @contextlib.contextmanager
 def state(args: argparse.Namespace) -> Iterator[tuple[KazooClient, ZnodeLayout]]:
     layout = ZnodeLayout(args.znode_parent)
-    with zk_client(validate_hosts(args.zk), timeout=args.zk_timeout) as client:
+    with zk_client(validate_hosts(args.zk), timeout=args.zk_timeout, auth=args.zk_auth, parent=layout.parent) as client:
         yield client, layout
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 from collections.abc import Iterator
 
@@ -29,7 +30,17 @@ from kazoo.retry import KazooRetry
 from walship.defaults import zk_session_timeout
 from walship.errors import ConfigError, ZkAuthError, ZkError, ZkUnavailableError
 
-__all__ = ["DEFAULT_ZK", "KAZOO_ERRORS", "connect", "translate", "validate_hosts", "zk_client", "zk_errors"]
+__all__ = [
+    "DEFAULT_ZK",
+    "KAZOO_ERRORS",
+    "connect",
+    "inherit_acls",
+    "parse_auth",
+    "translate",
+    "validate_hosts",
+    "zk_client",
+    "zk_errors",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,32 +85,95 @@ def validate_hosts(hosts: str) -> str:
     return hosts
 
 
-def connect(hosts: str, *, timeout: float = 10.0, session_timeout: float | None = None) -> KazooClient:
+def parse_auth(text: str | None) -> tuple[str, str] | None:
+    """``SCHEME:CREDENTIAL`` (as zkCli's ``addauth digest user:password``); ``None`` when empty.
+    Without an argument, ``WALSHIP_ZK_AUTH`` is read.
+
+    :raises ConfigError: no scheme or no credential (the credential itself is never echoed).
+    """
+    if text is None:
+        text = os.environ.get("WALSHIP_ZK_AUTH", "")
+    if not text:
+        return None
+    scheme, sep, credential = text.partition(":")
+    if not sep or not scheme or not credential:
+        raise ConfigError("invalid --zk-auth / WALSHIP_ZK_AUTH: expected SCHEME:CREDENTIAL, e.g. digest:user:password")
+    return scheme, credential
+
+
+def connect(
+    hosts: str, *, timeout: float = 10.0, session_timeout: float | None = None, auth: str | None = None
+) -> KazooClient:
     """Start a kazoo client, failing fast when no server answers.
 
     :param session_timeout: seconds (default :func:`walship.defaults.zk_session_timeout`);
         ephemeral znodes, queue locks among them, outlive a killed process by about this long.
+    :param auth: ``SCHEME:CREDENTIAL`` (default: ``WALSHIP_ZK_AUTH``, when set).
     :raises ZkUnavailableError: no connection within ``timeout`` seconds.
+    :raises ZkAuthError: the server refused the credentials.
     """
     validate_hosts(hosts)
+    credentials = parse_auth(auth)
     client = KazooClient(
         hosts=hosts,
         timeout=session_timeout if session_timeout is not None else zk_session_timeout(),
         connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=2),
         command_retry=KazooRetry(max_tries=5, delay=0.1, max_delay=2),
+        auth_data=[credentials] if credentials else None,
     )
     try:
         client.start(timeout=timeout)
     except KazooTimeoutError as exc:
         client.close()
         raise ZkUnavailableError(f"ZooKeeper at {hosts} did not answer within {timeout:g} s") from exc
+    except AuthFailedError as exc:
+        client.close()
+        raise ZkAuthError(
+            f"ZooKeeper at {hosts} refused the {credentials[0] if credentials else ''} credentials"
+        ) from exc
     return client
 
 
+def inherit_acls(client: KazooClient, parent: str) -> None:
+    """Check that ``parent`` (the cluster's znode parent) can be read with this session's
+    credentials, and make the znodes this client creates get its ACLs.
+
+    :raises ZkAuthError: no read access to ``parent`` (names it; nothing was written).
+    """
+    try:
+        if client.exists(parent) is None:
+            return  # nothing to inherit yet (a new cluster): kazoo's open default stays
+        acls, _ = client.get_acls(parent)
+        client.get_children(parent)
+    except (NoAuthError, AuthFailedError) as exc:
+        raise ZkAuthError(
+            f"znode {parent}: ZooKeeper refused access ({type(exc).__name__}): authentication failed or missing "
+            "(give --zk-auth SCHEME:CREDENTIAL or WALSHIP_ZK_AUTH); nothing was written"
+        ) from exc
+    except KAZOO_ERRORS as exc:
+        raise translate(exc, f"znode {parent}") from exc
+    client.default_acl = acls
+
+
 @contextlib.contextmanager
-def zk_client(hosts: str, *, timeout: float = 10.0, session_timeout: float | None = None) -> Iterator[KazooClient]:
-    """A connected client, stopped and closed on exit."""
-    client = connect(hosts, timeout=timeout, session_timeout=session_timeout)
+def zk_client(
+    hosts: str,
+    *,
+    timeout: float = 10.0,
+    session_timeout: float | None = None,
+    auth: str | None = None,
+    parent: str | None = None,
+) -> Iterator[KazooClient]:
+    """A connected client, stopped and closed on exit; with ``parent``, its ACLs are checked
+    and inherited (see :func:`inherit_acls`)."""
+    client = connect(hosts, timeout=timeout, session_timeout=session_timeout, auth=auth)
+    if parent is not None:
+        try:
+            inherit_acls(client, parent)
+        except BaseException:
+            client.stop()
+            client.close()
+            raise
     try:
         yield client
     finally:

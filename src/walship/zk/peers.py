@@ -185,7 +185,7 @@ class PeerConfig:
     peer_data: tuple[tuple[bytes, bytes], ...] = ()
     remote_wal_dir: str | None = None
     #: HBase's own peer-state; ``None``: the same as ``enabled`` (a peer HBase ships itself)
-    hbase_enabled: bool | None = None
+    hbase_enabled: bool | None = field(default=None, compare=False)
 
     @property
     def managed(self) -> bool:
