@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import AssetAlias, Param, dag, task
+from walship_airflow.operators import WalshipShipOperator
 from walship_airflow.sensors import WalQueueSensor
 
 from walship import defaults
@@ -78,7 +78,7 @@ def walship_replicate() -> None:
         return ship_jobs(WalshipHook().get_source(), queues, context, SHIP_APP, PYRUNNER_JAR)
 
     jobs = plan(queues.output)
-    ship = SparkSubmitOperator.partial(
+    ship = WalshipShipOperator.partial(
         task_id="ship",
         name="walship-ship",
         retries=1,

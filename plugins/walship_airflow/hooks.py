@@ -4,13 +4,18 @@ Example::
 
     AIRFLOW_CONN_WALSHIP_SOURCE='{"conn_type": "walship", "host": "127.0.0.1", "port": 2181,
         "extra": {"znode_parent": "/hbase", "wal_root": "/data/hbase"}}'
+
+ZooKeeper credentials: the connection's login and password (digest, as zkCli's ``addauth
+digest login:password``), or its extra ``zk_auth`` (``SCHEME:CREDENTIAL``). Processes that get
+no connection (the triggerer's trigger, Spark's executors) read ``WALSHIP_ZK_AUTH``; the ship
+task passes it to its Spark job through the environment, never through arguments.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -24,6 +29,8 @@ class SourceCluster:
     zk: str
     znode_parent: str
     wal_root: str
+    #: ZooKeeper credentials, SCHEME:CREDENTIAL: never in reprs, XCom, job descriptions or logs
+    auth: str | None = field(default=None, repr=False)
 
     def cli_args(self) -> list[str]:
         return ["--zk", self.zk, "--znode-parent", self.znode_parent, "--wal-root", self.wal_root]
@@ -53,7 +60,10 @@ class WalshipHook(BaseHook):
         if not wal_root:
             raise AirflowException(f"connection {self.walship_conn_id}: extra 'wal_root' is missing")
         hosts = ",".join(h if ":" in h else f"{h}:{conn.port or 2181}" for h in conn.host.split(","))
-        return SourceCluster(zk=hosts, znode_parent=str(extra.get("znode_parent") or "/hbase"), wal_root=str(wal_root))
+        auth = extra.get("zk_auth") or (f"digest:{conn.login}:{conn.password}" if conn.login else None)
+        return SourceCluster(
+            zk=hosts, znode_parent=str(extra.get("znode_parent") or "/hbase"), wal_root=str(wal_root), auth=auth
+        )
 
     @contextlib.contextmanager
     def connected(self) -> Iterator[tuple[Any, Any, Any]]:
@@ -62,5 +72,5 @@ class WalshipHook(BaseHook):
         from walship.zk import ZnodeLayout, zk_client
 
         source = self.get_source()
-        with zk_client(source.zk) as client:
+        with zk_client(source.zk, auth=source.auth, parent=source.znode_parent) as client:
             yield client, ZnodeLayout(source.znode_parent), WalStore(source.wal_root)

@@ -101,7 +101,7 @@ def read_summaries(source: SourceCluster, jobs: list[dict[str, Any]], context: A
     totals = dict.fromkeys(SUMMED_FIELDS, 0)
     errors = []
     peer_id = str(context["params"]["peer_id"])
-    with zk_client(source.zk) as client:
+    with zk_client(source.zk, auth=source.auth, parent=source.znode_parent) as client:
         store = JobStore(client, ZnodeLayout(source.znode_parent))
         for kwargs in jobs or []:
             job = ShipJob.from_json(kwargs["application_args"][-1])

@@ -57,6 +57,7 @@ class WalQueueSensor(BaseSensorOperator):
                 self.peer_id,
                 self.queue_filter or None,
                 include_drained=include_drained,
+                auth=src.auth,
             )
         except WalshipError as exc:
             raise AirflowException(f"peer {self.peer_id}: {exc}") from None

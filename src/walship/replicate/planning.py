@@ -287,9 +287,11 @@ def pending_queues(
     queue_filter: str | None = None,
     *,
     include_drained: bool = False,
+    auth: str | None = None,
 ) -> list[PendingQueue]:
-    """:meth:`Planner.pending` with a client of its own (for the Airflow sensor and trigger)."""
-    with zk_client(zk) as client:
+    """:meth:`Planner.pending` with a client of its own (for the Airflow sensor and trigger;
+    without ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
+    with zk_client(zk, auth=auth) as client:
         try:
             planner = Planner(client, ZnodeLayout(znode_parent), WalStore(wal_root))
             return planner.pending(peer_id, queue_filter, include_drained=include_drained)

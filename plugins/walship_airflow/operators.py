@@ -1,0 +1,38 @@
+"""The ship task: Spark's submit operator, given the source's ZooKeeper credentials through
+the environment at run time (never through arguments, XCom or the job description)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Context
+
+from walship_airflow.hooks import WalshipHook
+
+#: The variable the Spark driver and executors read ZooKeeper credentials from.
+AUTH_ENV = "WALSHIP_ZK_AUTH"
+
+
+class WalshipShipOperator(SparkSubmitOperator):
+    """A :class:`SparkSubmitOperator` for ``spark_jobs/ship.py``: when the ``walship_source``
+    connection holds ZooKeeper credentials, they reach the driver (client mode) and the
+    executors as ``WALSHIP_ZK_AUTH``.
+
+    :param walship_conn_id: the source connection (default ``walship_source``).
+    """
+
+    def __init__(self, *, walship_conn_id: str = WalshipHook.default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.walship_conn_id = walship_conn_id
+
+    def execute(self, context: Context) -> None:
+        from walship_airflow.planning import spark_settings
+
+        auth = WalshipHook(self.walship_conn_id).get_source().auth
+        if auth:
+            self.conf = {**(self.conf or {}), f"spark.executorEnv.{AUTH_ENV}": auth}
+            _, standalone_cluster = spark_settings(self._conn_id)
+            if not standalone_cluster:  # Spark refuses env_vars there; the workers' own environment holds it
+                self.env_vars = {**(self.env_vars or {}), AUTH_ENV: auth}
+        super().execute(context)
