@@ -201,6 +201,39 @@ def test_dag_ships_in_cluster_deploy_mode_on_a_standalone_master(
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 200
 
 
+def test_dag_replicates_from_a_source_behind_a_digest_acl(
+    dagbag: Any, minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The source's znodes need credentials: Airflow takes them from the walship_source
+    connection only (login and password, digest), and hands them to the Spark job itself."""
+    from kazoo.security import make_digest_acl
+
+    from walship.zk import zk_client
+
+    with zk_client(zk_hosts, auth="digest:walship:s3cret") as client:
+        client.create("/hbase-a", b"", acl=[make_digest_acl("walship", "s3cret", all=True)])
+    monkeypatch.setenv("WALSHIP_ZK_AUTH", "digest:walship:s3cret")  # the source cluster's own processes
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    with a.table().batch() as batch:
+        for i in range(100):
+            batch.put(b"row-%03d" % i, {b"r:q": b"%d" % i})
+    monkeypatch.delenv("WALSHIP_ZK_AUTH")  # from here on, the connection is the only source of them
+    conn = json.loads(source_conn(a))
+    dag = dagbag.dags["walship_replicate"]
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps(conn))
+    refused = dag.test(run_conf={**REPLICATE_DEFAULTS, "max_parallel_jobs": 1})
+    states = {ti.task_id: ti.state for ti in refused.get_task_instances()}
+    assert refused.state == "failed" and states["wait_for_unshipped"] == "failed", states
+    assert contents(b) == {}
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps({**conn, "login": "walship", "password": "s3cret"}))
+    run = dag.test(run_conf={**REPLICATE_DEFAULTS, "max_parallel_jobs": 1})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "success", states
+    assert contents(b) == contents(a, b"r") and len(contents(b)) == 100
+
+
 def test_clean_dag_run(dagbag: Any, zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import time as _time
 

@@ -44,6 +44,7 @@ from walship.protos import WAL_pb2
 from walship.servername import ServerName
 from walship.wal import METAFAMILY, Cell, CellType, WalKey, WalReader, WalWriter, build_wal_name, parse_wal_name
 from walship.zk import ReplicationQueues, ZnodeLayout, connect, ensure_cluster_id, register_server
+from walship.zk.client import inherit_acls
 
 __all__ = ["CLUSTER_ID_ATTRIBUTE", "MiniCluster", "RowMutation", "decode_cluster_ids", "encode_cluster_ids"]
 
@@ -92,6 +93,7 @@ class RegionServer:
 
     def start(self) -> None:
         self.zk = connect(self.cluster.zk_hosts)
+        inherit_acls(self.zk, self.cluster.layout.parent)
         register_server(self.zk, self.cluster.layout, str(self.name))
         self.wal_dir.mkdir(parents=True, exist_ok=True)
         self.alive = True
@@ -214,6 +216,7 @@ class MiniCluster:
         (self.data_dir / "WALs").mkdir(exist_ok=True)
         self.store = Store(self.data_dir / "store.db")
         self.zk = connect(self.zk_hosts)
+        inherit_acls(self.zk, self.layout.parent)  # as HBase on a secured ZooKeeper: its znodes share the parent's ACL
         known = self.store.get_meta("cluster_id")
         self.cluster_id = ensure_cluster_id(self.zk, self.layout, uuid.UUID(known) if known else None)
         self.store.set_meta("cluster_id", str(self.cluster_id))

@@ -291,7 +291,7 @@ def pending_queues(
 ) -> list[PendingQueue]:
     """:meth:`Planner.pending` with a client of its own (for the Airflow sensor and trigger;
     without ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
-    with zk_client(zk, auth=auth) as client:
+    with zk_client(zk, auth=auth, parent=znode_parent) as client:
         try:
             planner = Planner(client, ZnodeLayout(znode_parent), WalStore(wal_root))
             return planner.pending(peer_id, queue_filter, include_drained=include_drained)
