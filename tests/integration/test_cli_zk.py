@@ -194,3 +194,31 @@ def test_zookeeper_digest_auth(zk_hosts: str, capsys: pytest.CaptureFixture[str]
         anonymous.close()
     code, _, err = run(capsys, *g, "--zk-auth", "nocolon", "peer", "list")
     assert code == 1 and "expected SCHEME:CREDENTIAL" in err
+
+
+def test_zookeeper_sasl_auth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SASL (DIGEST-MD5) through kazoo, against a ZooKeeper with a JAAS login: znodes with a
+    sasl ACL are refused without the login and written with it."""
+    from kazoo.security import make_acl
+
+    from walship.zk import zk_client
+    from walship.zk.localserver import LocalZooKeeper
+
+    server = LocalZooKeeper(tmp_path / "zk", free_port(), sasl_users={"walship": "s3cret"})
+    server.start()
+    try:
+        with zk_client(server.hosts, auth="sasl:walship:s3cret") as client:
+            client.create("/secure", b"", acl=[make_acl("sasl", "walship", all=True)])
+        g = ["--zk", server.hosts, "--znode-parent", "/secure"]
+        add = ["peer", "add", "1", "--cluster-key", "h:2181:/b"]
+        code, _, err = run(capsys, *g, *add)
+        assert code == 1 and "znode /secure" in err and "authentication failed or missing" in err
+        code, _, err = run(capsys, *g, "--zk-auth", "sasl:walship:s3cret", *add)
+        assert code == 0, err
+        with zk_client(server.hosts, auth="sasl:walship:s3cret") as client:
+            assert client.get_acls("/secure/replication/peers/1")[0] == [make_acl("sasl", "walship", all=True)]
+        code, _, err = run(capsys, *g, "--zk-timeout", "3", "--zk-auth", "sasl:walship:wrong", "peer", "list")
+        assert code == 1 and "s3cret" not in err and "wrong" not in err
+        assert "SASL" in err or "authentication" in err
+    finally:
+        server.stop()

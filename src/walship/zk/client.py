@@ -86,8 +86,8 @@ def validate_hosts(hosts: str) -> str:
 
 
 def parse_auth(text: str | None) -> tuple[str, str] | None:
-    """``SCHEME:CREDENTIAL`` (as zkCli's ``addauth digest user:password``); ``None`` when empty.
-    Without an argument, ``WALSHIP_ZK_AUTH`` is read.
+    """``SCHEME:CREDENTIAL`` (as zkCli's ``addauth digest user:password``; ``sasl:user:password``
+    for SASL DIGEST-MD5); ``None`` when empty. Without an argument, ``WALSHIP_ZK_AUTH`` is read.
 
     :raises ConfigError: no scheme or no credential (the credential itself is never echoed).
     """
@@ -114,17 +114,32 @@ def connect(
     """
     validate_hosts(hosts)
     credentials = parse_auth(auth)
+    auth_data: list[tuple[str, str]] | None = None
+    sasl_options: dict[str, str] | None = None
+    if credentials and credentials[0] == "sasl":
+        user, sep, password = credentials[1].partition(":")
+        if not sep or not user:
+            raise ConfigError("invalid --zk-auth / WALSHIP_ZK_AUTH: SASL takes sasl:user:password")
+        sasl_options = {"mechanism": "DIGEST-MD5", "username": user, "password": password}
+    elif credentials:
+        auth_data = [credentials]
     client = KazooClient(
         hosts=hosts,
         timeout=session_timeout if session_timeout is not None else zk_session_timeout(),
         connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=2),
         command_retry=KazooRetry(max_tries=5, delay=0.1, max_delay=2),
-        auth_data=[credentials] if credentials else None,
+        auth_data=auth_data,
+        sasl_options=sasl_options,
     )
     try:
         client.start(timeout=timeout)
     except KazooTimeoutError as exc:
         client.close()
+        if sasl_options:
+            raise ZkAuthError(
+                f"ZooKeeper at {hosts} did not accept the SASL login within {timeout:g} s "
+                "(wrong user or password, or the server has no SASL)"
+            ) from exc
         raise ZkUnavailableError(f"ZooKeeper at {hosts} did not answer within {timeout:g} s") from exc
     except AuthFailedError as exc:
         client.close()

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from walship.errors import ZooKeeperServerError
@@ -68,12 +69,14 @@ class LocalZooKeeper:
         host: str = "127.0.0.1",
         jar: str | None = None,
         java: str | None = None,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.host = host
         self.jar = jar or os.environ.get("WALSHIP_ZOOKEEPER_JAR", DEFAULT_JAR)
         self.java = java or shutil.which("java") or "java"
+        self.sasl_users = dict(sasl_users or {})
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -100,11 +103,26 @@ class LocalZooKeeper:
                     "maxSessionTimeout=60000",
                     "maxClientCnxns=0",
                     "4lw.commands.whitelist=ruok,srvr,stat,mntr",
+                    *(
+                        ["authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider"]
+                        if self.sasl_users
+                        else []
+                    ),
                     "",
                 ]
             )
         )
         return cfg
+
+    def _jaas(self) -> list[str]:
+        """JVM flags for SASL DIGEST-MD5 logins of :attr:`sasl_users` (none without them)."""
+        if not self.sasl_users:
+            return []
+        jaas = self.data_dir / "jaas.conf"
+        users = " ".join(f'user_{name}="{password}"' for name, password in self.sasl_users.items())
+        jaas.write_text(f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required {users};\n}};\n")
+        jaas.chmod(0o600)
+        return [f"-Djava.security.auth.login.config={jaas}"]
 
     def is_running(self) -> bool:
         return four_letter_word(self.host, self.port) == "imok"
@@ -128,6 +146,7 @@ class LocalZooKeeper:
                     self.java,
                     "-Xmx256m",
                     f"-Dzookeeper.log.dir={self.data_dir}",
+                    *self._jaas(),
                     "-cp",
                     self.jar,
                     "org.apache.zookeeper.server.ZooKeeperServerMain",
