@@ -11,6 +11,7 @@ from typing import Any
 import airflow_env
 import pytest
 from kazoo.client import KazooClient
+from replication_helpers import Cluster, add_peer, make_cluster
 
 from walship.minicluster.process import MiniClusterProcess
 from walship.zk import ZnodeLayout, connect, zk_client
@@ -84,6 +85,15 @@ def minicluster_factory(zk_hosts: str, tmp_path: Path) -> Iterator[Callable[...,
 @pytest.fixture
 def minicluster(minicluster_factory: Callable[..., MiniClusterProcess]) -> MiniClusterProcess:
     return minicluster_factory("A")
+
+
+@pytest.fixture
+def ab(minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str) -> tuple[Cluster, Cluster]:
+    """Source A and peer B (table t: family r scoped 1, l scoped 0), peer 1 from A to B."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    return a, b
 
 
 @pytest.fixture(scope="module")

@@ -34,14 +34,6 @@ Factory = Callable[..., MiniClusterProcess]
 DEAD = "dead.example.com,16020,1600000000000"
 
 
-@pytest.fixture
-def ab(minicluster_factory: Factory, zk_hosts: str) -> tuple[Cluster, Cluster]:
-    a = make_cluster(minicluster_factory, zk_hosts, "A")
-    b = make_cluster(minicluster_factory, zk_hosts, "B")
-    add_peer(a, b)
-    return a, b
-
-
 def all_queue_ids(client: KazooClient, layout: ZnodeLayout) -> set[str]:
     queues = ReplicationQueues(client, layout)
     return {f"{s}/{q}" for s in queues.replicators() for q in queues.queue_ids(s)}

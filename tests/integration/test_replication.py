@@ -25,14 +25,6 @@ pytestmark = pytest.mark.integration
 Factory = Callable[..., MiniClusterProcess]
 
 
-@pytest.fixture
-def ab(minicluster_factory: Factory, zk_hosts: str) -> tuple[Cluster, Cluster]:
-    a = make_cluster(minicluster_factory, zk_hosts, "A")
-    b = make_cluster(minicluster_factory, zk_hosts, "B")
-    add_peer(a, b)
-    return a, b
-
-
 def wal_entries(cluster: Cluster) -> list:  # type: ignore[type-arg]
     root = cluster.mc.data_dir
     files = [p for p in (root / "WALs").rglob("*") if p.is_file()] + list((root / "oldWALs").iterdir())

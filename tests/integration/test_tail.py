@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
 import pytest
-from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
+from replication_helpers import Cluster, contents, ship
 from waiting import wait_until
 
 from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
 from walship.replicate.tailer import Tailer, TailSummary
 from walship.zk import ReplicationQueues, ZnodeLayout, connect, zk_client
@@ -56,14 +54,6 @@ def tailer_holds_every_queue(a: Cluster, peer_id: str = "1") -> bool:
 def sink_failures(records: list[logging.LogRecord]) -> list[str]:
     """The Thrift sink's warnings: a server unreachable, or a call failed (each one a retry)."""
     return [r.getMessage() for r in records if r.name == "walship.sinks.hbase" and r.levelno >= logging.WARNING]
-
-
-@pytest.fixture
-def ab(minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str) -> tuple[Cluster, Cluster]:
-    a = make_cluster(minicluster_factory, zk_hosts, "A")
-    b = make_cluster(minicluster_factory, zk_hosts, "B")
-    add_peer(a, b)
-    return a, b
 
 
 def test_tail_delivers_during_the_run_and_hands_over(ab: tuple[Cluster, Cluster]) -> None:
