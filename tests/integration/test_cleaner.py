@@ -67,7 +67,7 @@ def test_never_deletes_what_it_must_keep(
         expect_kept, expect_deleted = set(), set()
         for kind, server, ts, age, ref in files:
             s = SERVERS[server]
-            name = build_wal_name(s, ts) if kind == "wal" else f"notes-{ts}.txt"
+            name = build_wal_name(s, ts) if kind == "wal" else f"notes-{server}-{ts}.txt"
             mtime = {"young": NOW - 10, "old": NOW - 10 * TTL, "ttl-edge": NOW - TTL}[age]
             touch(root / "oldWALs" / name, mtime)
             if kind == "wal" and ref != "none":
