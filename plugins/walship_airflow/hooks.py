@@ -32,9 +32,6 @@ class SourceCluster:
     #: ZooKeeper credentials, SCHEME:CREDENTIAL: never in reprs, XCom, job descriptions or logs
     auth: str | None = field(default=None, repr=False)
 
-    def cli_args(self) -> list[str]:
-        return ["--zk", self.zk, "--znode-parent", self.znode_parent, "--wal-root", self.wal_root]
-
 
 class WalshipHook(BaseHook):
     """Reads a ``walship`` connection into a :class:`SourceCluster`.

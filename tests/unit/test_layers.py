@@ -44,7 +44,7 @@ LAYERS: dict[str, set[str]] = {
     "replicate": {"errors", "defaults", "sinks", "wal", "zk", "servername", "clusterids"},
     "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal"},
     "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk"},
-    "cli": {"errors", "defaults", "servername", "wal", "zk", "sinks", "replicate", "minicluster", "spark"},
+    "cli": {"errors", "defaults", "servername", "thrift", "wal", "zk", "sinks", "replicate", "minicluster", "spark"},
 }
 
 

@@ -8,15 +8,12 @@ import logging
 from pathlib import Path
 
 from walship.cli.common import nonneg_int, positive_int
+from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.zk.client import validate_hosts
 
 __all__ = ["register"]
 
 log = logging.getLogger(__name__)
-
-# as walship.minicluster.thrift's, kept here so that the CLI imports no server code
-TRANSPORTS = ("buffered", "framed")
-PROTOCOLS = ("binary", "compact")
 
 
 def cmd_minicluster_start(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from walship.errors import (
 from walship.minicluster.cluster import LATEST_TIMESTAMP, MiniCluster, RowMutation
 from walship.minicluster.filters import FilterSyntaxError, parse_filter
 from walship.minicluster.store import Family, VisibleCell
+from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.thrift.hbase1 import Hbase_thrift
 
 __all__ = ["PROTOCOLS", "TRANSPORTS", "HbaseHandler", "ThriftServer", "server_tls_context"]
@@ -487,8 +488,6 @@ class HbaseHandler:
     getRowOrBefore = getRegionInfo = append = checkAndPut = _unsupported
 
 
-TRANSPORTS = ("buffered", "framed")
-PROTOCOLS = ("binary", "compact")
 _HANDSHAKE_TIMEOUT = 30.0
 _HEADER_TIMEOUT = 5.0
 _TLS_RECORD_HANDSHAKE = 0x16

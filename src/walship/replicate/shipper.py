@@ -93,6 +93,11 @@ class QueueSummary:
         out.pop("exception", None)  # the message is in "error"; exceptions need not pickle
         return out
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QueueSummary:
+        """The summary :meth:`to_json` wrote (unknown keys, from another version, are left out)."""
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
 
 @dataclass
 class PeerSummary:
@@ -127,20 +132,6 @@ class PeerSummary:
         out["totals"] = self.totals()
         out["queue_states"] = self.queue_states()
         return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PeerSummary:
-        known = set(QueueSummary.__dataclass_fields__)
-        queues = [QueueSummary(**{k: v for k, v in q.items() if k in known}) for q in data.get("queues", [])]
-        return cls(
-            peer_id=str(data["peer_id"]),
-            status=str(data.get("status", "ok")),
-            claimed=list(data.get("claimed", [])),
-            claim_failures=list(data.get("claim_failures", [])),
-            queues=queues,
-            seconds=float(data.get("seconds", 0.0)),
-            error=data.get("error"),
-        )
 
 
 @dataclass
@@ -302,19 +293,9 @@ class Shipper:
         qs.error = f"queue {qs.server}/{qs.queue_id} of peer {peer.peer_id}: {exc}"
         qs.exception = exc
         log.error("%s", qs.error)
-        if progress is not None:
-            self._progress.pop((peer.peer_id, qs.server, qs.queue_id), None)
+        self._progress.pop((peer.peer_id, qs.server, qs.queue_id), None)
         with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
-            self.progress.record(
-                peer.peer_id,
-                qs.server,
-                qs.queue_id,
-                counters=progress.counters if progress else None,
-                last_wal=progress.last_wal if progress else None,
-                last_position=progress.last_position if progress else None,
-                last_write_time=progress.last_write_time if progress else None,
-                error=qs.error,
-            )
+            self._record(peer.peer_id, qs.server, qs.queue_id, progress or _Progress(), error=qs.error)
         return qs
 
     def flush_progress(self) -> None:
@@ -325,7 +306,10 @@ class Shipper:
                     self._record(peer_id, server, queue_id, progress)
         self._progress.clear()
 
-    def _record(self, peer_id: str, server: str, queue_id: str, progress: _Progress) -> None:
+    def _record(
+        self, peer_id: str, server: str, queue_id: str, progress: _Progress, *, error: str | None = None
+    ) -> None:
+        """Write what ``progress`` holds into the queue's record, with ``error`` or clearing it."""
         self.progress.record(
             peer_id,
             server,
@@ -335,7 +319,8 @@ class Shipper:
             last_position=progress.last_position,
             last_write_time=progress.last_write_time,
             backoff=progress.backoff,
-            clear_error=True,
+            error=error,
+            clear_error=error is None,
         )
         progress.counters.clear()
         progress.last_wal = progress.last_position = progress.last_write_time = progress.backoff = None

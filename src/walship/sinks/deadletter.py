@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from walship.errors import DeadLetterError
 from walship.sinks.base import DEADLETTER_DIR_KEY, FilteredEntry
@@ -285,7 +286,7 @@ class DeadLetterStore:
 
 def _sync_dir(fs: Any, path: str) -> None:
     """On a local file system, sync the directory so the rename survives a crash."""
-    if getattr(fs, "protocol", None) not in ("file", ("file", "local")) and "file" not in getattr(fs, "protocol", ()):
+    if not isinstance(fs, LocalFileSystem):
         return
     try:
         fd = os.open(path.rsplit("/", 1)[0], os.O_RDONLY)

@@ -52,6 +52,7 @@ from walship.errors import (
 )
 from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
+from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.wal.model import CellType
 from walship.zk.peers import PeerConfig, parse_host_ports
@@ -80,8 +81,6 @@ THRIFT_PROTOCOL_KEY = "walship.sink.thrift.protocol"
 THRIFT_SSL_KEY = "walship.sink.thrift.ssl"
 THRIFT_SSL_CA_KEY = "walship.sink.thrift.ssl.ca"
 THRIFT_SSL_VERIFY_KEY = "walship.sink.thrift.ssl.verify"
-TRANSPORTS = ("buffered", "framed")
-PROTOCOLS = ("binary", "compact")
 _BOOLEANS = {"true": True, "false": False}
 _INCOMPATIBLE = (int(CellType.Delete), int(CellType.DeleteFamilyVersion))
 _ROWS_PER_CALL = 5000
@@ -225,7 +224,6 @@ class ThriftSink:
         backoff: float = 0.2,
     ) -> None:
         self.peer = peer
-        self.validate_config(peer)
         self.options = ThriftOptions.of(peer)
         self.servers = thrift_servers(peer)
         if not self.servers:

@@ -155,8 +155,7 @@ def ship_with_spark(spark: Any, job: ShipJob) -> PeerSummary:
     if tasks:
         rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
         results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
-        known = set(QueueSummary.__dataclass_fields__)
-        summary.queues = [QueueSummary(**{k: v for k, v in r.items() if k in known}) for r in results]
+        summary.queues = [QueueSummary.from_json(r) for r in results]
         summary.settle()
     record_summary(job, summary)
     return summary
