@@ -43,8 +43,21 @@ LAYERS: dict[str, set[str]] = {
     "sinks": {"errors", "defaults", "clusterids", "thrift", "wal", "zk", "servername"},
     "replicate": {"errors", "defaults", "sinks", "wal", "zk", "servername", "clusterids"},
     "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal"},
+    "status": {"errors", "defaults", "replicate", "sinks", "wal", "zk", "servername"},
     "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk"},
-    "cli": {"errors", "defaults", "servername", "thrift", "wal", "zk", "sinks", "replicate", "minicluster", "spark"},
+    "cli": {
+        "errors",
+        "defaults",
+        "servername",
+        "thrift",
+        "wal",
+        "zk",
+        "sinks",
+        "replicate",
+        "minicluster",
+        "spark",
+        "status",
+    },
 }
 
 

@@ -404,6 +404,8 @@ class Shipper:
                         )
                     raise
 
+                # past the header of a WAL with no entries yet, so its unshipped bytes read 0
+                position = max(position, reader.stop_offset)
                 why = self.planner.wal_finished(queue, index, loc, reader.has_trailer, grace)
                 finished = why is not None
                 if reader.incomplete_tail and finished:

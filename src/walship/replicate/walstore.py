@@ -85,6 +85,26 @@ class WalStore:
                 out.append((e["name"], _mtime(e), int(e.get("size") or 0)))
         return out
 
+    def listing(self) -> dict[str, WalLocation]:
+        """Every file under ``WALs/*/`` and ``oldWALs/`` by file name, from one listing of
+        each folder (no per-file lookups); a name in both places is taken from ``WALs/``, as
+        :meth:`locate` would. ``WALs/`` is listed first, so a WAL archived meanwhile shows up
+        in ``oldWALs/``."""
+        live: dict[str, WalLocation] = {}
+        try:
+            for d in self.fs.ls(f"{self.base}/WALs", detail=True):
+                if d.get("type") == "directory":
+                    for f in self.fs.ls(d["name"], detail=True):
+                        if f.get("type") != "directory":
+                            live[_basename(f["name"])] = WalLocation(
+                                f["name"], False, int(f.get("size") or 0), _mtime(f)
+                            )
+        except FileNotFoundError:
+            pass
+        out = {_basename(path): WalLocation(path, True, size, mtime) for path, mtime, size in self.list_archive()}
+        out.update(live)
+        return out
+
     def wal_files(self) -> list[tuple[str, bool]]:
         """Every file under ``WALs/*/`` and ``oldWALs/`` with whether it is archived."""
         out: list[tuple[str, bool]] = []
@@ -103,3 +123,7 @@ class WalStore:
 def _mtime(info: dict[str, Any]) -> float:
     value = info.get("mtime") or info.get("created") or 0
     return float(value.timestamp() if hasattr(value, "timestamp") else value)
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]

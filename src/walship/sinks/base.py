@@ -11,7 +11,9 @@ group ``walship.sinks``::
 
 A sink factory is called as ``factory(peer, context)`` and may have a ``validate_config(peer)``
 class method, called before a peer is written, that raises
-:class:`~walship.errors.InvalidPeerConfigError` for settings it cannot use.
+:class:`~walship.errors.InvalidPeerConfigError` for settings it cannot use, and an
+``endpoints(peer)`` class method listing the ``(host, port)`` servers it writes to (status
+probes them).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "SinkFactory",
     "create_sink",
     "register_sink",
+    "sink_endpoints",
     "sink_factory",
     "sink_protocols",
     "validate_sink_config",
@@ -179,6 +182,20 @@ def validate_sink_config(peer: PeerConfig) -> None:
     validate = getattr(factory, "validate_config", None)
     if callable(validate):
         validate(peer)
+
+
+def sink_endpoints(peer: PeerConfig) -> list[tuple[str, int]]:
+    """The servers the peer's sink writes to, as its ``endpoints(peer)`` says (empty for a
+    sink that has none or cannot say).
+
+    :raises InvalidPeerConfigError: the peer's sink settings do not parse.
+    """
+    try:
+        factory = sink_factory(_protocol(peer))
+    except SinkNotFoundError as exc:
+        raise InvalidPeerConfigError(f"peer {peer.peer_id}: {exc}") from None
+    endpoints = getattr(factory, "endpoints", None)
+    return list(endpoints(peer)) if callable(endpoints) else []
 
 
 def create_sink(peer: PeerConfig, context: SinkContext) -> Sink:

@@ -246,6 +246,11 @@ class ThriftSink:
         thrift_servers(peer)
         ThriftOptions.of(peer)
 
+    @classmethod
+    def endpoints(cls, peer: PeerConfig) -> list[tuple[str, int]]:
+        """The peer's Thrift servers (``walship.sink.thrift``)."""
+        return thrift_servers(peer)
+
     # -- connections ---------------------------------------------------------------------------
 
     def _client(self) -> Any:

@@ -283,9 +283,9 @@ class PeerConfig:
             "hbase_peer_state": "ENABLED" if self.hbase_state_enabled else "DISABLED",
             "managed": self.managed,
             "replicate_all": self.replicate_all,
-            "table_cfs": _json_table_cfs(self.table_cfs),
+            "table_cfs": table_cfs_json(self.table_cfs),
             "namespaces": sorted(self.namespaces) if self.namespaces else None,
-            "exclude_table_cfs": _json_table_cfs(self.exclude_table_cfs),
+            "exclude_table_cfs": table_cfs_json(self.exclude_table_cfs),
             "exclude_namespaces": sorted(self.exclude_namespaces) if self.exclude_namespaces else None,
             "bandwidth": self.bandwidth,
             "serial": self.serial,
@@ -293,7 +293,7 @@ class PeerConfig:
         }
 
 
-def _json_table_cfs(table_cfs: TableCfs | None) -> dict[str, list[str] | None] | None:
+def table_cfs_json(table_cfs: TableCfs | None) -> dict[str, list[str] | None] | None:
     if not table_cfs:
         return None
     return {t: list(f) if f else None for t, f in table_cfs.items()}

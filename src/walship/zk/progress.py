@@ -10,7 +10,7 @@ A progress record::
     {"peer_id": "1", "server": "rs1,16020,1", "queue_id": "1",
      "last_shipped_wal": "...", "last_shipped_position": 4096, "last_shipped_write_time": 1767225600000,
      "batches": 3, "entries_shipped": 120, "cells_shipped": 240, "bytes_shipped": 65536,
-     "updated_at": 1767225601000, "last_error": {"time": ..., "message": ...} | null,
+     "last_shipped_at": 1767225601000, "updated_at": 1767225601000, "last_error": {"time": ..., "message": ...} | null,
      "last_backoff": {"time": ..., "seconds": 0.4, "reason": ...} | null}
 
 Counters add up over the queue's life; only a queue's lock holder writes its record, and
@@ -140,6 +140,8 @@ class ProgressStore:
             if last_wal is not None:
                 record["last_shipped_wal"] = last_wal
                 record["last_shipped_position"] = last_position
+                record["last_shipped_at"] = now
+            record.setdefault("last_shipped_at", None)
             if last_write_time is not None:
                 record["last_shipped_write_time"] = max(
                     int(record.get("last_shipped_write_time") or 0), last_write_time

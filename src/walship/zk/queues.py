@@ -32,6 +32,7 @@ from walship.errors import (
 )
 from walship.servername import ServerName
 from walship.wal.names import parse_wal_name
+from walship.zk.client import async_value
 from walship.zk.encoding import decode_position, encode_position
 from walship.zk.layout import ZnodeLayout
 
@@ -170,18 +171,49 @@ class ReplicationQueues:
         return [w for _, _, w in sorted(out)]
 
     def list_queues(self, peer_id: str | None = None) -> list[QueueInfo]:
-        """Every queue of every server (optionally of one peer), WALs oldest first."""
-        out = []
-        for server in self.replicators():
-            for qid in self.queue_ids(server):
+        """Every queue of every server (optionally of one peer), WALs oldest first.
+
+        The reads are pipelined (kazoo's async calls, all sent before any answer is awaited),
+        so listing thousands of WALs costs a few round trips, not one per znode. A queue or
+        WAL removed while it is listed is left out, as it would be a moment later.
+
+        :raises ZkDataError: a child is not a WAL name, or a position is malformed.
+        """
+        client = self.client
+        servers = self.replicators()
+        id_reads = [(server, client.get_children_async(self.layout.replicator(server))) for server in servers]
+        queue_reads = []
+        for server, ids in id_reads:
+            for qid in sorted(async_value(ids) or ()):
                 queue_id = QueueId.parse(qid)
                 if peer_id is not None and queue_id.peer_id != peer_id:
                     continue
+                qpath = self.layout.queue(server, qid)
+                queue_reads.append((server, queue_id, qpath, client.get_children_async(qpath)))
+        wal_reads = []
+        for server, queue_id, qpath, names in queue_reads:
+            listed = async_value(names)
+            if listed is None:
+                continue  # claimed or removed while we listed
+            reads = []
+            for name in listed:
+                wpath = f"{qpath}/{name}"
                 try:
-                    wals = self.wals(server, qid)
-                except QueueNotFoundError:
-                    continue  # claimed or removed while we listed
-                out.append(QueueInfo(server, queue_id, tuple(wals)))
+                    parsed = parse_wal_name(name)
+                except InvalidWalNameError as exc:
+                    raise ZkDataError(wpath, str(exc)) from None
+                reads.append((parsed.timestamp, name, wpath, client.get_async(wpath)))
+            wal_reads.append((server, queue_id, reads))
+        out = []
+        for server, queue_id, reads in wal_reads:
+            wals = []
+            for ts, name, wpath, result in reads:
+                answer = async_value(result)
+                if answer is None:
+                    continue  # shipped and removed while we listed
+                data, stat = answer
+                wals.append((ts, name, WalPosition(name, decode_position(data, wpath), stat.version)))
+            out.append(QueueInfo(server, queue_id, tuple(w for _, _, w in sorted(wals))))
         return out
 
     def get_position(self, server: str, queue_id: str, wal: str) -> tuple[int, int]:

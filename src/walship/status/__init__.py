@@ -1,0 +1,22 @@
+"""The status of replication: one model (:mod:`walship.status.model`), computed from
+ZooKeeper and file sizes (:mod:`walship.status.collect`), with an exact drained check
+(:mod:`walship.status.drain`) and a Prometheus view (:mod:`walship.status.metrics`)."""
+
+from walship.status.collect import collect_status, read_status
+from walship.status.drain import Cut, DrainResult, behind, take_cut, wait_drained
+from walship.status.model import QUEUE_STATES, PeerStatus, QueueStatus, ReplicationStatus, format_hbase
+
+__all__ = [
+    "QUEUE_STATES",
+    "Cut",
+    "DrainResult",
+    "PeerStatus",
+    "QueueStatus",
+    "ReplicationStatus",
+    "behind",
+    "collect_status",
+    "format_hbase",
+    "read_status",
+    "take_cut",
+    "wait_drained",
+]

@@ -1,0 +1,190 @@
+"""The status of replication as one model: what ``walship status``, ``wait-drained``, the
+metrics endpoint and the Airflow page all show.
+
+The JSON (``ReplicationStatus.to_json()``), keys exactly so::
+
+    {"generated_at": ISO,
+     "peers": [{"peer_id", "state", "hbase_peer_state", "cluster_key", "table_cfs", "peer_count",
+                "queues": [{"server", "queue_id", "recovered", "dead_servers", "wals", "current_wal",
+                            "position", "bytes_queued", "progress_pct", "last_shipped_write_time",
+                            "age_of_last_shipped_op_s", "lag_s", "holder", "last_error",
+                            "last_backoff", "state"}],
+                "totals": {"queues", "wals", "bytes_queued", "lag_s", "drained"}}]}
+
+Times are ISO 8601 in UTC; ages and lags are seconds. A queue's ``state`` is one of
+:data:`QUEUE_STATES`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "QUEUE_STATES",
+    "PeerCount",
+    "PeerStatus",
+    "QueueStatus",
+    "ReplicationStatus",
+    "format_hbase",
+    "iso_ms",
+]
+
+log = logging.getLogger(__name__)
+
+#: idle: nobody ships it now (drained, or waiting for the next run); shipping: a shipper holds
+#: it; disabled: its peer is disabled; waiting-peer: its shipper is backing off because the
+#: peer does not take its batches; stuck: nobody ships it and its last attempt failed.
+QUEUE_STATES = ("idle", "shipping", "disabled", "waiting-peer", "stuck")
+
+
+def iso_ms(ms: int | float | None) -> str | None:
+    """Epoch milliseconds as ISO 8601 in UTC (``None`` stays ``None``)."""
+    if ms is None:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class QueueStatus:
+    """One queue of one peer on one server (recovered ones and dead servers' ones included)."""
+
+    server: str
+    queue_id: str
+    recovered: bool
+    dead_servers: list[str]
+    wals: int
+    current_wal: str | None
+    position: int
+    bytes_queued: int
+    progress_pct: float
+    last_shipped_write_time: int | None  # epoch ms
+    age_of_last_shipped_op_s: float | None
+    lag_s: float
+    holder: dict[str, Any] | None
+    last_error: dict[str, Any] | None
+    last_backoff: dict[str, Any] | None
+    state: str
+    #: whether a complete entry lies past the positions (exact, from the WAL itself)
+    unshipped: bool = False
+    #: counters from walship's progress record (metrics only, not in the JSON)
+    cells_shipped: int = 0
+    bytes_shipped: int = 0
+
+    @property
+    def drained(self) -> bool:
+        return not self.unshipped
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "queue_id": self.queue_id,
+            "recovered": self.recovered,
+            "dead_servers": list(self.dead_servers),
+            "wals": self.wals,
+            "current_wal": self.current_wal,
+            "position": self.position,
+            "bytes_queued": self.bytes_queued,
+            "progress_pct": self.progress_pct,
+            "last_shipped_write_time": iso_ms(self.last_shipped_write_time),
+            "age_of_last_shipped_op_s": self.age_of_last_shipped_op_s,
+            "lag_s": self.lag_s,
+            "holder": self.holder,
+            "last_error": self.last_error,
+            "last_backoff": self.last_backoff,
+            "state": self.state,
+        }
+
+
+@dataclass(frozen=True)
+class PeerCount:
+    """The peer's sink endpoints: how many are configured, how many answered the probe."""
+
+    configured: int
+    answered: int
+    unanswered: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"configured": self.configured, "answered": self.answered, "unanswered": list(self.unanswered)}
+
+
+@dataclass
+class PeerStatus:
+    peer_id: str
+    enabled: bool
+    hbase_enabled: bool
+    cluster_key: str
+    table_cfs: dict[str, list[str] | None] | None
+    peer_count: PeerCount
+    queues: list[QueueStatus] = field(default_factory=list)
+
+    @property
+    def drained(self) -> bool:
+        return all(q.drained for q in self.queues)
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "queues": len(self.queues),
+            "wals": sum(q.wals for q in self.queues),
+            "bytes_queued": sum(q.bytes_queued for q in self.queues),
+            "lag_s": max((q.lag_s for q in self.queues), default=0.0),
+            "drained": self.drained,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "peer_id": self.peer_id,
+            "state": "enabled" if self.enabled else "disabled",
+            "hbase_peer_state": "enabled" if self.hbase_enabled else "disabled",
+            "cluster_key": self.cluster_key,
+            "table_cfs": self.table_cfs,
+            "peer_count": self.peer_count.to_json(),
+            "queues": [q.to_json() for q in self.queues],
+            "totals": self.totals(),
+        }
+
+
+@dataclass
+class ReplicationStatus:
+    generated_at: int  # epoch ms
+    peers: list[PeerStatus] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"generated_at": iso_ms(self.generated_at), "peers": [p.to_json() for p in self.peers]}
+
+
+def _hbase_date(ms: int | None) -> str:
+    """A time as HBase's shell prints a java.util.Date (``Mon Nov 23 09:00:00 UTC 2026``)."""
+    if not ms:
+        return "Thu Jan 01 00:00:00 UTC 1970"
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
+
+
+def format_hbase(status: ReplicationStatus) -> str:
+    """The layout of HBase's ``status 'replication'``, one SOURCE line per queue, grouped by
+    server; ages and lags in milliseconds as HBase prints them. A recovered queue's line
+    names its queue id as ``PeerID``, as HBase 1.x's did."""
+    by_server: dict[str, list[tuple[PeerStatus, QueueStatus]]] = {}
+    for peer in status.peers:
+        for q in peer.queues:
+            by_server.setdefault(q.server, []).append((peer, q))
+    lines = [
+        f"walship replication status at {iso_ms(status.generated_at)}",
+        f"{len(status.peers)} peers, {len(by_server)} servers with queues",
+    ]
+    for server in sorted(by_server):
+        lines.append(f"    {server}:")
+        for peer, q in by_server[server]:
+            age_ms = round((q.age_of_last_shipped_op_s or 0.0) * 1000)
+            state = "" if peer.enabled else ", PeerState=DISABLED"
+            lines.append(
+                f"       SOURCE: PeerID={q.queue_id}, AgeOfLastShippedOp={age_ms}, SizeOfLogQueue={q.wals}, "
+                f"TimeStampsOfLastShippedOp={_hbase_date(q.last_shipped_write_time)}, "
+                f"Replication Lag={round(q.lag_s * 1000)}{state}"
+            )
+    for peer in status.peers:
+        if not peer.queues:
+            lines.append(f"    (peer {peer.peer_id}: no queues)")
+    return "\n".join(lines)
