@@ -141,11 +141,14 @@ def _complete_end(walstore: WalStore, wal: str, server: str, position: int) -> i
     with walstore.open(loc) as f:
         reader = WalReader(f, loc.path)
         reader.refresh()
+        start = max(position, reader.header_end)
+        if reader.header is None or reader.edits_end <= start:
+            return position  # no entry past the position
         if reader.has_trailer:
-            return max(position, reader.edits_end)
-        for _ in reader.entries(position or None):
+            return reader.edits_end
+        for _ in reader.entries(start):
             pass
-        return max(position, reader.stop_offset)
+        return reader.stop_offset if reader.stop_offset > start else position
 
 
 def take_cut(client: KazooClient, layout: ZnodeLayout, walstore: WalStore, peer_id: str) -> Cut:
