@@ -1,8 +1,9 @@
-"""A trigger that fires when a peer's replication queues have work."""
+"""Triggers: one fires when a peer's replication queues have work, one when a peer is drained."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -61,6 +62,61 @@ class UnshippedQueuesTrigger(BaseTrigger):
                         "queues": [p.key for p in pending],
                         "backlog_bytes": sum(p.backlog_bytes for p in pending),
                     }
+                )
+                return
+            await asyncio.sleep(self.poll_interval)
+
+
+class WalDrainedTrigger(BaseTrigger):
+    """Polls ZooKeeper until every WAL of a drain cut (``walship.status.drain.Cut`` as JSON)
+    has been shipped past its offset, or ``timeout`` seconds passed; fires with the result
+    (on timeout, with each queue still behind). No state, no side effects."""
+
+    def __init__(
+        self,
+        zk: str,
+        znode_parent: str,
+        cut: dict[str, Any],
+        poll_interval: float = 2.0,
+        timeout: float | None = None,
+        started: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.zk = zk
+        self.znode_parent = znode_parent
+        self.cut = cut
+        self.poll_interval = poll_interval
+        self.timeout = timeout
+        self.started = started if started is not None else time.time()
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "walship_airflow.triggers.WalDrainedTrigger",
+            {
+                "zk": self.zk,
+                "znode_parent": self.znode_parent,
+                "cut": self.cut,
+                "poll_interval": self.poll_interval,
+                "timeout": self.timeout,
+                "started": self.started,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from walship.status.drain import Cut, DrainResult, behind_at
+
+        cut = Cut.from_json(self.cut)
+        while True:
+            try:
+                late = await asyncio.to_thread(behind_at, self.zk, self.znode_parent, cut)
+            except Exception as exc:
+                yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                return
+            elapsed = time.time() - self.started
+            if not late or (self.timeout is not None and elapsed >= self.timeout):
+                result = DrainResult(cut, not late, elapsed, late)
+                yield TriggerEvent(
+                    {"status": "drained" if not late else "timeout", "message": result.message(), **result.to_json()}
                 )
                 return
             await asyncio.sleep(self.poll_interval)

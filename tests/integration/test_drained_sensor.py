@@ -1,0 +1,105 @@
+"""``WalDrainedSensor``: the drained check as a deferrable DAG task, run by Airflow itself
+(``dag.test()`` runs the trigger inline) against real miniclusters."""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+from typing import Any
+
+import pytest
+from replication_helpers import Cluster, contents
+
+from walship.replicate import Shipper, WalStore
+from walship.zk import ZnodeLayout, zk_client
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
+
+
+@pytest.fixture(autouse=True)
+def collect_airflow_leftovers() -> Any:
+    yield
+    gc.collect()
+
+
+def source_conn(cluster: Cluster) -> str:
+    hostport, _, chroot = cluster.zk_hosts.partition("/")
+    host, port = hostport.split(":")
+    return json.dumps(
+        {
+            "conn_type": "walship",
+            "host": f"{host}:{port}/{chroot}",
+            "port": int(port),
+            "extra": {"znode_parent": cluster.parent, "wal_root": str(cluster.mc.data_dir)},
+        }
+    )
+
+
+def test_the_sensor_waits_until_every_earlier_row_is_on_the_peer(
+    ab: tuple[Cluster, Cluster], dagbag: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = ab
+    t = a.table()
+    for i in range(120):
+        t.put(b"pre%04d" % i, {b"r:q": b"%d" % i})
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
+    stop = threading.Event()
+
+    def ship_slowly() -> None:
+        with zk_client(a.zk_hosts) as client:
+            shipper = Shipper(client, ZnodeLayout(a.parent), WalStore(str(a.mc.data_dir)), batch_entries=10)
+            while not stop.is_set():
+                shipper.ship_peer("1", max_batches=1)
+
+    shipper = threading.Thread(target=ship_slowly)
+    shipper.start()
+    try:
+        run = dagbag.dags["walship_drain"].test(run_conf={"peer_id": "1", "timeout_s": 120})
+        on_peer = set(contents(b))
+    finally:
+        stop.set()
+        shipper.join()
+    ti = run.get_task_instance("wait_drained")
+    assert ti.state == "success", ti.state
+    assert {b"pre%04d" % i for i in range(120)} <= on_peer
+
+
+def test_the_sensor_fails_on_timeout_naming_the_queues_behind(
+    ab: tuple[Cluster, Cluster], dagbag: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from walship_airflow.triggers import WalDrainedTrigger
+
+    a, _ = ab
+    a.table().put(b"never-shipped", {b"r:q": b"x"})
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
+    run = dagbag.dags["walship_drain"].test(run_conf={"peer_id": "1", "timeout_s": 2})
+    assert run.get_task_instance("wait_drained").state == "failed"
+
+    # the trigger itself: serializable, and its timeout event names each queue behind
+    from walship.status.drain import take_cut_at
+
+    cut = take_cut_at(a.zk_hosts, a.parent, str(a.mc.data_dir), "1")
+    trigger = WalDrainedTrigger(a.zk_hosts, a.parent, cut.to_json(), poll_interval=0.1, timeout=0.3)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "walship_airflow.triggers.WalDrainedTrigger"
+    json.dumps(kwargs)
+
+    import asyncio
+
+    async def first(t: WalDrainedTrigger) -> Any:
+        async for event in t.run():
+            return event.payload
+        return None
+
+    payload = asyncio.run(first(WalDrainedTrigger(**kwargs)))
+    assert payload["status"] == "timeout" and not payload["drained"] and payload["behind"]
+    assert "bytes behind the cut" in payload["message"]
+    for late in payload["behind"]:
+        assert f"queue {late['server']}/{late['queue_id']}" in payload["message"]
