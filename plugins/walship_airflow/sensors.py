@@ -176,7 +176,7 @@ class WalDrainedSensor(BaseSensorOperator):
         if self.drain_timeout in (None, ""):
             return float(self.timeout) if self.timeout else None
         try:
-            return float(self.drain_timeout)  # type: ignore[arg-type]
+            return float(self.drain_timeout)
         except ValueError:
             raise AirflowException(f"drain_timeout must be seconds, got {self.drain_timeout!r}") from None
 
