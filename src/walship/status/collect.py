@@ -30,8 +30,9 @@ from walship.sinks.base import sink_endpoints
 from walship.status.model import PeerCount, PeerStatus, QueueStatus, ReplicationStatus, iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import PeerConfig, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
-from walship.zk.client import KAZOO_ERRORS, async_value, translate
+from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder
+from walship.zk.multiread import read_many
 from walship.zk.peers import table_cfs_json
 
 __all__ = ["collect_status", "read_status"]
@@ -59,30 +60,23 @@ def _lock_sequence(name: str) -> str:
 
 
 def _holders(client: KazooClient, layout: ZnodeLayout, queues: list[QueueInfo]) -> list[Holder | None]:
-    """Who holds each queue's lock: the first contender of kazoo's lock recipe, read pipelined."""
-    listings = [client.get_children_async(layout.queue_lock(q.server, str(q.queue_id))) for q in queues]
-    firsts: list[Any] = []
-    for q, listing in zip(queues, listings, strict=True):
-        names = [n for n in (async_value(listing) or ()) if "__lock__" in n]
-        if not names:
-            firsts.append(None)
-            continue
-        first = min(names, key=_lock_sequence)
-        firsts.append(client.get_async(f"{layout.queue_lock(q.server, str(q.queue_id))}/{first}"))
+    """Who holds each queue's lock: the first contender of kazoo's lock recipe."""
+    paths = [layout.queue_lock(q.server, str(q.queue_id)) for q in queues]
+    firsts: list[str | None] = []
+    for path, names in zip(paths, read_many(client, [("children", p) for p in paths]), strict=True):
+        contenders = [n for n in (names or ()) if "__lock__" in n]
+        firsts.append(f"{path}/{min(contenders, key=_lock_sequence)}" if contenders else None)
+    reads = iter(read_many(client, [("data", f) for f in firsts if f is not None]))
     out: list[Holder | None] = []
-    for read in firsts:
-        answer = async_value(read) if read is not None else None
+    for first in firsts:
+        answer = next(reads) if first is not None else None
         out.append(Holder.decode(answer[0].decode("utf-8", "replace")) if answer else None)
     return out
 
 
 def _progress(client: KazooClient, layout: ZnodeLayout, queues: list[QueueInfo]) -> list[dict[str, Any] | None]:
-    reads = [client.get_async(layout.queue_progress(q.peer_id, q.server, str(q.queue_id))) for q in queues]
-    out = []
-    for read in reads:
-        answer = async_value(read)
-        out.append(_load_json(answer[0]) if answer else None)
-    return out
+    paths = [layout.queue_progress(q.peer_id, q.server, str(q.queue_id)) for q in queues]
+    return [_load_json(answer[0]) if answer else None for answer in read_many(client, [("data", p) for p in paths])]
 
 
 def _probe(endpoints: Iterable[tuple[str, int]], timeout: float) -> dict[tuple[str, int], bool]:

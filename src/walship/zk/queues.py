@@ -32,9 +32,9 @@ from walship.errors import (
 )
 from walship.servername import ServerName
 from walship.wal.names import parse_wal_name
-from walship.zk.client import async_value
 from walship.zk.encoding import decode_position, encode_position
 from walship.zk.layout import ZnodeLayout
+from walship.zk.multiread import read_many
 
 __all__ = ["QueueId", "QueueInfo", "ReplicationQueues", "WalPosition"]
 
@@ -173,47 +173,44 @@ class ReplicationQueues:
     def list_queues(self, peer_id: str | None = None) -> list[QueueInfo]:
         """Every queue of every server (optionally of one peer), WALs oldest first.
 
-        The reads are pipelined (kazoo's async calls, all sent before any answer is awaited),
-        so listing thousands of WALs costs a few round trips, not one per znode. A queue or
-        WAL removed while it is listed is left out, as it would be a moment later.
+        Read in a few round trips whatever the number of WALs (:func:`read_many`): the
+        servers' queue ids, then the queues' WALs, then every position. A queue or WAL removed
+        while it is listed is left out, as it would be a moment later.
 
         :raises ZkDataError: a child is not a WAL name, or a position is malformed.
         """
-        client = self.client
         servers = self.replicators()
-        id_reads = [(server, client.get_children_async(self.layout.replicator(server))) for server in servers]
-        queue_reads = []
-        for server, ids in id_reads:
-            for qid in sorted(async_value(ids) or ()):
+        id_lists = read_many(self.client, [("children", self.layout.replicator(s)) for s in servers])
+        wanted: list[tuple[str, QueueId, str]] = []
+        for server, ids in zip(servers, id_lists, strict=True):
+            for qid in sorted(ids or ()):
                 queue_id = QueueId.parse(qid)
-                if peer_id is not None and queue_id.peer_id != peer_id:
-                    continue
-                qpath = self.layout.queue(server, qid)
-                queue_reads.append((server, queue_id, qpath, client.get_children_async(qpath)))
-        wal_reads = []
-        for server, queue_id, qpath, names in queue_reads:
-            listed = async_value(names)
-            if listed is None:
+                if peer_id is None or queue_id.peer_id == peer_id:
+                    wanted.append((server, queue_id, self.layout.queue(server, qid)))
+        wal_lists = read_many(self.client, [("children", qpath) for _, _, qpath in wanted])
+        listed: list[tuple[str, QueueId, list[tuple[int, str, str]]]] = []
+        for (server, queue_id, qpath), names in zip(wanted, wal_lists, strict=True):
+            if names is None:
                 continue  # claimed or removed while we listed
-            reads = []
-            for name in listed:
+            wals = []
+            for name in names:
                 wpath = f"{qpath}/{name}"
                 try:
-                    parsed = parse_wal_name(name)
+                    wals.append((parse_wal_name(name).timestamp, name, wpath))
                 except InvalidWalNameError as exc:
                     raise ZkDataError(wpath, str(exc)) from None
-                reads.append((parsed.timestamp, name, wpath, client.get_async(wpath)))
-            wal_reads.append((server, queue_id, reads))
+            listed.append((server, queue_id, wals))
+        datas = iter(read_many(self.client, [("data", wpath) for _, _, wals in listed for _, _, wpath in wals]))
         out = []
-        for server, queue_id, reads in wal_reads:
-            wals = []
-            for ts, name, wpath, result in reads:
-                answer = async_value(result)
+        for server, queue_id, wals in listed:
+            found = []
+            for ts, name, wpath in wals:
+                answer = next(datas)
                 if answer is None:
                     continue  # shipped and removed while we listed
                 data, stat = answer
-                wals.append((ts, name, WalPosition(name, decode_position(data, wpath), stat.version)))
-            out.append(QueueInfo(server, queue_id, tuple(w for _, _, w in sorted(wals))))
+                found.append((ts, name, WalPosition(name, decode_position(data, wpath), stat.version)))
+            out.append(QueueInfo(server, queue_id, tuple(w for _, _, w in sorted(found))))
         return out
 
     def get_position(self, server: str, queue_id: str, wal: str) -> tuple[int, int]:
