@@ -33,10 +33,10 @@ from walship.status import collect_status
 from walship.status.metrics import serve, status_registry
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, connect
-from walship.zk.locks import read_holder
 from walship.zk.cluster import ensure_cluster_id, register_server
 from walship.zk.encoding import encode_position
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship.zk.locks import read_holder
 from walship.zk.progress import ProgressStore
 
 PARENT = "/hbase"
@@ -143,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
             server.shutdown()
             server.server_close()
             wal_count = args.queues * args.wals
-            print(f"status: {t_status * 1000:8.1f} ms for {args.queues} queues, {wal_count} WALs ({queued:,} bytes queued)")
+            print(
+                f"status: {t_status * 1000:8.1f} ms for {args.queues} queues, {wal_count} WALs ({queued:,} bytes queued)"
+            )
             print(f"plain:  {t_plain * 1000:8.1f} ms (one read per znode and file)")
             print(f"ratio:  {t_plain / t_status:8.2f}x faster than plain")
             print(f"scrape: {t_scrape * 1000:8.1f} ms per /metrics scrape ({size:,} bytes)")
