@@ -451,7 +451,9 @@ class Shipper:
         stats = sink.apply(batch, wal) if batch else ApplyStats()
         # only now, with the batch applied, may the position move past it
         self.queues.set_position(server, queue_id, wal, position)
-        qs.batches += 1
+        if read:  # a move past a header alone is no batch
+            qs.batches += 1
+            progress.add("batches", 1)
         qs.status = "shipped"
         qs.entries_read += read
         qs.bytes_read += size
@@ -464,7 +466,6 @@ class Shipper:
         qs.positions[wal] = position
         if batch:
             qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch[-1].entry.key.write_time)
-        progress.add("batches", 1)
         progress.add("entries_shipped", len(batch))
         progress.add("cells_shipped", stats.cells)
         progress.add("bytes_shipped", size)
