@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One-command set-up of a fresh machine: Java 17+, Debian's zookeeper and docker-compose, and
-# .venv with the pinned dependencies (constraints.txt). Idempotent: a second run only checks.
+# One-command set-up of a fresh machine: Java 17+, Debian's zookeeper, docker-compose and
+# chromium (with chromium-driver), and .venv with the pinned dependencies (constraints.txt).
+# Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,7 +66,14 @@ if ! command -v docker-compose >/dev/null 2>&1; then
   apt_install docker-compose
 fi
 
-# 5. The virtualenv with pinned versions
+# 5. Chromium and its WebDriver from Debian's packages: the Airflow "Replication" page is tested
+#    in a real headless browser (tests/integration/test_ui.py)
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  say "installing Debian's chromium and chromium-driver packages"
+  apt_install chromium chromium-driver
+fi
+
+# 6. The virtualenv with pinned versions
 if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   say "installing python3-venv"
   apt_install python3-venv
@@ -90,4 +98,4 @@ if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; the
   fi
   stamp_of > "$VENV/.walship-stamp"
 fi
-say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present), docker-compose $(dpkg-query -W -f '${Version}' docker-compose 2>/dev/null || echo present)"
+say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present), docker-compose $(dpkg-query -W -f '${Version}' docker-compose 2>/dev/null || echo present), chromium $(dpkg-query -W -f '${Version}' chromium 2>/dev/null || echo present)"

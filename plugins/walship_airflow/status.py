@@ -1,0 +1,55 @@
+"""Replication status for Airflow: read it from the source cluster of a ``walship``
+connection, and record it as a compact sample, an event of the :data:`STATUS_ASSET` asset.
+
+The ``walship_status`` DAG records one sample a minute; the "Replication" page draws its
+charts from them. A sample's ``extra``::
+
+    {"generated_at": "2026-11-23T09:00:00.000Z",
+     "peers": {"1": {"bytes_queued": 1234, "lag_s": 2.5, "drained": false, "queues": 2}}}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import Asset
+
+from walship_airflow.hooks import WalshipHook
+
+#: the asset whose events carry the samples
+STATUS_ASSET_NAME = "walship_status"
+STATUS_ASSET_URI = "walship://status"
+STATUS_ASSET = Asset(name=STATUS_ASSET_NAME, uri=STATUS_ASSET_URI)
+
+#: the per-peer totals a sample keeps
+SAMPLE_FIELDS = ("bytes_queued", "lag_s", "drained", "queues")
+
+
+def read_source_status(peer_id: str | None = None, conn_id: str = WalshipHook.default_conn_name) -> dict[str, Any]:
+    """``walship status --json`` of the connection's source cluster (one peer, or all).
+
+    :raises walship.errors.PeerNotFoundError: ``peer_id`` names no peer.
+    :raises walship.errors.WalshipError: ZooKeeper or the WALs cannot be read.
+    :raises airflow.sdk.exceptions.AirflowException: the connection is missing or incomplete.
+    """
+    from walship.status import read_status
+
+    source = WalshipHook(conn_id).get_source()
+    return read_status(source.zk, source.znode_parent, source.wal_root, peer_id=peer_id, auth=source.auth)
+
+
+def compact_sample(status: dict[str, Any]) -> dict[str, Any]:
+    """The sample of a status: its time and, per peer, the totals in :data:`SAMPLE_FIELDS`."""
+    return {
+        "generated_at": status["generated_at"],
+        "peers": {
+            str(peer["peer_id"]): {key: peer["totals"][key] for key in SAMPLE_FIELDS} for peer in status["peers"]
+        },
+    }
+
+
+def record_sample(context: Any, conn_id: str = WalshipHook.default_conn_name) -> dict[str, Any]:
+    """Read the status and record it as the extra of the task's :data:`STATUS_ASSET` event."""
+    sample = compact_sample(read_source_status(conn_id=conn_id))
+    context["outlet_events"][STATUS_ASSET].extra.update(sample)
+    return sample
