@@ -41,3 +41,17 @@ def load_dagbag() -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
     return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+def source_conn(cluster: Any) -> str:
+    """``AIRFLOW_CONN_WALSHIP_SOURCE`` for a test cluster (its ZooKeeper chroot in the host)."""
+    hostport, _, chroot = cluster.zk_hosts.partition("/")
+    host, port = hostport.split(":")
+    return json.dumps(
+        {
+            "conn_type": "walship",
+            "host": f"{host}:{port}/{chroot}",
+            "port": int(port),
+            "extra": {"znode_parent": cluster.parent, "wal_root": str(cluster.mc.data_dir)},
+        }
+    )

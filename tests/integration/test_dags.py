@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow_env import source_conn
 from replication_helpers import add_peer, contents, make_cluster, ship
 
 from walship.minicluster.process import MiniClusterProcess
@@ -63,19 +64,6 @@ REPLICATE_DEFAULTS = {
     "max_parallel_jobs": 4,
     "spark_conn_id": "spark_default",
 }
-
-
-def source_conn(cluster: Any) -> str:
-    hostport, _, chroot = cluster.zk_hosts.partition("/")
-    host, port = hostport.split(":")
-    return json.dumps(
-        {
-            "conn_type": "walship",
-            "host": f"{host}:{port}/{chroot}",
-            "port": int(port),
-            "extra": {"znode_parent": cluster.parent, "wal_root": str(cluster.mc.data_dir)},
-        }
-    )
 
 
 def test_trigger_fires_only_when_there_is_work(

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 import pytest
+from airflow_env import source_conn
 from replication_helpers import Cluster, contents
 
 from walship.replicate import Shipper, WalStore
@@ -27,19 +28,6 @@ pytestmark = [
 def collect_airflow_leftovers() -> Any:
     yield
     gc.collect()
-
-
-def source_conn(cluster: Cluster) -> str:
-    hostport, _, chroot = cluster.zk_hosts.partition("/")
-    host, port = hostport.split(":")
-    return json.dumps(
-        {
-            "conn_type": "walship",
-            "host": f"{host}:{port}/{chroot}",
-            "port": int(port),
-            "extra": {"znode_parent": cluster.parent, "wal_root": str(cluster.mc.data_dir)},
-        }
-    )
 
 
 def test_the_sensor_waits_until_every_earlier_row_is_on_the_peer(

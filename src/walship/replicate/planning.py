@@ -36,7 +36,7 @@ from walship.zk import (
     read_cluster_id,
     zk_client,
 )
-from walship.zk.client import KAZOO_ERRORS, translate
+from walship.zk.client import KAZOO_ERRORS, translate, zk_errors
 from walship.zk.locks import Holder
 from walship.zk.peers import parse_cluster_key
 
@@ -291,9 +291,6 @@ def pending_queues(
 ) -> list[PendingQueue]:
     """:meth:`Planner.pending` with a client of its own (for the Airflow sensor and trigger;
     without ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
-    with zk_client(zk, auth=auth, parent=znode_parent) as client:
-        try:
-            planner = Planner(client, ZnodeLayout(znode_parent), WalStore(wal_root))
-            return planner.pending(peer_id, queue_filter, include_drained=include_drained)
-        except KAZOO_ERRORS as exc:
-            raise translate(exc, f"listing the queues of peer {peer_id}") from exc
+    with zk_client(zk, auth=auth, parent=znode_parent) as client, zk_errors(f"listing the queues of peer {peer_id}"):
+        planner = Planner(client, ZnodeLayout(znode_parent), WalStore(wal_root))
+        return planner.pending(peer_id, queue_filter, include_drained=include_drained)

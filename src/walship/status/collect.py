@@ -30,7 +30,7 @@ from walship.sinks.base import sink_endpoints
 from walship.status.model import PeerCount, PeerStatus, QueueStatus, ReplicationStatus, iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import PeerConfig, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
-from walship.zk.client import KAZOO_ERRORS, translate
+from walship.zk.client import zk_errors
 from walship.zk.locks import Holder
 from walship.zk.multiread import read_many
 from walship.zk.peers import table_cfs_json
@@ -288,11 +288,8 @@ def read_status(
 ) -> dict[str, Any]:
     """:func:`collect_status` as JSON, with a ZooKeeper client of its own (for the Airflow
     page and tasks; without ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
-    with zk_client(zk, auth=auth, parent=znode_parent) as client:
-        try:
-            status = collect_status(
-                client, ZnodeLayout(znode_parent), WalStore(wal_root), peer_id, probe_timeout=probe_timeout
-            )
-        except KAZOO_ERRORS as exc:
-            raise translate(exc, "reading the replication status") from exc
+    with zk_client(zk, auth=auth, parent=znode_parent) as client, zk_errors("reading the replication status"):
+        status = collect_status(
+            client, ZnodeLayout(znode_parent), WalStore(wal_root), peer_id, probe_timeout=probe_timeout
+        )
     return status.to_json()

@@ -30,7 +30,7 @@ from walship.replicate.walstore import WalStore
 from walship.status.model import iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
-from walship.zk.client import KAZOO_ERRORS, translate
+from walship.zk.client import zk_errors
 
 __all__ = [
     "Behind",
@@ -228,17 +228,14 @@ def wait_drained(
 def take_cut_at(zk: str, znode_parent: str, wal_root: str, peer_id: str, *, auth: str | None = None) -> Cut:
     """:func:`take_cut` with a ZooKeeper client of its own (for the Airflow sensor; without
     ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
-    with zk_client(zk, auth=auth, parent=znode_parent) as client:
-        try:
-            return take_cut(client, ZnodeLayout(znode_parent), WalStore(wal_root), peer_id)
-        except KAZOO_ERRORS as exc:
-            raise translate(exc, f"taking the drain cut of peer {peer_id}") from exc
+    with zk_client(zk, auth=auth, parent=znode_parent) as client, zk_errors(f"taking the drain cut of peer {peer_id}"):
+        return take_cut(client, ZnodeLayout(znode_parent), WalStore(wal_root), peer_id)
 
 
 def behind_at(zk: str, znode_parent: str, cut: Cut, *, auth: str | None = None) -> list[Behind]:
     """:func:`behind` with a ZooKeeper client of its own (for the Airflow trigger)."""
-    with zk_client(zk, auth=auth, parent=znode_parent) as client:
-        try:
-            return behind(client, ZnodeLayout(znode_parent), cut)
-        except KAZOO_ERRORS as exc:
-            raise translate(exc, f"checking the drain cut of peer {cut.peer_id}") from exc
+    with (
+        zk_client(zk, auth=auth, parent=znode_parent) as client,
+        zk_errors(f"checking the drain cut of peer {cut.peer_id}"),
+    ):
+        return behind(client, ZnodeLayout(znode_parent), cut)
