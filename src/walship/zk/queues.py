@@ -239,13 +239,17 @@ class ReplicationQueues:
                 return frozenset()
             wals: set[str] = set()
             try:
-                for server in self.client.get_children(root):
-                    spath = f"{root}/{server}"
-                    for qid in self.client.get_children(spath):
-                        wals.update(self.client.get_children(f"{spath}/{qid}"))
+                spaths = [f"{root}/{server}" for server in self.client.get_children(root)]
+                qids = read_many(self.client, [("children", p) for p in spaths])
+                qpaths = [f"{sp}/{qid}" for sp, ids in zip(spaths, qids, strict=True) for qid in ids or ()]
+                names = read_many(self.client, [("children", p) for p in qpaths])
+                if any(ids is None for ids in qids) or any(n is None for n in names):
+                    raise NoNodeError  # removed while listed
             except NoNodeError:
                 log.debug("queues changed during snapshot attempt %d; retrying", attempt + 1)
                 continue
+            for listed in names:
+                wals.update(listed)
             after = self.client.exists(root)
             if after is not None and after.cversion == before.cversion:
                 return frozenset(wals)
