@@ -23,6 +23,7 @@ __all__ = [
     "open_input",
     "parse_config_pairs",
     "positive_int",
+    "seconds",
     "source",
     "state",
 ]
@@ -52,6 +53,17 @@ def nonneg_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
     return value
 
 

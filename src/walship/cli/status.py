@@ -11,7 +11,7 @@ import sys
 import threading
 from types import FrameType
 
-from walship.cli.common import source
+from walship.cli.common import seconds, source
 from walship.status import collect_status, format_hbase, take_cut, wait_drained
 from walship.status.model import PeerStatus, ReplicationStatus
 from walship.zk.client import KAZOO_ERRORS
@@ -145,16 +145,6 @@ def _port(text: str) -> int:
     return value
 
 
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
-    return value
-
-
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st = sub.add_parser("status", help="per peer and queue: backlog, progress, lag, holder and state")
     st.add_argument("--peer", metavar="PEER_ID", help="only this peer")
@@ -168,9 +158,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="wait until every edit written before now is applied on the peer (exit 2 on timeout)",
     )
     wd.add_argument("--peer", required=True, metavar="PEER_ID")
-    wd.add_argument("--timeout", type=_timeout, metavar="SECONDS", help="give up after this long (default: never)")
+    wd.add_argument("--timeout", type=seconds, metavar="SECONDS", help="give up after this long (default: never)")
     wd.add_argument("--json", action="store_true", help="print the cut, what is behind and the time it took")
-    wd.add_argument("--poll", type=_timeout, default=0.5, help=argparse.SUPPRESS)
+    wd.add_argument("--poll", type=seconds, default=0.5, help=argparse.SUPPRESS)
     wd.set_defaults(func=cmd_wait_drained)
 
     metrics = sub.add_parser("metrics", help="the status as Prometheus metrics")

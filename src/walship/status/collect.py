@@ -35,7 +35,7 @@ from walship.zk.locks import Holder
 from walship.zk.multiread import read_many
 from walship.zk.peers import table_cfs_json
 
-__all__ = ["collect_status", "read_status"]
+__all__ = ["QueueFiles", "collect_status", "read_status"]
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def _probe(endpoints: Iterable[tuple[str, int]], timeout: float) -> dict[tuple[s
         return dict(zip(targets, pool.map(one, targets), strict=True))
 
 
-class _QueueReader:
+class QueueFiles:
     """Sizes from one listing, and the first unshipped entry of a queue."""
 
     def __init__(self, client: KazooClient, layout: ZnodeLayout, walstore: WalStore) -> None:
@@ -136,7 +136,7 @@ class _QueueReader:
 def _queue_status(
     peer: PeerConfig,
     q: QueueInfo,
-    reader: _QueueReader,
+    reader: QueueFiles,
     live: set[str],
     holder: Holder | None,
     record: dict[str, Any] | None,
@@ -243,7 +243,7 @@ def collect_status(
     live = set(live_servers(client, layout))
     holders = _holders(client, layout, queues)
     records = _progress(client, layout, queues)
-    reader = _QueueReader(client, layout, walstore)
+    reader = QueueFiles(client, layout, walstore)
     endpoints: dict[str, list[tuple[str, int]]] = {}
     counts: dict[str, PeerCount] = {}
     for peer in peers:

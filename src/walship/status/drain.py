@@ -25,8 +25,8 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from walship.errors import WalMissingError
-from walship.replicate.walstore import WalStore
+from walship.replicate.walstore import WalLocation, WalStore
+from walship.status.collect import QueueFiles
 from walship.status.model import iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
@@ -144,9 +144,9 @@ class DrainResult:
         return f"peer {self.cut.peer_id} not drained after {self.seconds:.1f} s: " + "; ".join(parts)
 
 
-def _complete_end(walstore: WalStore, wal: str, server: str, position: int) -> int:
-    """The end of the last complete entry of ``wal`` (``position`` when none lies past it)."""
-    loc = walstore.locate(wal, server)
+def _complete_end(walstore: WalStore, loc: WalLocation, position: int) -> int:
+    """The end of the last complete entry of the WAL at ``loc`` (``position`` when none lies
+    past it)."""
     if loc.size <= position:
         return position
     with walstore.open(loc) as f:
@@ -171,14 +171,13 @@ def take_cut(client: KazooClient, layout: ZnodeLayout, walstore: WalStore, peer_
     ReplicationPeers(client, layout).get(peer_id)
     taken_at = int(time.time() * 1000)
     points = []
+    files = QueueFiles(client, layout, walstore)
     for q in ReplicationQueues(client, layout).list_queues(peer_id):
         for wp in q.wals:
-            try:
-                offset = _complete_end(walstore, wp.name, q.server, wp.position)
-            except WalMissingError:
-                if client.exists(layout.wal(q.server, str(q.queue_id), wp.name)) is None:
-                    continue  # shipped and removed while the cut was taken
-                raise
+            loc = files.locate(q, wp.name)
+            if loc is None:
+                continue  # shipped and removed while the cut was taken
+            offset = _complete_end(walstore, loc, wp.position)
             if offset > wp.position:
                 points.append(CutPoint(q.server, str(q.queue_id), wp.name, offset))
     log.info("peer %s: cut of %d WAL(s) taken", peer_id, len(points))

@@ -13,7 +13,6 @@ import logging
 import os
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -22,12 +21,10 @@ from kazoo.exceptions import (
     ConnectionLoss,
     KazooException,
     NoAuthError,
-    NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.interfaces import IAsyncResult
 from kazoo.retry import KazooRetry
 
 from walship.defaults import zk_session_timeout
@@ -36,7 +33,6 @@ from walship.errors import ConfigError, ZkAuthError, ZkError, ZkUnavailableError
 __all__ = [
     "DEFAULT_ZK",
     "KAZOO_ERRORS",
-    "async_value",
     "connect",
     "inherit_acls",
     "parse_auth",
@@ -60,15 +56,6 @@ _UNAVAILABLE = (
     OperationTimeoutError,
     KazooTimeoutError,
 )
-
-
-def async_value(result: IAsyncResult) -> Any:
-    """The value of one of kazoo's async reads, or ``None`` when its znode is gone (for
-    pipelined reads: send them all, then collect each)."""
-    try:
-        return result.get()
-    except NoNodeError:
-        return None
 
 
 def translate(exc: BaseException, what: str) -> ZkError:

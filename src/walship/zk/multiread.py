@@ -27,10 +27,9 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
     UnimplementedError,
 )
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.serialization import int_struct, multiheader_struct, read_buffer, read_string, stat_struct
 from kazoo.protocol.states import ZnodeStat
-
-from walship.zk.client import async_value
 
 __all__ = ["CHUNK", "read_many"]
 
@@ -97,9 +96,17 @@ class _MultiRead:
                 raise MarshallingError(f"multiRead answer of unknown type {kind}")
 
 
+def _value(result: IAsyncResult) -> Any:
+    """The value of one of kazoo's async reads, or ``None`` when its znode is gone."""
+    try:
+        return result.get()
+    except NoNodeError:
+        return None
+
+
 def _fallback(client: KazooClient, ops: Sequence[tuple[str, str]]) -> list[Any]:
     reads = [client.get_async(p) if kind == "data" else client.get_children_async(p) for kind, p in ops]
-    return [async_value(r) for r in reads]
+    return [_value(r) for r in reads]
 
 
 def read_many(client: KazooClient, ops: Sequence[tuple[str, str]]) -> list[Any]:
