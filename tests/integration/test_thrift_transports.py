@@ -29,7 +29,8 @@ from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import PeerSummary, Shipper, WalStore
 from walship.sinks.base import SinkContext, validate_sink_config
-from walship.sinks.hbase import ThriftOptions, ThriftSink, open_connection
+from walship.sinks.hbase import ThriftSink
+from walship.sinks.thriftconn import ThriftOptions, open_connection
 from walship.zk import PeerConfig, ReplicationQueues, ZnodeLayout, zk_client
 
 pytestmark = pytest.mark.integration

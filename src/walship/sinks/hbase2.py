@@ -1,0 +1,184 @@
+"""Apply filtered edits to a peer HBase cluster through its Thrift2 servers (sink ``thrift2``).
+
+HBase's second Thrift service (``THBaseService``) expresses every edit a WAL holds, so this
+sink applies each one exactly as written:
+
+* Servers come from the peer's ``walship.sink.thrift2`` (``host:port[,...]``); transport,
+  protocol and TLS are the ``walship.sink.thrift.*`` keys, failover and backoff
+  :class:`~walship.sinks.thriftconn.ServerPool`'s.
+* Every cell keeps its own timestamp (``TColumnValue.timestamp``, ``TColumn.timestamp``).
+* Deletes keep their type: ``Delete`` -> ``DELETE_COLUMN`` (one version), ``DeleteColumn`` ->
+  ``DELETE_COLUMNS``, ``DeleteFamily`` -> ``DELETE_FAMILY``, ``DeleteFamilyVersion`` ->
+  ``DELETE_FAMILY_VERSION``; ``walship.incompatible`` never applies.
+* Mutations go in WAL order: consecutive puts of one table and origin are one ``putMultiple``
+  call, consecutive deletes one ``deleteMultiple``; a WAL entry's cells of one row are one
+  ``TPut`` (and one ``TDelete`` per delete type).
+* Every mutation carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer
+  writes them into its own WAL and the edit never comes back (no loops).
+* Cell tags are counted as dropped (HBase's Thrift2 server ignores them).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from walship.clusterids import encode_cluster_ids
+from walship.errors import ConfigError
+from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
+from walship.sinks.thriftconn import ServerPool, ThriftOptions, open_thrift2
+from walship.thrift.hbase2 import hbase2
+from walship.wal.model import CellType
+from walship.zk.peers import PeerConfig, parse_host_ports
+
+__all__ = ["SINK_THRIFT2_KEY", "Thrift2Sink", "thrift2_servers"]
+
+log = logging.getLogger(__name__)
+
+#: Peer configuration key naming the peer's Thrift2 servers: ``host:port[,host:port...]``.
+SINK_THRIFT2_KEY = "walship.sink.thrift2"
+#: Mutations per putMultiple / deleteMultiple call.
+MUTATIONS_PER_CALL = 5000
+_DELETE_TYPES = {
+    int(CellType.Delete): hbase2.TDeleteType.DELETE_COLUMN,
+    int(CellType.DeleteColumn): hbase2.TDeleteType.DELETE_COLUMNS,
+    int(CellType.DeleteFamily): hbase2.TDeleteType.DELETE_FAMILY,
+    int(CellType.DeleteFamilyVersion): hbase2.TDeleteType.DELETE_FAMILY_VERSION,
+}
+_WITH_QUALIFIER = (int(CellType.Delete), int(CellType.DeleteColumn))
+
+
+def thrift2_servers(peer: PeerConfig) -> list[tuple[str, int]]:
+    """The peer's Thrift2 servers from ``walship.sink.thrift2`` (empty when not set)."""
+    spec = peer.configuration.get(SINK_THRIFT2_KEY)
+    return parse_host_ports(spec, f"{SINK_THRIFT2_KEY} of peer {peer.peer_id}") if spec else []
+
+
+def _calling(name: str, table: bytes, mutations: list[Any]) -> Callable[[Any], Any]:
+    """A call of ``name(table, mutations)`` on a connection."""
+    return lambda conn: getattr(conn.client, name)(table, mutations)
+
+
+@dataclass
+class _Run:
+    """Consecutive mutations of one kind for one table and origin: one call (or a few)."""
+
+    table: bytes
+    deletes: bool
+    mutations: list[Any] = field(default_factory=list)
+
+
+class Thrift2Sink:
+    """Applies batches of filtered entries to one peer over THBaseService.
+
+    :param retries: rounds over all servers before giving up.
+    """
+
+    def __init__(
+        self,
+        peer: PeerConfig,
+        context: SinkContext,
+        *,
+        timeout_ms: int = 30_000,
+        retries: int = 6,
+        backoff: float = 0.2,
+    ) -> None:
+        self.peer = peer
+        options = ThriftOptions.of(peer)
+        servers = thrift2_servers(peer)
+        if not servers:
+            raise ConfigError(
+                f"peer {peer.peer_id} has no Thrift2 servers: set its {SINK_THRIFT2_KEY}=host:port[,host:port...] "
+                "configuration"
+            )
+        self.pool = ServerPool(
+            peer.peer_id,
+            servers,
+            options,
+            lambda host, port: open_thrift2(host, port, options, timeout_ms=timeout_ms),
+            (hbase2.TIOError, hbase2.TIllegalArgument),
+            service="Thrift2",
+            retries=retries,
+            backoff=backoff,
+        )
+
+    @classmethod
+    def validate_config(cls, peer: PeerConfig) -> None:
+        """:raises InvalidPeerConfigError: ``walship.sink.thrift2`` is not ``host:port[,...]``
+        (a peer may be added without it; shipping to it then says what is missing), or a
+        transport, protocol or TLS setting out of its allowed values."""
+        thrift2_servers(peer)
+        ThriftOptions.of(peer)
+
+    @classmethod
+    def endpoints(cls, peer: PeerConfig) -> list[tuple[str, int]]:
+        """The peer's Thrift2 servers (``walship.sink.thrift2``)."""
+        return thrift2_servers(peer)
+
+    def close(self) -> None:
+        self.pool.drop()
+
+    @staticmethod
+    def runs(entries: Sequence[FilteredEntry], stats: ApplyStats) -> list[_Run]:
+        """The batch as calls, in WAL order (see the module's description)."""
+        runs: list[_Run] = []
+        key: tuple[bytes, tuple[uuid.UUID, ...], bool] | None = None
+        attributes: dict[bytes, bytes] = {}
+        for fe in entries:
+            table = fe.entry.key.table
+            if key is None or key[:2] != (table, fe.cluster_ids):
+                attributes = {b"_cs.id": encode_cluster_ids(fe.cluster_ids)}
+            last: Any = None  # the mutation of this entry that the next cell may join
+            for cell in fe.cells:
+                if cell.tags:
+                    stats.tags_dropped += 1
+                deletes = cell.type != CellType.Put
+                if key != (table, fe.cluster_ids, deletes):
+                    key = (table, fe.cluster_ids, deletes)
+                    runs.append(_Run(table, deletes))
+                    last = None
+                mutations = runs[-1].mutations
+                if not deletes:
+                    value = hbase2.TColumnValue(
+                        family=cell.family, qualifier=cell.qualifier, value=cell.value, timestamp=cell.timestamp
+                    )
+                    if last is not None and last.row == cell.row:
+                        last.columnValues.append(value)
+                    else:
+                        last = hbase2.TPut(row=cell.row, columnValues=[value], attributes=attributes)
+                        mutations.append(last)
+                else:
+                    delete_type = _DELETE_TYPES[cell.type]
+                    column = hbase2.TColumn(
+                        family=cell.family,
+                        qualifier=cell.qualifier if cell.type in _WITH_QUALIFIER else None,
+                        timestamp=cell.timestamp,
+                    )
+                    if last is not None and last.row == cell.row and last.deleteType == delete_type:
+                        last.columns.append(column)
+                    else:
+                        last = hbase2.TDelete(
+                            row=cell.row, columns=[column], deleteType=delete_type, attributes=attributes
+                        )
+                        mutations.append(last)
+                stats.cells += 1
+        return runs
+
+    def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
+        """Apply entries exactly, in WAL order.
+
+        :raises SinkError: the peer refused the edits (e.g. an unknown table or family).
+        :raises SinkUnavailableError: no server answered.
+        """
+        stats = ApplyStats()
+        for run in self.runs(entries, stats):
+            what = f"{'deletes' if run.deletes else 'puts'} to table {run.table.decode(errors='replace')} (from {wal})"
+            call = "deleteMultiple" if run.deletes else "putMultiple"
+            for i in range(0, len(run.mutations), MUTATIONS_PER_CALL):
+                chunk = run.mutations[i : i + MUTATIONS_PER_CALL]
+                self.pool.call(_calling(call, run.table, chunk), what, stats)
+                stats.calls += 1
+        return stats

@@ -1,0 +1,352 @@
+"""Connections to a peer's HBase Thrift servers, shared by the Thrift1 and Thrift2 sinks.
+
+* :class:`ThriftOptions`: the transport, protocol and TLS a peer's Thrift servers speak, from
+  its configuration, as HBase's Thrift servers are started (``-f``, ``-c``,
+  ``hbase.thrift.ssl.enabled``); the same keys apply to both services:
+  ``walship.sink.thrift.transport`` = ``buffered`` (default) | ``framed``,
+  ``walship.sink.thrift.protocol`` = ``binary`` (default) | ``compact``,
+  ``walship.sink.thrift.ssl`` = ``false`` (default) | ``true``, with
+  ``walship.sink.thrift.ssl.ca`` (a PEM file of the CAs to trust; default: the system's) and
+  ``walship.sink.thrift.ssl.verify`` = ``true`` (default) | ``false`` (check that the
+  certificate names the host; the certificate itself is always verified).
+* :func:`open_connection` (Thrift1, a happybase connection) and :func:`open_thrift2`
+  (THBaseService).
+* :class:`ServerPool`: one of the servers picked at random, a failed one left for another,
+  with exponential backoff between rounds; refusals (the server's own errors) are not retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import socket
+import ssl
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import happybase
+from happybase.connection import THRIFT_PROTOCOLS, THRIFT_TRANSPORTS
+from thriftpy2.thrift import TApplicationException, TClient
+from thriftpy2.transport import TSocket, TSSLSocket, TTransportException
+
+from walship.errors import InvalidPeerConfigError, SinkError, SinkUnavailableError
+from walship.sinks.base import ApplyStats
+from walship.thrift import PROTOCOLS, TRANSPORTS
+from walship.thrift.hbase1 import Hbase_thrift
+from walship.thrift.hbase2 import hbase2
+from walship.zk.peers import PeerConfig
+
+__all__ = [
+    "THRIFT_PROTOCOL_KEY",
+    "THRIFT_SSL_CA_KEY",
+    "THRIFT_SSL_KEY",
+    "THRIFT_SSL_VERIFY_KEY",
+    "THRIFT_TRANSPORT_KEY",
+    "TRANSPORT_ERRORS",
+    "ServerPool",
+    "Thrift2Client",
+    "ThriftOptions",
+    "describe_error",
+    "open_connection",
+    "open_thrift2",
+]
+
+log = logging.getLogger(__name__)
+
+#: Peer configuration keys: how to speak to the peer's Thrift servers.
+THRIFT_TRANSPORT_KEY = "walship.sink.thrift.transport"
+THRIFT_PROTOCOL_KEY = "walship.sink.thrift.protocol"
+THRIFT_SSL_KEY = "walship.sink.thrift.ssl"
+THRIFT_SSL_CA_KEY = "walship.sink.thrift.ssl.ca"
+THRIFT_SSL_VERIFY_KEY = "walship.sink.thrift.ssl.verify"
+_BOOLEANS = {"true": True, "false": False}
+TRANSPORT_ERRORS = (TTransportException, TApplicationException, ConnectionError, socket.timeout, OSError, EOFError)
+T = TypeVar("T")
+
+
+def _choice(peer: PeerConfig, key: str, allowed: Sequence[str], default: str) -> str:
+    raw = peer.configuration.get(key)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value not in allowed:
+        raise InvalidPeerConfigError(f"peer {peer.peer_id}: {key} must be one of {', '.join(allowed)}, got {raw!r}")
+    return value
+
+
+def _flag(peer: PeerConfig, key: str, default: bool) -> bool:
+    return _BOOLEANS[_choice(peer, key, tuple(_BOOLEANS), "true" if default else "false")]
+
+
+@dataclass(frozen=True)
+class ThriftOptions:
+    """How to speak to a peer's Thrift servers (see the module's description)."""
+
+    transport: str = "buffered"
+    protocol: str = "binary"
+    ssl: bool = False
+    #: PEM file of the CAs to trust (``None``: the system's)
+    ca: str | None = None
+    #: check that the server's certificate names the host
+    verify: bool = True
+
+    @classmethod
+    def of(cls, peer: PeerConfig) -> ThriftOptions:
+        """The options in the peer's configuration.
+
+        :raises InvalidPeerConfigError: a value out of its allowed set (the message names the
+            key, the peer and the allowed values), or a CA file that does not exist.
+        """
+        ca = peer.configuration.get(THRIFT_SSL_CA_KEY) or None
+        if ca is not None and not Path(ca).is_file():
+            raise InvalidPeerConfigError(f"peer {peer.peer_id}: {THRIFT_SSL_CA_KEY}: no such file: {ca}")
+        return cls(
+            transport=_choice(peer, THRIFT_TRANSPORT_KEY, TRANSPORTS, "buffered"),
+            protocol=_choice(peer, THRIFT_PROTOCOL_KEY, PROTOCOLS, "binary"),
+            ssl=_flag(peer, THRIFT_SSL_KEY, False),
+            ca=ca,
+            verify=_flag(peer, THRIFT_SSL_VERIFY_KEY, True),
+        )
+
+    def describe(self) -> str:
+        """E.g. ``framed/compact over TLS``."""
+        return f"{self.transport}/{self.protocol}{' over TLS' if self.ssl else ''}"
+
+
+def describe_error(exc: BaseException | None) -> str:
+    """An error's own words (thriftpy2's exceptions print as their repr)."""
+    message = getattr(exc, "message", None)
+    return message if isinstance(message, str) and message else str(exc)
+
+
+def _tls_socket(host: str, port: int, options: ThriftOptions, timeout_ms: int) -> Any:
+    """A thriftpy2 TLS socket to ``host:port``, connected (the handshake done).
+
+    :raises TTransportException: the server cannot be reached, or the handshake failed (the
+        message says why, e.g. a certificate that the CA did not sign).
+    """
+    tsock = TSSLSocket(  # type: ignore[no-untyped-call]
+        host, port, socket_timeout=timeout_ms, connect_timeout=timeout_ms, cafile=options.ca, validate=True
+    )
+    context: ssl.SSLContext = tsock.ssl_context
+    if options.ca is None:
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    context.check_hostname = options.verify
+    timeout = timeout_ms / 1000 if timeout_ms else None
+    try:
+        raw = socket.create_connection((host, port), timeout=timeout)
+    except OSError as exc:
+        raise TTransportException(
+            type=TTransportException.NOT_OPEN, message=f"could not connect to {host}:{port}: {exc}"
+        ) from None
+    try:
+        tls = context.wrap_socket(raw, server_hostname=host)
+    except (ssl.SSLError, ssl.CertificateError, OSError) as exc:
+        raw.close()
+        hint = f" (check {THRIFT_SSL_CA_KEY})" if isinstance(exc, ssl.SSLCertVerificationError) else ""
+        raise TTransportException(
+            type=TTransportException.NOT_OPEN, message=f"TLS handshake with {host}:{port} failed: {exc}{hint}"
+        ) from None
+    tls.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    tsock.set_handle(tls)  # type: ignore[no-untyped-call]
+    return tsock
+
+
+def open_connection(host: str, port: int, options: ThriftOptions | None = None, *, timeout_ms: int = 30_000) -> Any:
+    """A :class:`happybase.Connection` to one Thrift1 server, opened, speaking ``options``.
+
+    happybase has no TLS: for TLS the connection's transport and client are thriftpy2's, over
+    a TLS socket (``connection.client`` and ``close()`` work as for any other).
+
+    :raises TTransportException: the server cannot be reached or the TLS handshake failed.
+    """
+    options = options or ThriftOptions()
+    if not options.ssl:
+        return happybase.Connection(
+            host,
+            port,
+            timeout=timeout_ms,
+            autoconnect=True,
+            transport=options.transport,
+            protocol=options.protocol,
+        )
+    conn = happybase.Connection(
+        host, port, timeout=timeout_ms, autoconnect=False, transport=options.transport, protocol=options.protocol
+    )
+    transport = THRIFT_TRANSPORTS[options.transport](_tls_socket(host, port, options, timeout_ms))
+    conn.transport = transport
+    conn.client = TClient(Hbase_thrift.Hbase, THRIFT_PROTOCOLS[options.protocol](transport, decode_response=False))
+    return conn
+
+
+class Thrift2Client:
+    """An open connection to one THBaseService server: ``client`` makes the calls."""
+
+    def __init__(self, transport: Any, client: Any, address: tuple[str, int]) -> None:
+        self.transport = transport
+        self.client = client
+        self.address = address
+
+    def close(self) -> None:
+        with contextlib.suppress(*TRANSPORT_ERRORS):
+            self.transport.close()
+
+    def __enter__(self) -> Thrift2Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_thrift2(
+    host: str, port: int, options: ThriftOptions | None = None, *, timeout_ms: int = 30_000
+) -> Thrift2Client:
+    """A connection to one Thrift2 (THBaseService) server, opened, speaking ``options``.
+
+    :raises TTransportException: the server cannot be reached or the TLS handshake failed.
+    """
+    options = options or ThriftOptions()
+    if options.ssl:
+        sock = _tls_socket(host, port, options, timeout_ms)
+    else:
+        sock = TSocket(host, port, socket_timeout=timeout_ms, connect_timeout=timeout_ms)  # type: ignore[no-untyped-call]
+    transport = THRIFT_TRANSPORTS[options.transport](sock)
+    if not options.ssl:
+        transport.open()
+    protocol = THRIFT_PROTOCOLS[options.protocol](transport, decode_response=False)
+    return Thrift2Client(transport, TClient(hbase2.THBaseService, protocol), (host, port))
+
+
+class ServerPool:
+    """Calls on one of a peer's Thrift servers, failing over between them.
+
+    :param opener: ``opener(host, port)`` -> an open connection with ``close()``.
+    :param refusals: the server's own exceptions: a call raising one is not retried.
+    :param service: what the servers are, for messages (``Thrift``, ``Thrift2``).
+    :param retries: rounds over all servers before giving up.
+    """
+
+    def __init__(
+        self,
+        peer_id: str,
+        servers: Sequence[tuple[str, int]],
+        options: ThriftOptions,
+        opener: Callable[[str, int], Any],
+        refusals: tuple[type[BaseException], ...],
+        *,
+        service: str = "Thrift",
+        retries: int = 6,
+        backoff: float = 0.2,
+    ) -> None:
+        self.peer_id = peer_id
+        self.servers = list(servers)
+        self.options = options
+        self.opener = opener
+        self.refusals = refusals
+        self.service = service
+        self.retries = retries
+        self.backoff = backoff
+        self._conn: Any = None
+        self.server: tuple[str, int] | None = None
+
+    def names(self) -> str:
+        return ", ".join(f"{h}:{p}" for h, p in self.servers)
+
+    def connection(self) -> Any:
+        """The open connection, opening one on a random answering server if needed.
+
+        :raises SinkUnavailableError: no server answered.
+        """
+        if self._conn is None:
+            choices = list(self.servers)
+            random.shuffle(choices)
+            last: Exception | None = None
+            for host, port in choices:
+                try:
+                    conn = self.opener(host, port)
+                except TRANSPORT_ERRORS as exc:
+                    last = exc
+                    log.warning(
+                        "peer %s: %s server %s:%d (%s) unreachable: %s",
+                        self.peer_id,
+                        self.service,
+                        host,
+                        port,
+                        self.options.describe(),
+                        describe_error(exc),
+                    )
+                    continue
+                self._conn, self.server = conn, (host, port)
+                break
+            if self._conn is None:
+                raise SinkUnavailableError(
+                    f"peer {self.peer_id}: no {self.service} server answered ({self.names()}, "
+                    f"{self.options.describe()}): {describe_error(last)}"
+                )
+        return self._conn
+
+    def drop(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = None
+
+    def call(self, func: Callable[[Any], T], what: str, stats: ApplyStats) -> T:
+        """``func(connection)`` on an answering server, retried on another after a transport
+        error, with backoff.
+
+        :param what: what the call does, for a refusal's message (e.g. ``edits to table t``).
+        :raises SinkError: the server refused (one of ``refusals``): not retried.
+        :raises SinkUnavailableError: no server answered within the retries.
+        """
+        delay = self.backoff
+        last: Exception | None = None
+        for attempt in range(self.retries * max(1, len(self.servers))):
+            try:
+                return func(self.connection())
+            except self.refusals as exc:
+                raise SinkError(f"peer {self.peer_id} refused {what}: {describe_error(exc)}") from None
+            except SinkUnavailableError:
+                if attempt + 1 >= self.retries:
+                    raise
+                stats.retries += 1
+            except TRANSPORT_ERRORS as exc:
+                last = exc
+                log.warning(
+                    "peer %s: %s call to %s failed (%s); retrying",
+                    self.peer_id,
+                    self.service,
+                    self.server,
+                    describe_error(exc),
+                )
+                self.drop()
+                stats.retries += 1
+                stats.last_backoff = (
+                    min(delay, 10.0),
+                    f"{self.service} call to {self.server} failed: {describe_error(exc)}",
+                )
+            time.sleep(min(delay, 10.0))
+            delay *= 2
+        raise SinkUnavailableError(
+            f"peer {self.peer_id}: gave up after {self.retries} rounds over {self.service} servers {self.names()} "
+            f"({self.options.describe()}){self._explain(last)}"
+        )
+
+    def _explain(self, exc: Exception | None) -> str:
+        """The last error of a call, and what a connection closed at once may mean."""
+        if exc is None:
+            return ""
+        closed = isinstance(exc, (ConnectionError, EOFError)) or (
+            isinstance(exc, TTransportException) and exc.type == TTransportException.END_OF_FILE
+        )
+        hint = (
+            f"; the server closed the connection: does it expect TLS ({THRIFT_SSL_KEY}) or another transport "
+            f"({THRIFT_TRANSPORT_KEY}) or protocol ({THRIFT_PROTOCOL_KEY})?"
+            if closed
+            else ""
+        )
+        return f": last error: {describe_error(exc)}{hint}"
