@@ -1,13 +1,15 @@
-"""``walship peer add|enable|disable|remove|list|show`` and ``walship queues``: peers and queues in ZooKeeper."""
+"""``walship peer add|set|adopt|enable|disable|remove|list|show`` and ``walship queues``: peers and queues in ZooKeeper."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 from walship.cli.common import parse_config_pairs, state
+from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.sinks.base import validate_sink_config
 from walship.sinks.hbase import SINK_THRIFT_KEY
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, format_table_cfs, parse_table_cfs
@@ -35,6 +37,137 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         f"added peer {config.peer_id} ({'ENABLED' if config.enabled else 'DISABLED'}, managed by walship; "
         f"HBase peer-state DISABLED) -> {config.cluster_key}"
     )
+    return 0
+
+
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value == "true"
+
+
+def _set_table_cfs(peer_id: str, flag: str, spec: str) -> dict[str, tuple[str, ...] | None] | None:
+    """A table-cfs flag of ``peer set``: ``""`` clears the field."""
+    if not spec.strip():
+        return None
+    try:
+        return parse_table_cfs(spec)
+    except InvalidPeerConfigError as exc:
+        raise InvalidPeerConfigError(f"peer {peer_id}: {flag}: {exc}") from None
+
+
+def _set_namespaces(spec: str) -> frozenset[str] | None:
+    """A namespaces flag of ``peer set``: ``""`` clears the field."""
+    return frozenset(n.strip() for n in spec.split(",") if n.strip()) or None
+
+
+def _describe(field_name: str, value: Any) -> str:
+    if not value:
+        return "-" if field_name != "replicate_all" else "false"
+    if field_name.endswith("table_cfs"):
+        return format_table_cfs(value)
+    if field_name.endswith("namespaces"):
+        return ",".join(sorted(value))
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _changes(before: PeerConfig, after: PeerConfig) -> list[str]:
+    """``name: before -> after`` for every field ``peer set`` changed."""
+    lines = []
+    for name in ("replicate_all", "table_cfs", "namespaces", "exclude_table_cfs", "exclude_namespaces"):
+        old, new = getattr(before, name), getattr(after, name)
+        if (old or None) != (new or None):
+            lines.append(f"{name}: {_describe(name, old)} -> {_describe(name, new)}")
+    for key in sorted(set(before.configuration) | set(after.configuration)):
+        old_value, new_value = before.configuration.get(key), after.configuration.get(key)
+        if old_value != new_value:
+            lines.append(
+                f"configuration {key}: {'-' if old_value is None else old_value} -> "
+                f"{'-' if new_value is None else new_value}"
+            )
+    return lines
+
+
+def cmd_peer_set(args: argparse.Namespace) -> int:
+    """Change a peer as HBase's set_peer_tableCFs, set_peer_namespaces, set_peer_exclude_*,
+    set_peer_replicate_all and update_peer_config do: one versioned write of its znode."""
+    peer_id = args.peer_id
+    given = [
+        args.table_cfs,
+        args.namespaces,
+        args.exclude_table_cfs,
+        args.exclude_namespaces,
+        args.replicate_all,
+        args.config or None,
+        args.remove_config or None,
+    ]
+    if all(flag is None for flag in given):
+        args.set_parser.error(
+            "give at least one of --table-cfs, --namespaces, --exclude-table-cfs, --exclude-namespaces, "
+            "--replicate-all, --config, --remove-config"
+        )
+    # everything that does not depend on the peer's present state is checked before connecting
+    fields: dict[str, Any] = {}
+    if args.table_cfs is not None:
+        fields["table_cfs"] = _set_table_cfs(peer_id, "--table-cfs", args.table_cfs)
+    if args.namespaces is not None:
+        fields["namespaces"] = _set_namespaces(args.namespaces)
+    if args.exclude_table_cfs is not None:
+        fields["exclude_table_cfs"] = _set_table_cfs(peer_id, "--exclude-table-cfs", args.exclude_table_cfs)
+    if args.exclude_namespaces is not None:
+        fields["exclude_namespaces"] = _set_namespaces(args.exclude_namespaces)
+    try:
+        pairs = parse_config_pairs(args.config)
+    except ConfigError as exc:
+        raise ConfigError(f"peer {peer_id}: {exc}") from None
+    removed = [key.strip() for key in args.remove_config]
+    for key in removed:
+        if not key:
+            raise ConfigError(f"peer {peer_id}: invalid --remove-config '': expected a configuration key")
+        if key in pairs:
+            raise ConfigError(f"peer {peer_id}: {key} is both set (--config) and removed (--remove-config)")
+    if MANAGED_KEY in pairs or MANAGED_KEY in removed:
+        raise InvalidPeerConfigError(
+            f"peer {peer_id}: {MANAGED_KEY} cannot be changed by 'peer set' "
+            f"('walship peer adopt {peer_id}' makes a peer managed)"
+        )
+    switched: list[bool] = []
+
+    def change(current: PeerConfig) -> PeerConfig:
+        # runs on every attempt of the versioned write, on the peer as it is then
+        switched.clear()
+        update = dict(fields)
+        if pairs or removed:
+            configuration = dict(current.configuration)
+            for key in removed:
+                if key not in configuration:
+                    raise ConfigError(f"peer {peer_id}: --remove-config {key}: the peer has no such configuration key")
+                del configuration[key]
+            update["configuration"] = {**configuration, **pairs}
+        if args.replicate_all is not None:
+            update["replicate_all"] = args.replicate_all
+        elif current.replicate_all and (
+            update.get("table_cfs", current.table_cfs) or update.get("namespaces", current.namespaces)
+        ):
+            # HBase's set_peer_tableCFs on such a peer asks for set_peer_replicate_all false first
+            update["replicate_all"] = False
+            switched.append(True)
+        return replace(current, **update)
+
+    with state(args) as (client, layout):
+        before, after = ReplicationPeers(client, layout).modify(peer_id, change, validate=validate_sink_config)
+    if args.json:
+        print(json.dumps(after.to_json()))
+        return 0
+    lines = _changes(before, after)
+    print(f"updated peer {peer_id}" + ("" if lines else ": nothing changed"))
+    for line in lines:
+        if switched and line.startswith("replicate_all:"):
+            line += " (table-cfs or namespaces set: now only those replicate)"
+        print(f"  {line}")
+    if not after.replicate_all and not after.table_cfs and not after.namespaces:
+        print(f"  note: peer {peer_id} replicates no table now (no table-cfs or namespaces, replicate_all false)")
     return 0
 
 
@@ -144,6 +277,34 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add.add_argument("--disabled", action="store_true", help="add the peer disabled")
     add.set_defaults(func=cmd_peer_add)
+    pset = peer_sub.add_parser(
+        "set",
+        help="change a peer's table-cfs, namespaces, exclude lists, replicate_all or configuration "
+        "(one versioned znode write; running tailers pick it up at their next rediscovery)",
+    )
+    pset.add_argument("peer_id")
+    pset.add_argument("--table-cfs", help="replicate only these: 'ns.table:cf1,cf2;table2'; '' clears them")
+    pset.add_argument("--namespaces", help="replicate only these namespaces: a,b; '' clears them")
+    pset.add_argument("--exclude-table-cfs", help="with replicate_all true: all but these; '' clears them")
+    pset.add_argument("--exclude-namespaces", help="with replicate_all true: all but these namespaces; '' clears them")
+    pset.add_argument(
+        "--replicate-all",
+        type=_boolean,
+        metavar="true|false",
+        help="replicate every table (true needs no table-cfs or namespaces) or only the named ones",
+    )
+    pset.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="add or change a configuration entry, repeatable",
+    )
+    pset.add_argument(
+        "--remove-config", action="append", default=[], metavar="KEY", help="remove a configuration entry, repeatable"
+    )
+    pset.add_argument("--json", action="store_true", help="print the new configuration as JSON")
+    pset.set_defaults(func=cmd_peer_set, set_parser=pset)
     adopt = peer_sub.add_parser("adopt", help="make a peer HBase ships a walship-managed one (HBase stops shipping it)")
     adopt.add_argument("peer_id")
     adopt.set_defaults(func=cmd_peer_adopt)

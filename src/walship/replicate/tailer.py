@@ -9,6 +9,10 @@ outage by backing off and retrying from the committed position (nothing is lost,
 skipped), and ends after ``duration`` seconds, releasing its locks so that the next run takes
 over.
 
+Each rediscovery re-reads the peer: a peer changed meanwhile (``walship peer set``) gets a new
+filter chain and sink, built between two passes, when every batch read has been applied and its
+position committed, so positions carry over as they are (nothing lost, nothing shipped twice).
+
 Example::
 
     summary = Tailer(client, ZnodeLayout("/hbase"), WalStore("/data/hbase"), "1", duration=600).run()
@@ -26,7 +30,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 
 from walship import defaults
-from walship.errors import SinkUnavailableError, ZkUnavailableError
+from walship.errors import SinkUnavailableError, WalshipError, ZkUnavailableError
 from walship.replicate.filters import EntryFilter
 from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
@@ -145,6 +149,23 @@ class Tailer:
             raise translate(exc, f"tailing peer {self.peer_id}") from exc
         return peer
 
+    def _rebuild(self, old: PeerConfig | None, peer: PeerConfig, sink: Sink | None) -> tuple[EntryFilter, Sink]:
+        """The filter chain and sink for ``peer``; the old sink is closed (also on failure).
+
+        Called between passes only, when no batch is in flight: each pass applies and commits
+        every batch it reads, so positions carry over as they are.
+        """
+        try:
+            entry_filter = self.shipper.planner.entry_filter(peer)
+            new_sink = self.shipper.sink_factory(peer)
+        finally:
+            if sink is not None:
+                with contextlib.suppress(Exception):  # a sink that fails to close loses nothing
+                    sink.close()
+        if old is not None:
+            log.info("peer %s changed: filter and sink rebuilt from its new configuration", self.peer_id)
+        return entry_filter, new_sink
+
     def run(self) -> TailSummary:
         summary = TailSummary(self.peer_id)
         t0 = time.monotonic()
@@ -159,7 +180,7 @@ class Tailer:
                 now = time.monotonic()
                 if now >= next_discovery:
                     try:
-                        peer = self._discover(summary)
+                        fresh = self._discover(summary)
                     except ZkUnavailableError as exc:
                         # ZooKeeper away: ride it out, as a peer outage, from the committed positions
                         summary.outages += 1
@@ -167,16 +188,28 @@ class Tailer:
                         time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
                         backoff = min(backoff * 2, self.max_backoff)
                         continue
-                    if peer is None:
+                    if fresh is None:
                         summary.status = "disabled"
                         time.sleep(min(self.rediscover, max(0.0, deadline - time.monotonic())))
                         next_discovery = time.monotonic()
                         continue
                     summary.status = "ok" if not summary.errors else "error"
-                    if entry_filter is None:
-                        entry_filter = self.shipper.planner.entry_filter(peer)
-                    if sink is None:
-                        sink = self.shipper.sink_factory(peer)
+                    if fresh != peer or entry_filter is None or sink is None:
+                        # new, or changed (`peer set`): every batch of the last pass is applied and
+                        # its position committed, so the new filter and sink start where it ended
+                        try:
+                            entry_filter, sink = self._rebuild(peer, fresh, sink)
+                        except WalshipError as exc:
+                            if peer is None:
+                                raise  # at the start, as before: the run fails, naming why
+                            summary.errors.append(
+                                f"peer {self.peer_id} changed and its new configuration cannot be used: {exc}; "
+                                "stopped tailing at the committed positions"
+                            )
+                            summary.status = "error"
+                            sink = None  # _rebuild closed the old one
+                            break
+                        peer = fresh
                     next_discovery = now + self.rediscover
                 assert peer is not None and entry_filter is not None and sink is not None
                 summary.passes += 1

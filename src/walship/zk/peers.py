@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -458,13 +458,39 @@ class ReplicationPeers:
     def disable(self, peer_id: str) -> None:
         self.set_enabled(peer_id, False)
 
-    def update(self, peer_id: str, **changes: Any) -> PeerConfig:
+    def update(
+        self, peer_id: str, *, validate: Callable[[PeerConfig], None] | None = None, **changes: Any
+    ) -> PeerConfig:
         """Change fields of a peer's configuration with a versioned write (retried on a race).
 
         ``enabled`` is changed with :meth:`set_enabled`, not here.
+
+        :param validate: called with the merged configuration before each write attempt (see
+            :meth:`modify`).
         """
         if "peer_id" in changes or "enabled" in changes:
             raise InvalidPeerConfigError("update cannot change 'peer_id' or 'enabled'")
+        return self.modify(peer_id, lambda current: replace(current, **changes), validate=validate)[1]
+
+    def modify(
+        self,
+        peer_id: str,
+        change: Callable[[PeerConfig], PeerConfig],
+        *,
+        validate: Callable[[PeerConfig], None] | None = None,
+    ) -> tuple[PeerConfig, PeerConfig]:
+        """Rewrite the peer's znode as ``change`` makes it from the peer read now: one versioned
+        write (ZooKeeper set with the version read), retried from a fresh read on a race.
+
+        ``change`` and ``validate`` run on every attempt, inside the loop, so a writer racing
+        this one cannot make the write skip them; either may raise to write nothing. What
+        ``change`` returns went through PeerConfig's own checks already (its constructor).
+
+        :returns: the peer before and after the write.
+        :raises PeerNotFoundError: no such peer.
+        :raises InvalidPeerConfigError: ``change`` altered the peer id, its state or
+            ``walship.managed`` (``peer adopt`` owns that), or ``validate`` refused the result.
+        """
         path = self.layout.peer(validate_peer_id(peer_id))
         while True:
             try:
@@ -472,12 +498,25 @@ class ReplicationPeers:
             except NoNodeError:
                 raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
             current = self._config(peer_id, decode_peer(data, path))
-            updated = replace(current, **changes)
+            updated = change(current)
+            if updated.peer_id != peer_id or updated.enabled != current.enabled:
+                raise InvalidPeerConfigError(f"peer {peer_id}: an update cannot change the peer id or its state")
+            if updated.configuration.get(MANAGED_KEY) != current.configuration.get(MANAGED_KEY):
+                raise InvalidPeerConfigError(
+                    f"peer {peer_id}: {MANAGED_KEY} cannot be changed by an update "
+                    f"('walship peer adopt {peer_id}' makes a peer managed)"
+                )
+            if validate is not None:
+                validate(updated)
             try:
                 self.client.set(path, updated.to_bytes(), version=stat.version)
             except BadVersionError:
+                log.debug("peer %s changed since it was read (version %d); reading it again", peer_id, stat.version)
                 continue
-            return updated
+            except NoNodeError:
+                raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
+            log.info("updated peer %s (znode version %d -> %d)", peer_id, stat.version, stat.version + 1)
+            return current, updated
 
     def remove(self, peer_id: str) -> None:
         """Remove the peer, then every queue of it (as HBase's RemovePeerProcedure does), so
