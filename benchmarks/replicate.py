@@ -1,14 +1,20 @@
-"""Replication throughput A -> B beside the sink's ceiling, measured in one run.
+"""Replication throughput A -> B beside the sink's ceiling, for both sinks, measured in one run.
 
-Starts ZooKeeper and two miniclusters, writes N cells (100-byte values, 3 cells a row) into A,
-then measures side by side:
+Starts ZooKeeper and three miniclusters, writes N cells (100-byte values, 3 cells a row) into
+A, then measures side by side:
 
-* ``ship``: walship ships them from A's WALs to B (one pass of the shipper, in process);
-* ``ceiling``: the same cells written straight into B with happybase batches of 1,000 rows
-  (what B's Thrift server takes at best).
+* ``ship thrift1``: walship ships them from A's WALs to B over Thrift1 (peer 1, one pass of the
+  shipper, in process);
+* ``ceiling thrift1``: the same cells written straight into B with happybase batches of 1,000
+  rows (what B's Thrift1 server takes at best);
+* ``ship thrift2``: walship ships them to C over Thrift2 (peer 2, exact deletes, per-cell
+  timestamps);
+* ``ceiling thrift2``: the same cells written straight into C with ``putMultiple`` calls of
+  1,000 rows.
 
-Prints cells/s of both and their ratio (target >= 0.5), and Spark's start-up time for the
-ship job measured separately (spark-submit of the job with no queue to ship).
+Prints cells/s of each, each sink's ratio to its own ceiling (target >= 0.5) and the Thrift2
+sink beside the Thrift1 sink, and Spark's start-up time for the ship job measured separately
+(spark-submit of the job with no queue to ship).
 
     .venv/bin/python benchmarks/replicate.py [--cells 1000000] [--no-spark]
 """
@@ -28,6 +34,8 @@ import happybase
 from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import Shipper, WalStore
+from walship.sinks.thriftconn import open_thrift2
+from walship.thrift.hbase2 import hbase2
 from walship.zk import PeerConfig, ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -58,6 +66,32 @@ def spark_startup(zk: str, wal_root: str) -> float:
     return time.perf_counter() - t0
 
 
+def write_thrift2(mc: MiniClusterProcess, table: str, rows: int) -> float:
+    with open_thrift2(*mc.thrift2) as c:
+        t0 = time.perf_counter()
+        for start in range(0, rows, 1000):
+            puts = [
+                hbase2.TPut(
+                    row=b"%016d" % i,
+                    columnValues=[hbase2.TColumnValue(family=b"f", qualifier=q, value=VALUE) for q in QUALS],
+                )
+                for i in range(start, min(rows, start + 1000))
+            ]
+            c.client.putMultiple(table.encode(), puts)
+        return time.perf_counter() - t0
+
+
+def ship_peer(zk: str, a: MiniClusterProcess, peer_id: str) -> tuple[float, int, int]:
+    """One pass of the shipper for the peer: seconds, cells shipped, batches."""
+    with zk_client(zk) as client:
+        shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(str(a.data_dir)))
+        t0 = time.perf_counter()
+        summary = shipper.ship_peer(peer_id)
+        elapsed = time.perf_counter() - t0
+    totals = summary.totals()
+    return elapsed, int(totals["cells_shipped"]), int(totals["batches"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", type=int, default=1_000_000)
@@ -69,50 +103,60 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         zk = LocalZooKeeper(root / "zk", free_port())
         zk.start()
-        a = MiniClusterProcess("a", root / "a", zk=zk.hosts, znode_parent="/hbase-a")
-        b = MiniClusterProcess("b", root / "b", zk=zk.hosts, znode_parent="/hbase-b")
+        clusters = {n: MiniClusterProcess(n, root / n, zk=zk.hosts, znode_parent=f"/hbase-{n}") for n in "abc"}
+        a, b, c = clusters["a"], clusters["b"], clusters["c"]
         try:
-            a.start()
-            b.start()
-            ca, cb = happybase.Connection(*a.thrift), happybase.Connection(*b.thrift)
-            for conn, mc in ((ca, a), (cb, b)):
+            for mc in clusters.values():
+                mc.start()
+                conn = happybase.Connection(*mc.thrift)
                 conn.create_table("bench", {"f": {"max_versions": 1}})
+                if mc is not a:
+                    conn.create_table("ceiling", {"f": {"max_versions": 1}})
+                conn.close()
                 AdminClient(mc.admin).set_scope("bench", "f", 1)
-            cb.create_table("ceiling", {"f": {"max_versions": 1}})
-            host, port = b.thrift
             with zk_client(zk.hosts) as client:
-                ReplicationPeers(client, ZnodeLayout("/hbase-a")).add(
+                peers = ReplicationPeers(client, ZnodeLayout("/hbase-a"))
+                host, port = b.thrift
+                peers.add(
                     PeerConfig("1", f"{zk.hosts}:/hbase-b", configuration={"walship.sink.thrift": f"{host}:{port}"})
                 )
+                host, port = c.thrift2
+                peers.add(
+                    PeerConfig(
+                        "2",
+                        f"{zk.hosts}:/hbase-c",
+                        configuration={"walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"},
+                    )
+                )
             time.sleep(0.5)
+            ca = happybase.Connection(*a.thrift)
             load_s = write(ca, "bench", rows)
-            with zk_client(zk.hosts) as client:
-                shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(str(a.data_dir)))
-                t0 = time.perf_counter()
-                summary = shipper.ship_peer("1")
-                ship_s = time.perf_counter() - t0
-            shipped = summary.totals()["cells_shipped"]
-            ceiling_s = write(cb, "ceiling", rows)
-            startup = None if args.no_spark else spark_startup(zk.hosts, str(a.data_dir))
             ca.close()
+            ship1_s, shipped1, batches1 = ship_peer(zk.hosts, a, "1")
+            ship2_s, shipped2, batches2 = ship_peer(zk.hosts, a, "2")
+            cb = happybase.Connection(*b.thrift)
+            ceiling1_s = write(cb, "ceiling", rows)
             cb.close()
+            ceiling2_s = write_thrift2(c, "ceiling", rows)
+            startup = None if args.no_spark else spark_startup(zk.hosts, str(a.data_dir))
         finally:
-            for mc in (a, b):
+            for mc in clusters.values():
                 mc.stop()
             zk.stop()
-    if shipped != cells:
-        print(f"FAIL: shipped {shipped} cells, wrote {cells}")
+    if shipped1 != cells or shipped2 != cells:
+        print(f"FAIL: shipped {shipped1} cells over Thrift1 and {shipped2} over Thrift2, wrote {cells}")
         return 1
-    ship_rate, ceiling_rate = cells / ship_s, cells / ceiling_s
+    rate = {
+        name: cells / secs for name, secs in (("s1", ship1_s), ("c1", ceiling1_s), ("s2", ship2_s), ("c2", ceiling2_s))
+    }
     print(f"cells {cells:,} ({rows:,} rows x 3, 100-byte values); loading A took {load_s:.1f} s")
-    print(
-        f"ship A -> B (walship)     : {ship_rate:12,.0f} cells/s  ({ship_s:.1f} s, {summary.totals()['batches']} batches)"
-    )
-    print(f"happybase straight into B : {ceiling_rate:12,.0f} cells/s  ({ceiling_s:.1f} s)  <- the sink's ceiling")
-    print(
-        f"ratio ship/ceiling: {ship_rate / ceiling_rate:.3f}  (target >= 0.5: "
-        f"{'met' if ship_rate / ceiling_rate >= 0.5 else 'NOT met'})"
-    )
+    print(f"ship A -> B over Thrift1 (walship) : {rate['s1']:12,.0f} cells/s  ({ship1_s:.1f} s, {batches1} batches)")
+    print(f"happybase straight into B (Thrift1): {rate['c1']:12,.0f} cells/s  ({ceiling1_s:.1f} s)  <- Thrift1 ceiling")
+    print(f"ship A -> C over Thrift2 (walship) : {rate['s2']:12,.0f} cells/s  ({ship2_s:.1f} s, {batches2} batches)")
+    print(f"putMultiple straight into C        : {rate['c2']:12,.0f} cells/s  ({ceiling2_s:.1f} s)  <- Thrift2 ceiling")
+    for sink, ratio in (("Thrift1", rate["s1"] / rate["c1"]), ("Thrift2", rate["s2"] / rate["c2"])):
+        print(f"ratio ship/ceiling {sink}: {ratio:.3f}  (target >= 0.5: {'met' if ratio >= 0.5 else 'NOT met'})")
+    print(f"Thrift2 sink / Thrift1 sink: {rate['s2'] / rate['s1']:.3f}")
     if startup is not None:
         print(f"Spark start-up (spark-submit of the ship job with nothing to ship, local[2]): {startup:.1f} s")
     return 0

@@ -1,8 +1,9 @@
 """The embedded-default demo: replicate one minicluster into another through Airflow.
 
 Starts ZooKeeper and two miniclusters (source A, peer B), creates table ``demo`` with
-families ``r`` (replication scope 1) and ``l`` (scope 0) on both, adds peer ``1`` from A to B,
-writes 100,000 rows into A through happybase (puts over several versions, some deletes),
+families ``r`` (replication scope 1) and ``l`` (scope 0) on both, adds peer ``1`` from A to B
+(the Thrift2 sink), writes 100,000 rows into A through happybase (puts over several versions,
+some deletes) and single-version deletes through Thrift2,
 runs the ``walship_replicate`` DAG with ``airflow dags test``, prints the queues, and checks
 that family ``r`` is identical on A and B and family ``l`` absent on B. Ends with one line,
 PASS or FAIL, and leaves nothing running.
@@ -22,12 +23,16 @@ import happybase
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.sinks.thriftconn import open_thrift2
+from walship.thrift.hbase2 import hbase2
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / ".demo"
 ROWS = int(os.environ.get("WALSHIP_DEMO_ROWS", "100000"))
+#: the timestamp of the older versions the demo writes
+BASE = int(time.time() * 1000) - 10_000
 
 
 def say(msg: str) -> None:
@@ -38,7 +43,7 @@ def load(conn: happybase.Connection) -> None:
     """100,000 rows: every row twice in r (two versions), every 10th a third time, l for all;
     every 50th row loses r:b (DeleteColumn), every 97th its family r, every 101st the row."""
     t = conn.table("demo")
-    base = int(time.time() * 1000) - 10_000
+    base = BASE
     with t.batch(batch_size=1000) as b:
         for i in range(ROWS):
             row = b"row-%06d" % i
@@ -58,6 +63,31 @@ def load(conn: happybase.Connection) -> None:
             b.delete(b"row-%06d" % i, columns=[b"r"])
         for i in range(0, ROWS, 101):
             b.delete(b"row-%06d" % i)
+
+
+def single_version_deletes(mc: MiniClusterProcess) -> None:
+    """Over Thrift2, what Thrift1 cannot say: every 7th even row loses its oldest version of r:a
+    (a single-version Delete), every 13th even row every column of r at that timestamp
+    (DeleteFamilyVersion)."""
+    with open_thrift2(*mc.thrift2) as c:
+        t = hbase2.TDeleteType
+        deletes = [
+            hbase2.TDelete(
+                row=b"row-%06d" % i,
+                columns=[hbase2.TColumn(family=b"r", qualifier=b"a", timestamp=BASE)],
+                deleteType=t.DELETE_COLUMN,
+            )
+            for i in range(0, ROWS, 14)
+        ] + [
+            hbase2.TDelete(
+                row=b"row-%06d" % i,
+                columns=[hbase2.TColumn(family=b"r", timestamp=BASE)],
+                deleteType=t.DELETE_FAMILY_VERSION,
+            )
+            for i in range(0, ROWS, 26)
+        ]
+        for start in range(0, len(deletes), 1000):
+            c.client.deleteMultiple(b"demo", deletes[start : start + 1000])
 
 
 def snapshot(conn: happybase.Connection, family: bytes) -> dict[bytes, dict[bytes, tuple[bytes, int]]]:
@@ -99,20 +129,22 @@ def main() -> int:
         a = MiniClusterProcess("a", DEMO / "a", zk=zk.hosts, znode_parent="/hbase-a").start()
         b = MiniClusterProcess("b", DEMO / "b", zk=zk.hosts, znode_parent="/hbase-b").start()
         say(f"source A: thrift {a.ready['thrift']}, cluster {a.cluster_id}")
-        say(f"peer   B: thrift {b.ready['thrift']}, cluster {b.cluster_id}")
+        say(f"peer   B: thrift {b.ready['thrift']}, thrift2 {b.ready['thrift2']}, cluster {b.cluster_id}")
         ca, cb = happybase.Connection(*a.thrift), happybase.Connection(*b.thrift)
         for conn, mc in ((ca, a), (cb, b)):
             conn.create_table("demo", {"r": {"max_versions": 3}, "l": {"max_versions": 3}})
             AdminClient(mc.admin).set_scope("demo", "r", 1)
-        bhost, bport = b.thrift
+        bhost, bport = b.thrift2
+        sink = {"walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{bhost}:{bport}"}
         with zk_client(zk.hosts) as client:
             ReplicationPeers(client, ZnodeLayout("/hbase-a")).add(
-                PeerConfig("1", f"{zk.hosts}:/hbase-b", configuration={"walship.sink.thrift": f"{bhost}:{bport}"})
+                PeerConfig("1", f"{zk.hosts}:/hbase-b", configuration=sink)
             )
-        say("peer 1 added: A -> B (family r has REPLICATION_SCOPE 1, l has 0)")
+        say("peer 1 added: A -> B over Thrift2 (family r has REPLICATION_SCOPE 1, l has 0)")
         time.sleep(0.5)
         t0 = time.time()
         load(ca)
+        single_version_deletes(a)
         say(f"wrote {ROWS:,} rows into A in {time.time() - t0:.1f} s")
         t0 = time.time()
         code = run_dag(zk.hosts, str(a.data_dir))

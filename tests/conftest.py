@@ -88,11 +88,21 @@ def minicluster(minicluster_factory: Callable[..., MiniClusterProcess]) -> MiniC
 
 
 @pytest.fixture
-def ab(minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str) -> tuple[Cluster, Cluster]:
-    """Source A and peer B (table t: family r scoped 1, l scoped 0), peer 1 from A to B."""
+def sink_protocol() -> str:
+    """The sink peers ship with. A module that is a behaviour suite of both sinks overrides
+    it with one parametrized over ``replication_helpers.SINK_PROTOCOLS``."""
+    return "thrift1"
+
+
+@pytest.fixture
+def ab(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, sink_protocol: str
+) -> tuple[Cluster, Cluster]:
+    """Source A and peer B (table t: family r scoped 1, l scoped 0), peer 1 from A to B over
+    the ``sink_protocol`` sink."""
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = make_cluster(minicluster_factory, zk_hosts, "B")
-    add_peer(a, b)
+    add_peer(a, b, protocol=sink_protocol)
     return a, b
 
 

@@ -14,6 +14,8 @@ from walship.replicate import PeerSummary, Shipper, WalStore
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 
 TABLE = b"t"
+#: The sinks of one behaviour suite: each test of it runs once per sink.
+SINK_PROTOCOLS = ("thrift1", "thrift2")
 
 
 @dataclass
@@ -40,6 +42,19 @@ class Cluster:
         host, port = self.mc.thrift
         return f"{host}:{port}"
 
+    def thrift2_address(self) -> str:
+        host, port = self.mc.thrift2
+        return f"{host}:{port}"
+
+    def sink_config(self, protocol: str = "thrift1") -> dict[str, str]:
+        """A peer's sink settings to ship into this cluster over ``protocol``."""
+        config = {"walship.sink.thrift": self.thrift_address()}
+        if protocol == "thrift2":
+            config |= {"walship.sink.protocol": "thrift2", "walship.sink.thrift2": self.thrift2_address()}
+        elif protocol != "thrift1":
+            raise ValueError(f"no sink protocol {protocol!r} in the tests")
+        return config
+
 
 def make_cluster(factory: Callable[..., MiniClusterProcess], zk_hosts: str, name: str, **kwargs: object) -> Cluster:
     mc = factory(name, **kwargs)
@@ -58,14 +73,12 @@ def current_wals_enqueued(cluster: Cluster, queues: ReplicationQueues, peer_id: 
     return bool(current) and all((server, wal) in enqueued for server, wal in current.items())
 
 
-def add_peer(source: Cluster, target: Cluster, peer_id: str = "1", **config: str) -> None:
-    """Add the peer, then wait for the source cluster to enqueue its current WALs for it (it
-    does so on a ZooKeeper watch, as HBase does)."""
+def add_peer(source: Cluster, target: Cluster, peer_id: str = "1", protocol: str = "thrift1", **config: str) -> None:
+    """Add the peer (its sink speaking ``protocol`` to ``target``), then wait for the source
+    cluster to enqueue its current WALs for it (it does so on a ZooKeeper watch, as HBase does)."""
     with zk_client(source.zk_hosts) as client:
         ReplicationPeers(client, ZnodeLayout(source.parent)).add(
-            PeerConfig(
-                peer_id, target.cluster_key, configuration={"walship.sink.thrift": target.thrift_address(), **config}
-            )
+            PeerConfig(peer_id, target.cluster_key, configuration={**target.sink_config(protocol), **config})
         )
         queues = ReplicationQueues(client, ZnodeLayout(source.parent))
         wait_until(

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
+from replication_helpers import SINK_PROTOCOLS, Cluster, add_peer, contents, make_cluster, ship
 from waiting import wait_until
 
 from walship.minicluster import AdminClient
@@ -21,6 +21,13 @@ from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=SINK_PROTOCOLS)
+def sink_protocol(request: pytest.FixtureRequest) -> str:
+    """Every test here runs once per sink: one behaviour suite, two backends."""
+    return str(request.param)
+
 
 Factory = Callable[..., MiniClusterProcess]
 
@@ -101,7 +108,7 @@ def test_disabled_peer_gets_nothing_until_enabled(ab: tuple[Cluster, Cluster]) -
     assert contents(b) == contents(a, b"r") != {}
 
 
-def test_removing_and_readding_a_peer(ab: tuple[Cluster, Cluster]) -> None:
+def test_removing_and_readding_a_peer(ab: tuple[Cluster, Cluster], sink_protocol: str) -> None:
     a, b = ab
     a.table().put(b"before", {b"r:q": b"1"})
     ship(a)
@@ -110,7 +117,7 @@ def test_removing_and_readding_a_peer(ab: tuple[Cluster, Cluster]) -> None:
         assert ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues("1") == []
     a.table().put(b"while-removed", {b"r:q": b"2"})
     assert b"while-removed" not in contents(b)
-    add_peer(a, b)  # the cluster enqueues its current WALs for the new peer (a ZooKeeper watch)
+    add_peer(a, b, protocol=sink_protocol)  # the cluster enqueues its current WALs for the new peer (a ZooKeeper watch)
     a.table().put(b"after", {b"r:q": b"3"})
     assert ship(a).status == "ok"
     got = contents(b)
@@ -119,11 +126,11 @@ def test_removing_and_readding_a_peer(ab: tuple[Cluster, Cluster]) -> None:
     assert b"while-removed" in got
 
 
-def test_master_master_without_loops(minicluster_factory: Factory, zk_hosts: str) -> None:
+def test_master_master_without_loops(minicluster_factory: Factory, zk_hosts: str, sink_protocol: str) -> None:
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = make_cluster(minicluster_factory, zk_hosts, "B")
-    add_peer(a, b)
-    add_peer(b, a)
+    add_peer(a, b, protocol=sink_protocol)
+    add_peer(b, a, protocol=sink_protocol)
     for i in range(20):
         a.table().put(b"from-a-%02d" % i, {b"r:q": b"a"})
         b.table().put(b"from-b-%02d" % i, {b"r:q": b"b"})
@@ -140,13 +147,13 @@ def test_master_master_without_loops(minicluster_factory: Factory, zk_hosts: str
     assert all(len(ids) <= 1 for ids in a_ids | b_id)
 
 
-def test_ring_of_three(minicluster_factory: Factory, zk_hosts: str) -> None:
+def test_ring_of_three(minicluster_factory: Factory, zk_hosts: str, sink_protocol: str) -> None:
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = make_cluster(minicluster_factory, zk_hosts, "B")
     c = make_cluster(minicluster_factory, zk_hosts, "C")
-    add_peer(a, b)
-    add_peer(b, c)
-    add_peer(c, a)
+    add_peer(a, b, protocol=sink_protocol)
+    add_peer(b, c, protocol=sink_protocol)
+    add_peer(c, a, protocol=sink_protocol)
     for i in range(10):
         a.table().put(b"a-%02d" % i, {b"r:q": b"a"})
         c.table().put(b"c-%02d" % i, {b"r:q": b"c"})

@@ -7,7 +7,7 @@ import logging
 import threading
 
 import pytest
-from replication_helpers import Cluster, contents, ship
+from replication_helpers import SINK_PROTOCOLS, Cluster, contents, ship
 from waiting import wait_until
 
 from walship.minicluster import AdminClient
@@ -17,6 +17,12 @@ from walship.zk import ReplicationQueues, ZnodeLayout, connect, zk_client
 from walship.zk.locks import read_holder
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=SINK_PROTOCOLS)
+def sink_protocol(request: pytest.FixtureRequest) -> str:
+    """Every test here runs once per sink: one behaviour suite, two backends."""
+    return str(request.param)
 
 
 def start_tail(a: Cluster, duration: float) -> tuple[threading.Thread, list[TailSummary]]:
@@ -53,7 +59,7 @@ def tailer_holds_every_queue(a: Cluster, peer_id: str = "1") -> bool:
 
 def sink_failures(records: list[logging.LogRecord]) -> list[str]:
     """The Thrift sink's warnings: a server unreachable, or a call failed (each one a retry)."""
-    return [r.getMessage() for r in records if r.name == "walship.sinks.hbase" and r.levelno >= logging.WARNING]
+    return [r.getMessage() for r in records if r.name.startswith("walship.sinks") and r.levelno >= logging.WARNING]
 
 
 def test_tail_delivers_during_the_run_and_hands_over(ab: tuple[Cluster, Cluster]) -> None:
@@ -89,7 +95,7 @@ def test_tail_and_micro_batch_never_ship_a_queue_together(ab: tuple[Cluster, Clu
 
 def test_tail_rides_out_a_peer_outage(ab: tuple[Cluster, Cluster], caplog: pytest.LogCaptureFixture) -> None:
     a, b = ab
-    caplog.set_level(logging.WARNING, logger="walship.sinks.hbase")
+    caplog.set_level(logging.WARNING, logger="walship.sinks")
     tailer, out = start_tail(a, duration=25)
     a.table().put(b"before", {b"r:q": b"0"})
     wait_until(lambda: b.table().row(b"before"), what="before on B")

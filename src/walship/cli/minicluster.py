@@ -27,6 +27,7 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
         znode_parent=args.znode_parent,
         thrift_port=args.thrift_port,
         admin_port=args.admin_port,
+        thrift2_port=args.thrift2_port,
         regionservers=args.regionservers,
         wal_roll_size=args.wal_roll_size,
         roll_order=args.roll_order,
@@ -51,6 +52,9 @@ def cmd_minicluster_admin(args: argparse.Namespace) -> int:
         result = client.info()
         if not args.json:
             print(f"cluster {result['name']} ({result['cluster_id']}) on {result['zk']}{result['znode_parent']}")
+            endpoints = result.get("endpoints") or {}
+            if endpoints:
+                print("  " + "  ".join(f"{k}={v or '-'}" for k, v in endpoints.items()))
             for rs in result["regionservers"]:
                 state = "live" if rs["alive"] else "dead"
                 print(f"  {rs['name']}  {state}  wal={rs['wal']}  regions={len(rs['regions'])}")
@@ -75,6 +79,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     start.add_argument("--znode-parent", default=argparse.SUPPRESS, help="znode parent (or the global flag)")
     start.add_argument("--thrift-port", type=nonneg_int, required=True, help="0 picks a free port")
     start.add_argument("--admin-port", type=nonneg_int, required=True, help="0 picks a free port")
+    start.add_argument(
+        "--thrift2-port",
+        type=nonneg_int,
+        default=None,
+        help="also serve Thrift2 (THBaseService) on this port, with the Thrift port's transport, protocol "
+        "and TLS options; 0 picks a free port (default: no Thrift2 server)",
+    )
     start.add_argument("--regionservers", type=positive_int, default=3)
     start.add_argument("--wal-roll-size", type=positive_int, default=64 * 1024 * 1024, metavar="BYTES")
     start.add_argument(

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from kazoo.client import KazooClient
 
@@ -39,31 +39,32 @@ from walship.errors import (
     TableNotFoundError,
 )
 from walship.minicluster.filters import Filter
+from walship.minicluster.regionserver import RegionServer
+from walship.minicluster.schema import check_family, check_table_name
 from walship.minicluster.store import Family, Region, Store, VisibleCell
 from walship.protos import WAL_pb2
 from walship.servername import ServerName
-from walship.wal import METAFAMILY, Cell, CellType, WalKey, WalReader, WalWriter, build_wal_name, parse_wal_name
-from walship.zk import ReplicationQueues, ZnodeLayout, connect, ensure_cluster_id, register_server
+from walship.wal import METAFAMILY, Cell, CellType, WalKey, WalReader, parse_wal_name
+from walship.zk import ReplicationQueues, ZnodeLayout, connect, ensure_cluster_id
 from walship.zk.client import inherit_acls
 
-__all__ = ["CLUSTER_ID_ATTRIBUTE", "MiniCluster", "RowMutation", "decode_cluster_ids", "encode_cluster_ids"]
+__all__ = [
+    "CLUSTER_ID_ATTRIBUTE",
+    "LATEST_TIMESTAMP",
+    "MiniCluster",
+    "RowEdit",
+    "RowMutation",
+    "check_table_name",
+    "decode_cluster_ids",
+    "encode_cluster_ids",
+]
 
 log = logging.getLogger(__name__)
 
+#: HBase's ``HConstants.LATEST_TIMESTAMP``: "now", resolved by the region server.
 LATEST_TIMESTAMP = 2**63 - 1
 #: ``default``: a roll closes the old WAL at once and archives it; ``hbase``: HBase's order.
 ROLL_ORDERS = ("default", "hbase")
-_TABLE_PART = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-
-
-def check_table_name(name: bytes) -> bytes:
-    """``[ns:]qualifier`` with HBase's characters; :class:`BadRequestError` otherwise."""
-    parts = name.split(b":")
-    if len(parts) > 2 or not all(parts) or any(set(p) - _TABLE_PART for p in parts) or parts[-1].startswith(b"."):
-        raise BadRequestError(f"invalid table name {name!r}")
-    if name.startswith(b"hbase:"):
-        raise BadRequestError(f"table {name!r}: the hbase namespace is reserved")
-    return name
 
 
 @dataclass
@@ -75,88 +76,20 @@ class RowMutation:
     deletes: list[tuple[bytes, bytes | None]] = field(default_factory=list)  # family, qualifier or None
 
 
-class RegionServer:
-    """One logical region server: its name, its own ZooKeeper session, its current WAL."""
+@dataclass
+class RowEdit:
+    """One WAL entry of one row: the cells of one mutation, or of several applied atomically
+    (Thrift2's ``mutateRow``), each mutation a list of typed cells.
 
-    def __init__(self, name: ServerName, cluster: MiniCluster) -> None:
-        self.name = name
-        self.cluster = cluster
-        self.zk: KazooClient | None = None
-        self.alive = False
-        self.wal_dir = cluster.data_dir / "WALs" / str(name)
-        self.wal_name = ""
-        self.wal_path: Path | None = None
-        self._file: BinaryIO | None = None
-        self.writer: WalWriter | None = None
-        self._last_ts = 0
-        self._next: tuple[BinaryIO, WalWriter, str, Path] | None = None
+    A cell timestamp of :data:`LATEST_TIMESTAMP` is resolved as HBase's ``HRegion`` does: a
+    ``Delete`` (one version) takes the timestamp of the newest visible version of its column
+    (the n-th newest for the n-th such delete of the column in one mutation), or now when
+    there is none; every other cell takes now.
+    """
 
-    def start(self) -> None:
-        self.zk = connect(self.cluster.zk_hosts)
-        inherit_acls(self.zk, self.cluster.layout.parent)
-        register_server(self.zk, self.cluster.layout, str(self.name))
-        self.wal_dir.mkdir(parents=True, exist_ok=True)
-        self.alive = True
-        self.open_new_wal()
-
-    def open_new_wal(self) -> Path | None:
-        """Roll: name a new WAL, add it to every peer's queue, then switch to it. Returns the
-        rolled WAL's path (closed with its trailer), if there was one."""
-        self.begin_roll()
-        return self.complete_roll()
-
-    @property
-    def rolling(self) -> bool:
-        return self._next is not None
-
-    def begin_roll(self) -> None:
-        """Name the new WAL, add it to every peer's queue and open it; appends still go to the
-        current WAL until :meth:`complete_roll`."""
-        assert self.zk is not None
-        ts = max(int(time.time() * 1000), self._last_ts + 1)
-        self._last_ts = ts
-        name = build_wal_name(self.name, ts)
-        ReplicationQueues(self.zk, self.cluster.layout).add_wal(str(self.name), name)
-        path = self.wal_dir / name
-        f = open(path, "xb")  # noqa: SIM115 - owned by this server until the next roll
-        writer = WalWriter(f)
-        writer.sync()
-        self._next = (f, writer, name, path)
-
-    def complete_roll(self) -> Path | None:
-        """Close the current WAL with its trailer and switch to the one :meth:`begin_roll`
-        opened; returns the closed WAL's path."""
-        if self._next is None:
-            return None
-        old = self.close_wal(trailer=True)
-        self._file, self.writer, self.wal_name, self.wal_path = self._next
-        self._next = None
-        return old
-
-    def close_wal(self, *, trailer: bool) -> Path | None:
-        if self.writer is None or self._file is None:
-            return None
-        self.writer.close(trailer=trailer)
-        if trailer:
-            self.writer.sync()
-        self._file.close()
-        old = self.wal_path
-        self.writer = None
-        self._file = None
-        return old
-
-    def append(self, entries: Sequence[tuple[WalKey, Sequence[Cell]]]) -> None:
-        assert self.writer is not None
-        self.writer.append_many(entries)
-        self.writer.sync()
-
-    def stop_session(self) -> None:
-        if self.zk is not None:
-            with contextlib.suppress(Exception):
-                self.zk.stop()
-                self.zk.close()
-            self.zk = None
-        self.alive = False
+    row: bytes
+    mutations: list[list[Cell]]
+    cluster_ids: tuple[uuid.UUID, ...] = ()
 
 
 class MiniCluster:
@@ -203,6 +136,8 @@ class MiniCluster:
         self.owner: dict[str, RegionServer] = {}  # encoded region -> server
         self.seq: dict[str, int] = {}
         self._known_peers: set[str] = set()
+        #: the addresses it serves (``thrift``, ``thrift2``, ...), as the runner sets them
+        self.endpoints: dict[str, str | None] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -435,16 +370,17 @@ class MiniCluster:
             raise TableDisabledError("the cluster is not running")
         return self.store
 
-    def create_table(self, table: bytes, families: Sequence[Family]) -> None:
+    def create_table(
+        self, table: bytes, families: Sequence[Family], descriptor: dict[str, object] | None = None
+    ) -> None:
+        """Create a table of one region, assigned to the least loaded live server.
+
+        :param descriptor: the table's own settings (Thrift2's attributes and durability).
+        """
         check_table_name(table)
         if not families:
             raise BadRequestError(f"table {table!r}: at least one column family is needed")
-        names = [f.name for f in families]
-        for f in families:
-            if not f.name or b":" in f.name or f.name.startswith(b"."):
-                raise BadRequestError(f"invalid column family name {f.name!r}")
-            if f.max_versions < 1:
-                raise BadRequestError(f"family {f.name!r}: maxVersions must be >= 1, got {f.max_versions}")
+        names = [check_family(f).name for f in families]
         if len(set(names)) != len(names):
             raise BadRequestError(f"table {table!r}: a column family is named twice")
         with self.lock:
@@ -455,6 +391,8 @@ class MiniCluster:
             encoded = hashlib.md5(b"%s,,%d." % (table, region_id)).hexdigest()
             region = Region(encoded, table, b"", b"", region_id, 0)
             store.create_table(table, families, region)
+            if descriptor:
+                store.set_table_descriptor(table, descriptor)
             self.seq[encoded] = 0
             self._assign(region)
 
@@ -470,9 +408,17 @@ class MiniCluster:
             raise TableDisabledError(f"table {table.decode(errors='replace')} is disabled")
         return families
 
-    def set_enabled(self, table: bytes, enabled: bool) -> None:
+    def set_enabled(self, table: bytes, enabled: bool, *, strict: bool = False) -> None:
+        """Enable or disable a table.
+
+        :param strict: as HBase's Admin: refuse to enable an enabled table or to disable a
+            disabled one (:class:`BadRequestError`).
+        """
         with self.lock:
             self.table_families(table)
+            if strict and self._store().table_enabled(table) == enabled:
+                state = "enabled" if enabled else "disabled"
+                raise BadRequestError(f"table {table.decode(errors='replace')} is already {state}")
             self._store().set_enabled(table, enabled)
 
     def delete_table(self, table: bytes) -> None:
@@ -494,6 +440,31 @@ class MiniCluster:
                 raise NoSuchFamilyError(f"table {table!r} has no column family {family!r}")
             self._store().set_scope(table, family, scope)
 
+    def add_family(self, table: bytes, family: Family) -> None:
+        """Like HBase's ``Admin.addColumnFamily``: online, the table may be enabled.
+
+        :raises BadRequestError: the family exists already, or is not a valid family.
+        """
+        check_family(family)
+        with self.lock:
+            if family.name in self.table_families(table):
+                raise BadRequestError(f"table {table!r} has a column family {family.name!r} already")
+            self._store().add_family(table, family)
+
+    def modify_family(self, table: bytes, family: Family) -> None:
+        """Like HBase's ``Admin.modifyColumnFamily``: the family's descriptor is replaced."""
+        check_family(family)
+        with self.lock:
+            if family.name not in self.table_families(table):
+                raise NoSuchFamilyError(f"table {table!r} has no column family {family.name!r}")
+            self._store().modify_family(table, family)
+
+    def region_locations(self, table: bytes) -> list[tuple[Region, RegionServer | None]]:
+        """The table's regions in key order, each with the server that holds it (if any)."""
+        with self.lock:
+            self.table_families(table)
+            return [(r, self.owner.get(r.encoded)) for r in self._store().regions(table)]
+
     # -- writes ------------------------------------------------------------------------------------
 
     def mutate(
@@ -504,52 +475,84 @@ class MiniCluster:
         timestamp: int | None = None,
         attributes: dict[bytes, bytes] | None = None,
     ) -> None:
-        """Apply row mutations: WAL first (synced), then the store, then return."""
+        """Apply Thrift1 row mutations (one timestamp for every cell, now by default; per
+        row its deletes, then its puts); see :meth:`mutate_cells`."""
         cluster_ids: tuple[uuid.UUID, ...] = ()
         if attributes and CLUSTER_ID_ATTRIBUTE in attributes:
             cluster_ids = decode_cluster_ids(attributes[CLUSTER_ID_ATTRIBUTE])
+        ts = LATEST_TIMESTAMP if timestamp is None else timestamp
+        edits = []
+        for m in mutations:
+            cells = [
+                Cell(m.row, fam, b"", ts, CellType.DeleteFamily)
+                if qual is None
+                else Cell(m.row, fam, qual, ts, CellType.DeleteColumn)
+                for fam, qual in m.deletes
+            ]
+            cells += [Cell(m.row, fam, qual, ts, CellType.Put, value) for fam, qual, value in m.puts]
+            edits.append(RowEdit(m.row, [cells], cluster_ids))
+        self.mutate_cells(table, edits)
+
+    def mutate_cells(self, table: bytes, edits: Sequence[RowEdit]) -> None:
+        """Apply typed cells: one WAL entry per :class:`RowEdit` (synced), then the store,
+        then return. Every edit is checked before anything is written: all or nothing.
+
+        :raises NoSuchFamilyError: a cell of a family the table does not have.
+        :raises BadRequestError: an empty row key, a cell of another row, a negative timestamp.
+        """
         with self.lock:
             families = self.check_enabled(table)
             now = int(time.time() * 1000)
-            ts = now if timestamp is None or timestamp == LATEST_TIMESTAMP else timestamp
-            if ts < 0:
-                raise BadRequestError(f"timestamp must be >= 0, got {ts}")
             scopes = {f.name: f.scope for f in families.values() if f.scope}
             region = self._store().regions(table)[0]
-            rs = self.owner.get(region.encoded)
-            if rs is None or not rs.alive:
-                rs = self._assign(region)
             entries: list[tuple[WalKey, list[Cell]]] = []
             all_cells: list[Cell] = []
             seq = self.seq.get(region.encoded, 0)
-            for m in mutations:
-                cells: list[Cell] = []
-                for fam, qual in m.deletes:
-                    if fam not in families:
-                        raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
-                    if qual is None:
-                        cells.append(Cell(m.row, fam, b"", ts, CellType.DeleteFamily))
-                    else:
-                        cells.append(Cell(m.row, fam, qual, ts, CellType.DeleteColumn))
-                for fam, qual, value in m.puts:
-                    if fam not in families:
-                        raise NoSuchFamilyError(f"table {table!r} has no column family {fam!r}")
-                    cells.append(Cell(m.row, fam, qual, ts, CellType.Put, value))
+            for edit in edits:
+                cells = [c for m in edit.mutations for c in self._resolve(table, families, edit.row, m, now)]
                 if not cells:
                     continue
-                if not m.row:
+                if not edit.row:
                     raise BadRequestError("row key must not be empty")
                 seq += 1
-                entries.append((WalKey(region.encoded.encode(), table, seq, now, cluster_ids, scopes), cells))
+                entries.append((WalKey(region.encoded.encode(), table, seq, now, edit.cluster_ids, scopes), cells))
                 all_cells.extend(cells)
             if not entries:
                 return
+            rs = self.owner.get(region.encoded)
+            if rs is None or not rs.alive:
+                rs = self._assign(region)
             rs.append(entries)
             self.seq[region.encoded] = seq
             self._store().apply(table, all_cells, {region.encoded: seq})
             assert rs.writer is not None
             if rs.writer.offset >= self.wal_roll_size and not rs.rolling:
                 self.roll(str(rs.name))
+
+    def _resolve(
+        self, table: bytes, families: dict[bytes, Family], row: bytes, mutation: Sequence[Cell], now: int
+    ) -> list[Cell]:
+        """Check one mutation's cells and give each a timestamp (see :class:`RowEdit`)."""
+        out = []
+        deletes: dict[tuple[bytes, bytes], int] = {}  # single-version deletes at LATEST per column
+        for c in mutation:
+            if c.row != row:
+                raise BadRequestError(f"a cell of row {c.row!r} in the mutation of row {row!r}")
+            if c.family not in families:
+                raise NoSuchFamilyError(f"table {table!r} has no column family {c.family!r} (row {row!r})")
+            ts = c.timestamp
+            if ts == LATEST_TIMESTAMP and c.type == CellType.Delete:
+                n = deletes[(c.family, c.qualifier)] = deletes.get((c.family, c.qualifier), 0) + 1
+                versions = self._store().read_row(
+                    table, row, {c.family: {c.qualifier}}, {c.family: families[c.family].max_versions}, versions=n
+                )
+                ts = versions[n - 1].timestamp if len(versions) >= n else now
+            elif ts == LATEST_TIMESTAMP:
+                ts = now
+            elif ts < 0:
+                raise BadRequestError(f"timestamp must be >= 0, got {ts} (row {row!r}, family {c.family!r})")
+            out.append(c._replace(timestamp=ts))
+        return out
 
     def increment(self, table: bytes, row: bytes, family: bytes, qualifier: bytes, amount: int) -> int:
         """``atomicIncrement``: the column holds a big-endian 8-byte long; returns the new value."""
@@ -588,9 +591,14 @@ class MiniCluster:
         *,
         versions: int = 1,
         max_ts: int | None = None,
+        min_ts: int | None = None,
     ) -> list[VisibleCell]:
+        """The row's visible cells, newest version first, at most ``versions`` per column,
+        with timestamps in ``[min_ts, max_ts)``."""
         max_versions = self._readable(table, columns)
-        return self._store().read_row(table, row, columns, max_versions, versions=versions, max_ts=max_ts)
+        return self._store().read_row(
+            table, row, columns, max_versions, versions=versions, max_ts=max_ts, min_ts=min_ts
+        )
 
     def scan(
         self,
@@ -599,30 +607,39 @@ class MiniCluster:
         start: bytes = b"",
         stop: bytes = b"",
         columns: dict[bytes, set[bytes] | None] | None = None,
+        versions: int = 1,
         max_ts: int | None = None,
+        min_ts: int | None = None,
         reverse: bool = False,
         row_filter: Filter | None = None,
         chunk: int = 500,
     ) -> Iterator[tuple[bytes, list[VisibleCell]]]:
-        """Rows in key order (or reversed) with their visible cells, after the filter."""
+        """Rows in key order (or reversed) with their visible cells, after the filter. The
+        table and the families are checked now, the rows read as the iterator is consumed."""
         max_versions = self._readable(table, columns)
         store = self._store()
-        after: bytes | None = None
-        while True:
-            rows = store.rows_in_range(table, start, stop, reverse=reverse, after=after, limit=chunk)
-            for row in rows:
-                cells = store.read_row(table, row, columns, max_versions, max_ts=max_ts)
-                if not cells:
-                    continue
-                if row_filter is not None:
-                    kept = row_filter.apply(row, cells)
-                    if not kept:
+
+        def rows_in_range() -> Iterator[tuple[bytes, list[VisibleCell]]]:
+            after: bytes | None = None
+            while True:
+                rows = store.rows_in_range(table, start, stop, reverse=reverse, after=after, limit=chunk)
+                for row in rows:
+                    cells = store.read_row(
+                        table, row, columns, max_versions, versions=versions, max_ts=max_ts, min_ts=min_ts
+                    )
+                    if not cells:
                         continue
-                    cells = kept
-                yield row, cells
-            if len(rows) < chunk:
-                return
-            after = rows[-1]
+                    if row_filter is not None:
+                        kept = row_filter.apply(row, cells)
+                        if not kept:
+                            continue
+                        cells = kept
+                    yield row, cells
+                if len(rows) < chunk:
+                    return
+                after = rows[-1]
+
+        return rows_in_range()
 
     # -- info ----------------------------------------------------------------------------------------
 
@@ -642,6 +659,7 @@ class MiniCluster:
             "zk": self.zk_hosts,
             "znode_parent": self.layout.parent,
             "data_dir": str(self.data_dir),
+            "endpoints": dict(self.endpoints),
             "regionservers": [
                 {
                     "name": str(rs.name),

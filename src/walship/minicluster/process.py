@@ -48,14 +48,17 @@ class MiniClusterProcess:
         wal_roll_size: int | None = None,
         thrift_port: int = 0,
         admin_port: int = 0,
+        thrift2_port: int | None = 0,
         thrift_transport: str | None = None,
         thrift_protocol: str | None = None,
         thrift_ssl_cert: str | Path | None = None,
         thrift_ssl_key: str | Path | None = None,
         roll_order: str | None = None,
     ) -> None:
-        """:param thrift_transport: ``buffered`` or ``framed``: the only transport the Thrift
-            port accepts (default: both).
+        """:param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free
+            one, the default; ``None``: no Thrift2 server).
+        :param thrift_transport: ``buffered`` or ``framed``: the only transport the Thrift
+            ports accept (default: both).
         :param thrift_protocol: ``binary`` or ``compact``: the only protocol it accepts
             (default: both).
         :param thrift_ssl_cert: serve TLS on the Thrift port with this certificate (PEM).
@@ -70,6 +73,7 @@ class MiniClusterProcess:
         self.roll_order = roll_order
         self.thrift_port = thrift_port
         self.admin_port = admin_port
+        self.thrift2_port = thrift2_port
         self.thrift_transport = thrift_transport
         self.thrift_protocol = thrift_protocol
         self.thrift_ssl_cert = thrift_ssl_cert
@@ -81,6 +85,18 @@ class MiniClusterProcess:
     @property
     def thrift(self) -> tuple[str, int]:
         host, port = self.ready["thrift"].rsplit(":", 1)
+        return host, int(port)
+
+    @property
+    def thrift2(self) -> tuple[str, int]:
+        """The Thrift2 server's host and port.
+
+        :raises MiniClusterError: the cluster serves no Thrift2 (started with ``thrift2_port=None``).
+        """
+        address = self.ready.get("thrift2")
+        if not address:
+            raise MiniClusterError(f"minicluster {self.name} serves no Thrift2 (started with thrift2_port=None)")
+        host, port = str(address).rsplit(":", 1)
         return host, int(port)
 
     @property
@@ -99,6 +115,8 @@ class MiniClusterProcess:
             "--znode-parent", self.znode_parent, "--thrift-port", str(self.thrift_port),
             "--admin-port", str(self.admin_port), "--regionservers", str(self.regionservers),
         ]  # fmt: skip
+        if self.thrift2_port is not None:
+            cmd += ["--thrift2-port", str(self.thrift2_port)]
         if self.wal_roll_size:
             cmd += ["--wal-roll-size", str(self.wal_roll_size)]
         if self.roll_order:
@@ -131,6 +149,8 @@ class MiniClusterProcess:
         self.ready = json.loads(line[0])
         # the new ports are fixed from now on: a restart on this data dir reuses them
         self.thrift_port = self.thrift[1]
+        if self.thrift2_port is not None:
+            self.thrift2_port = self.thrift2[1]
         self.admin_port = int(self.admin.rsplit(":", 1)[1])
         return self
 

@@ -1,7 +1,9 @@
 """``walship minicluster start``: run a cluster in the foreground until SIGTERM or SIGINT.
 
 The Thrift port serves every transport and protocol unless told one (HBase's ``-f`` and
-``-c``), and TLS when given a certificate (HBase's ``hbase.thrift.ssl.enabled``).
+``-c``), and TLS when given a certificate (HBase's ``hbase.thrift.ssl.enabled``). With a
+Thrift2 port, HBase's second Thrift service (``THBaseService``) is served there too, on the
+same cluster and with the same transport, protocol and TLS options.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from types import FrameType
 from walship.minicluster.admin import AdminServer
 from walship.minicluster.cluster import MiniCluster
 from walship.minicluster.thrift import HbaseHandler, ThriftServer, server_tls_context
+from walship.minicluster.thrift2 import THBaseHandler
+from walship.thrift.hbase2 import hbase2
 
 __all__ = ["run_minicluster"]
 
@@ -36,6 +40,7 @@ def run_minicluster(
     znode_parent: str,
     thrift_port: int,
     admin_port: int,
+    thrift2_port: int | None = None,
     regionservers: int = 3,
     wal_roll_size: int = 64 * 1024 * 1024,
     host: str = "127.0.0.1",
@@ -47,8 +52,10 @@ def run_minicluster(
 ) -> int:
     """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly.
 
-    :param thrift_transport: ``buffered`` or ``framed``: the only transport the Thrift port
-        accepts (default: both).
+    :param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free one;
+        ``None``: no Thrift2 server).
+    :param thrift_transport: ``buffered`` or ``framed``: the only transport the Thrift ports
+        accept (default: both).
     :param thrift_protocol: ``binary`` or ``compact``: the only protocol it accepts (default: both).
     :param thrift_ssl_cert: the server's certificate (PEM; may hold the key too): serve TLS.
     :param thrift_ssl_key: the certificate's private key (PEM).
@@ -71,8 +78,26 @@ def run_minicluster(
     thrift = ThriftServer(
         HbaseHandler(cluster), host, thrift_port, transport=thrift_transport, protocol=thrift_protocol, tls=tls
     )
+    thrift2 = None
+    if thrift2_port is not None:
+        thrift2 = ThriftServer(
+            THBaseHandler(cluster),
+            host,
+            thrift2_port,
+            service=hbase2.THBaseService,
+            transport=thrift_transport,
+            protocol=thrift_protocol,
+            tls=tls,
+        )
     admin = AdminServer(cluster, host, admin_port)
+    cluster.endpoints = {
+        "thrift": _address(thrift.address),
+        "thrift2": _address(thrift2.address) if thrift2 is not None else None,
+        "admin": _address(admin.address),
+    }
     thrift.start()
+    if thrift2 is not None:
+        thrift2.start()
     admin.start()
     stop = threading.Event()
 
@@ -86,7 +111,8 @@ def run_minicluster(
         "ready": True,
         "name": name,
         "cluster_id": str(cluster.cluster_id),
-        "thrift": _address(thrift.address),
+        "thrift": cluster.endpoints["thrift"],
+        "thrift2": cluster.endpoints["thrift2"],
         "thrift_modes": thrift.modes,
         "thrift_tls": tls is not None,
         "admin": _address(admin.address),
@@ -101,6 +127,8 @@ def run_minicluster(
             pass
     finally:
         thrift.stop()
+        if thrift2 is not None:
+            thrift2.stop()
         admin.stop()
         cluster.stop()
         print(json.dumps({"stopped": True, "name": name}), flush=True)

@@ -166,6 +166,29 @@ class Store:
         with self._write_lock:
             self._conn().execute("UPDATE families SET scope=? WHERE tbl=? AND family=?", (scope, table, family))
 
+    def add_family(self, table: bytes, family: Family) -> None:
+        with self._write_lock:
+            self._conn().execute(
+                "INSERT INTO families VALUES (?, ?, ?, ?, ?)",
+                (table, family.name, family.max_versions, family.scope, json.dumps(family.descriptor)),
+            )
+
+    def modify_family(self, table: bytes, family: Family) -> None:
+        """Replace a family's versions, scope and descriptor."""
+        with self._write_lock:
+            self._conn().execute(
+                "UPDATE families SET max_versions=?, scope=?, descriptor=? WHERE tbl=? AND family=?",
+                (family.max_versions, family.scope, json.dumps(family.descriptor), table, family.name),
+            )
+
+    def table_descriptor(self, table: bytes) -> dict[str, object]:
+        """The table's own descriptor (attributes, durability), beside its families'."""
+        raw = self.get_meta(_table_key(table))
+        return {} if raw is None else dict(json.loads(raw))
+
+    def set_table_descriptor(self, table: bytes, descriptor: dict[str, object]) -> None:
+        self.set_meta(_table_key(table), json.dumps(descriptor))
+
     def delete_table(self, table: bytes) -> None:
         with self._write_lock:
             conn = self._conn()
@@ -175,6 +198,7 @@ class Store:
                     conn.execute(f"DELETE FROM {name} WHERE name=?", (table,))
                 for name in ("families", "regions", "cells", "markers"):
                     conn.execute(f"DELETE FROM {name} WHERE tbl=?", (table,))
+                conn.execute("DELETE FROM meta WHERE key=?", (_table_key(table),))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -228,11 +252,13 @@ class Store:
         *,
         versions: int = 1,
         max_ts: int | None = None,
+        min_ts: int | None = None,
     ) -> list[VisibleCell]:
         """The visible cells of one row, by family and qualifier, newest version first.
 
         :param columns: family -> qualifiers (``None``: the whole family); ``None``: all.
         :param max_ts: exclusive upper bound of the time range, as Thrift's ``*Ts`` calls use.
+        :param min_ts: inclusive lower bound of the time range (HBase's ``TimeRange``).
         """
         conn = self._conn()
         cells = conn.execute(
@@ -242,7 +268,7 @@ class Store:
         if not cells:
             return []
         markers = conn.execute("SELECT family, qualifier, ts, type FROM markers WHERE tbl=? AND row=?", (table, row))
-        return _visible(cells, markers.fetchall(), columns, max_versions, versions, max_ts)
+        return _visible(cells, markers.fetchall(), columns, max_versions, versions, (min_ts, max_ts))
 
     def rows_in_range(
         self, table: bytes, start: bytes, stop: bytes, *, reverse: bool = False, after: bytes | None = None, limit: int
@@ -288,14 +314,19 @@ class Store:
         return removed
 
 
+def _table_key(table: bytes) -> str:
+    return f"table-descriptor:{table.hex()}"
+
+
 def _visible(
     cells: Sequence[tuple[bytes, bytes, int, bytes]],
     markers: Sequence[tuple[bytes, bytes, int, int]],
     columns: dict[bytes, set[bytes] | None] | None,
     max_versions: dict[bytes, int],
     versions: int,
-    max_ts: int | None,
+    time_range: tuple[int | None, int | None],
 ) -> list[VisibleCell]:
+    min_ts, max_ts = time_range
     fam_all: dict[bytes, int] = {}  # DeleteFamily: newest marker ts
     fam_ver: dict[bytes, set[int]] = {}  # DeleteFamilyVersion: exact ts
     col_all: dict[tuple[bytes, bytes], int] = {}  # DeleteColumn
@@ -327,7 +358,7 @@ def _visible(
         limit = min(versions, max_versions.get(f, 1))
         if taken >= limit:
             continue
-        if max_ts is not None and ts >= max_ts:
+        if (max_ts is not None and ts >= max_ts) or (min_ts is not None and ts < min_ts):
             continue
         if ts <= fam_all.get(f, -(2**63)) or ts in fam_ver.get(f, ()):
             continue

@@ -1,0 +1,678 @@
+"""Thrift2 (THBaseService) over TCP against a minicluster child process: reads, writes with
+per-cell timestamps, the four delete types (what a reader sees and the marker in the WAL),
+``_cs.id``, atomic row mutations, check-and-mutate, scanners, region locations, admin calls,
+happybase on the same cluster, and bad input answered with ``TIOError``."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import happybase
+import pytest
+from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory, TTransportException
+from waiting import wait_until
+
+from walship.cli import main
+from walship.errors import MiniClusterError
+from walship.minicluster import AdminClient, encode_cluster_ids
+from walship.minicluster.process import MiniClusterProcess
+from walship.thrift.hbase2 import hbase2
+from walship.wal import CellType, WalEntry, WalReader, parse_wal_name
+
+pytestmark = pytest.mark.integration
+
+Factory = Callable[..., MiniClusterProcess]
+T = hbase2
+DT = hbase2.TDeleteType
+OP = hbase2.TCompareOperator
+FOREVER = 2**31 - 1
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def client_for(mc: MiniClusterProcess, **factories: Any) -> Any:
+    host, port = mc.thrift2
+    return make_client(T.THBaseService, host, port, timeout=30000, **factories)
+
+
+@pytest.fixture
+def mc(minicluster: MiniClusterProcess) -> MiniClusterProcess:
+    return minicluster
+
+
+@pytest.fixture
+def client(mc: MiniClusterProcess) -> Iterator[Any]:
+    c = client_for(mc)
+    yield c
+    c.close()
+
+
+def tname(name: str) -> Any:
+    ns, sep, qualifier = name.rpartition(":")
+    return T.TTableName(ns=ns.encode() if sep else None, qualifier=qualifier.encode())
+
+
+def create(client: Any, name: str, **families: dict[str, Any]) -> None:
+    columns = [T.TColumnFamilyDescriptor(name=f.encode(), **opts) for f, opts in families.items()]
+    client.createTable(T.TTableDescriptor(tableName=tname(name), columns=columns), None)
+
+
+def cv(family: bytes, qualifier: bytes, value: bytes, ts: int | None = None) -> Any:
+    return T.TColumnValue(family=family, qualifier=qualifier, value=value, timestamp=ts)
+
+
+def put(client: Any, row: bytes, *values: Any, ts: int | None = None, table: bytes = b"t", **kw: Any) -> None:
+    client.put(table, T.TPut(row=row, columnValues=list(values), timestamp=ts, **kw))
+
+
+def versions(client: Any, row: bytes, family: bytes, qualifier: bytes, table: bytes = b"t") -> list[tuple[bytes, int]]:
+    """(value, timestamp) of every visible version of one column, newest first."""
+    got = client.get(table, T.TGet(row=row, columns=[T.TColumn(family, qualifier)], maxVersions=100))
+    return [(c.value, c.timestamp) for c in got.columnValues]
+
+
+def wal_entries(mc: MiniClusterProcess, table: bytes = b"t") -> list[WalEntry]:
+    """Every non-meta WAL entry of ``table`` so far (current WALs and archived ones), in order."""
+    root = mc.data_dir
+    files = [p for p in (root / "WALs").rglob("*") if p.is_file()] + list((root / "oldWALs").iterdir())
+    out = []
+    for path in sorted(files, key=lambda p: parse_wal_name(p.name)):
+        with open(path, "rb") as f:
+            out.extend(e for e in WalReader(f, str(path)).entries() if not e.is_meta and e.key.table == table)
+    return sorted(out, key=lambda e: e.key.sequence_id)
+
+
+def cells_of(entries: list[WalEntry]) -> list[tuple[bytes, bytes, bytes, int, int]]:
+    return [(c.row, c.family, c.qualifier, c.timestamp, int(c.type)) for e in entries for c in e.cells]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@pytest.fixture
+def table(client: Any) -> Any:
+    """Table t: family f keeps 5 versions, g 1."""
+    create(client, "t", f={"maxVersions": 5}, g={})
+    return client
+
+
+# -- reads and writes ----------------------------------------------------------------------------
+
+
+def test_put_get_per_cell_timestamps_and_versions(mc: MiniClusterProcess, table: Any) -> None:
+    c = table
+    put(c, b"r", cv(b"f", b"a", b"v10", 10), cv(b"f", b"a", b"v20", 20), cv(b"g", b"b", b"w"), ts=15)
+    before = now_ms()
+    put(c, b"r", cv(b"f", b"n", b"now"))
+    after = now_ms()
+    assert versions(c, b"r", b"f", b"a") == [(b"v20", 20), (b"v10", 10)]
+    assert versions(c, b"r", b"g", b"b") == [(b"w", 15)]
+    ((value, ts),) = versions(c, b"r", b"f", b"n")
+    assert value == b"now" and before <= ts <= after
+    entries = wal_entries(mc)
+    assert cells_of(entries) == [
+        (b"r", b"f", b"a", 10, CellType.Put),
+        (b"r", b"f", b"a", 20, CellType.Put),
+        (b"r", b"g", b"b", 15, CellType.Put),
+        (b"r", b"f", b"n", ts, CellType.Put),
+    ]
+    assert [e.key.cluster_ids for e in entries] == [(), ()]
+
+    whole = c.get(b"t", T.TGet(row=b"r"))  # one version per column, in family/qualifier order
+    assert whole.row == b"r" and not whole.partial and not whole.stale
+    assert [(v.family, v.qualifier, v.value, v.type) for v in whole.columnValues] == [
+        (b"f", b"a", b"v20", CellType.Put),
+        (b"f", b"n", b"now", CellType.Put),
+        (b"g", b"b", b"w", CellType.Put),
+    ]
+    exact = c.get(b"t", T.TGet(row=b"r", columns=[T.TColumn(b"f", b"a")], timestamp=10))
+    assert [(v.value, v.timestamp) for v in exact.columnValues] == [(b"v10", 10)]
+    ranged = c.get(b"t", T.TGet(row=b"r", timeRange=T.TTimeRange(11, 21), maxVersions=5))
+    assert [(v.qualifier, v.timestamp) for v in ranged.columnValues] == [(b"a", 20), (b"b", 15)]
+    family_only = c.get(b"t", T.TGet(row=b"r", columns=[T.TColumn(b"g")]))
+    assert [v.qualifier for v in family_only.columnValues] == [b"b"]
+    filtered = c.get(b"t", T.TGet(row=b"r", filterString=b"ValueFilter(=, 'binary:w')"))
+    assert [v.value for v in filtered.columnValues] == [b"w"]
+
+    missing = c.get(b"t", T.TGet(row=b"nope"))
+    assert missing.row is None and missing.columnValues == []
+    assert c.exists(b"t", T.TGet(row=b"r")) is True
+    assert c.exists(b"t", T.TGet(row=b"nope")) is False
+    assert c.exists(b"t", T.TGet(row=b"r", columns=[T.TColumn(b"g", b"zz")])) is False
+    many = c.getMultiple(b"t", [T.TGet(row=b"nope"), T.TGet(row=b"r", columns=[T.TColumn(b"g", b"b")])])
+    assert [r.row for r in many] == [None, b"r"] and many[1].columnValues[0].value == b"w"
+
+    c.putMultiple(b"t", [T.TPut(row=b"m%d" % i, columnValues=[cv(b"f", b"q", b"%d" % i, 7)]) for i in range(3)])
+    assert [versions(c, b"m%d" % i, b"f", b"q") for i in range(3)] == [[(b"%d" % i, 7)] for i in range(3)]
+    assert len(wal_entries(mc)) == 5  # one WAL entry per row mutation
+
+
+# the row holds f:a at 10, 20, 30; f:b at 10, 20; g:c at 20
+DELETE_CASES = [
+    pytest.param(
+        DT.DELETE_COLUMN,
+        T.TColumn(b"f", b"a", 20),
+        (b"f", b"a", 20, CellType.Delete),
+        {(b"f", b"a"): [30, 10], (b"f", b"b"): [20, 10], (b"g", b"c"): [20]},
+        id="DELETE_COLUMN",
+    ),
+    pytest.param(
+        DT.DELETE_COLUMNS,
+        T.TColumn(b"f", b"a", 20),
+        (b"f", b"a", 20, CellType.DeleteColumn),
+        {(b"f", b"a"): [30], (b"f", b"b"): [20, 10], (b"g", b"c"): [20]},
+        id="DELETE_COLUMNS",
+    ),
+    pytest.param(
+        DT.DELETE_FAMILY,
+        T.TColumn(b"f", None, 20),
+        (b"f", b"", 20, CellType.DeleteFamily),
+        {(b"f", b"a"): [30], (b"f", b"b"): [], (b"g", b"c"): [20]},
+        id="DELETE_FAMILY",
+    ),
+    pytest.param(
+        DT.DELETE_FAMILY_VERSION,
+        T.TColumn(b"f", None, 20),
+        (b"f", b"", 20, CellType.DeleteFamilyVersion),
+        {(b"f", b"a"): [30, 10], (b"f", b"b"): [10], (b"g", b"c"): [20]},
+        id="DELETE_FAMILY_VERSION",
+    ),
+]
+
+
+def fill_delete_row(c: Any) -> None:
+    put(c, b"r", cv(b"f", b"a", b"a10", 10), cv(b"f", b"b", b"b10", 10))
+    put(c, b"r", cv(b"f", b"a", b"a20", 20), cv(b"f", b"b", b"b20", 20), cv(b"g", b"c", b"c20", 20))
+    put(c, b"r", cv(b"f", b"a", b"a30", 30))
+
+
+def visible(c: Any) -> dict[tuple[bytes, bytes], list[int]]:
+    return {col: [ts for _, ts in versions(c, b"r", *col)] for col in ((b"f", b"a"), (b"f", b"b"), (b"g", b"c"))}
+
+
+@pytest.mark.parametrize(("delete_type", "column", "marker", "expected"), DELETE_CASES)
+def test_each_delete_type_its_effect_and_its_wal_marker(
+    mc: MiniClusterProcess,
+    table: Any,
+    delete_type: int,
+    column: Any,
+    marker: tuple[bytes, bytes, int, int],
+    expected: dict[tuple[bytes, bytes], list[int]],
+) -> None:
+    fill_delete_row(table)
+    table.deleteSingle(b"t", T.TDelete(row=b"r", columns=[column], deleteType=delete_type))
+    assert visible(table) == expected
+    last = wal_entries(mc)[-1]
+    assert cells_of([last]) == [(b"r", *marker)]
+
+
+def test_a_delete_without_columns_deletes_the_whole_row(mc: MiniClusterProcess, table: Any) -> None:
+    fill_delete_row(table)
+    table.deleteSingle(b"t", T.TDelete(row=b"r", timestamp=20))
+    assert visible(table) == {(b"f", b"a"): [30], (b"f", b"b"): [], (b"g", b"c"): []}
+    assert cells_of(wal_entries(mc)[-1:]) == [
+        (b"r", b"f", b"", 20, CellType.DeleteFamily),
+        (b"r", b"g", b"", 20, CellType.DeleteFamily),
+    ]
+    before = now_ms()
+    table.deleteSingle(b"t", T.TDelete(row=b"r"))
+    after = now_ms()
+    assert visible(table) == {(b"f", b"a"): [], (b"f", b"b"): [], (b"g", b"c"): []}
+    markers = cells_of(wal_entries(mc)[-1:])
+    assert [(m[1], m[4]) for m in markers] == [(b"f", CellType.DeleteFamily), (b"g", CellType.DeleteFamily)]
+    assert all(before <= m[3] <= after for m in markers)
+
+
+def test_delete_column_without_a_timestamp_deletes_only_the_newest_version(mc: MiniClusterProcess, table: Any) -> None:
+    fill_delete_row(table)
+    newest = T.TDelete(row=b"r", columns=[T.TColumn(b"f", b"a")], deleteType=DT.DELETE_COLUMN)
+    table.deleteSingle(b"t", newest)
+    assert visible(table)[(b"f", b"a")] == [20, 10]
+    assert cells_of(wal_entries(mc)[-1:]) == [(b"r", b"f", b"a", 30, CellType.Delete)]  # HBase: the latest cell's ts
+    table.deleteSingle(b"t", newest)
+    assert visible(table)[(b"f", b"a")] == [10]
+    assert cells_of(wal_entries(mc)[-1:]) == [(b"r", b"f", b"a", 20, CellType.Delete)]
+    # two in one delete: the newest two versions of f:b
+    twice = T.TDelete(row=b"r", columns=[T.TColumn(b"f", b"b"), T.TColumn(b"f", b"b")], deleteType=DT.DELETE_COLUMN)
+    table.deleteSingle(b"t", twice)
+    assert visible(table)[(b"f", b"b")] == []
+    assert [m[3] for m in cells_of(wal_entries(mc)[-1:])] == [20, 10]
+    # no version to delete: now
+    before = now_ms()
+    table.deleteSingle(b"t", T.TDelete(row=b"r", columns=[T.TColumn(b"f", b"none")], deleteType=DT.DELETE_COLUMN))
+    ((_, _, _, ts, kind),) = cells_of(wal_entries(mc)[-1:])
+    assert kind == CellType.Delete and before <= ts <= now_ms()
+    # the delete's own timestamp stands in for a column without one (deleteFromThrift)
+    table.deleteSingle(
+        b"t", T.TDelete(row=b"r", columns=[T.TColumn(b"g", b"c")], timestamp=20, deleteType=DT.DELETE_COLUMN)
+    )
+    assert cells_of(wal_entries(mc)[-1:]) == [(b"r", b"g", b"c", 20, CellType.Delete)]
+    assert visible(table)[(b"g", b"c")] == []
+
+
+def test_delete_columns_and_family_without_a_timestamp_use_now(mc: MiniClusterProcess, table: Any) -> None:
+    fill_delete_row(table)
+    before = now_ms()
+    table.deleteSingle(b"t", T.TDelete(row=b"r", columns=[T.TColumn(b"f", b"a")]))  # default: DELETE_COLUMNS
+    table.deleteSingle(b"t", T.TDelete(row=b"r", columns=[T.TColumn(b"g")], deleteType=DT.DELETE_FAMILY))
+    after = now_ms()
+    (col,), (fam,) = (e.cells for e in wal_entries(mc)[-2:])
+    assert (col.type, col.qualifier, fam.type, fam.family) == (CellType.DeleteColumn, b"a", CellType.DeleteFamily, b"g")
+    assert before <= col.timestamp <= after and before <= fam.timestamp <= after
+    assert visible(table) == {(b"f", b"a"): [], (b"f", b"b"): [20, 10], (b"g", b"c"): []}
+    assert table.deleteMultiple(b"t", [T.TDelete(row=b"r"), T.TDelete(row=b"other")]) == []
+    assert visible(table) == {(b"f", b"a"): [], (b"f", b"b"): [], (b"g", b"c"): []}
+
+
+def test_cs_id_sets_the_wal_key_cluster_ids(mc: MiniClusterProcess, table: Any) -> None:
+    ids = [uuid.uuid4(), uuid.uuid4()]
+    attrs = {b"_cs.id": encode_cluster_ids(ids)}
+    put(table, b"r", cv(b"f", b"a", b"v", 5), attributes=attrs)
+    table.deleteSingle(b"t", T.TDelete(row=b"r", columns=[T.TColumn(b"f", b"a", 5)], attributes=attrs))
+    other = {b"_cs.id": encode_cluster_ids(ids[:1])}
+    table.mutateRow(
+        b"t",
+        T.TRowMutations(
+            row=b"r",
+            mutations=[
+                T.TMutation(put=T.TPut(row=b"r", columnValues=[cv(b"f", b"b", b"x", 6)], attributes=other)),
+                T.TMutation(deleteSingle=T.TDelete(row=b"r", columns=[T.TColumn(b"g", b"c", 6)], attributes=attrs)),
+            ],
+        ),
+    )
+    put(table, b"r", cv(b"f", b"c", b"local", 7))
+    assert [e.key.cluster_ids for e in wal_entries(mc)] == [tuple(ids), tuple(ids), tuple(ids[:1]), ()]
+
+
+def test_mutate_row_is_one_atomic_wal_entry(mc: MiniClusterProcess, table: Any) -> None:
+    put(table, b"r", cv(b"f", b"b", b"old", 5))
+    table.mutateRow(
+        b"t",
+        T.TRowMutations(
+            row=b"r",
+            mutations=[
+                T.TMutation(put=T.TPut(row=b"r", columnValues=[cv(b"g", b"x", b"1", 8), cv(b"f", b"a", b"2", 9)])),
+                T.TMutation(deleteSingle=T.TDelete(row=b"r", columns=[T.TColumn(b"f", b"b", 5)])),
+            ],
+        ),
+    )
+    assert cells_of(wal_entries(mc)[1:]) == [
+        (b"r", b"f", b"a", 9, CellType.Put),  # a mutation's cells in family order, as HBase's family map
+        (b"r", b"g", b"x", 8, CellType.Put),
+        (b"r", b"f", b"b", 5, CellType.DeleteColumn),
+    ]
+    assert versions(table, b"r", b"f", b"b") == [] and versions(table, b"r", b"g", b"x") == [(b"1", 8)]
+    wrong = T.TRowMutations(
+        row=b"r",
+        mutations=[
+            T.TMutation(put=T.TPut(row=b"r", columnValues=[cv(b"f", b"z", b"1")])),
+            T.TMutation(put=T.TPut(row=b"s", columnValues=[cv(b"f", b"z", b"1")])),
+        ],
+    )
+    with pytest.raises(T.TIOError, match=r"TRowMutations of row b'r': a mutation of row b's'"):
+        table.mutateRow(b"t", wrong)
+    bad_family = T.TRowMutations(
+        row=b"r",
+        mutations=[
+            T.TMutation(put=T.TPut(row=b"r", columnValues=[cv(b"f", b"z", b"1")])),
+            T.TMutation(put=T.TPut(row=b"r", columnValues=[cv(b"nope", b"z", b"1")])),
+        ],
+    )
+    with pytest.raises(T.TIOError, match=r"no column family b'nope' \(row b'r'\)"):
+        table.mutateRow(b"t", bad_family)
+    assert len(wal_entries(mc)) == 2 and versions(table, b"r", b"f", b"z") == []  # all or nothing
+
+
+CHECKS = [
+    # (operator, given value, expected) against the stored value b"m"; HBase compares given to stored
+    (OP.LESS, b"a", True),
+    (OP.LESS, b"m", False),
+    (OP.LESS_OR_EQUAL, b"m", True),
+    (OP.LESS_OR_EQUAL, b"z", False),
+    (OP.EQUAL, b"m", True),
+    (OP.EQUAL, b"n", False),
+    (OP.NOT_EQUAL, b"n", True),
+    (OP.NOT_EQUAL, b"m", False),
+    (OP.GREATER_OR_EQUAL, b"m", True),
+    (OP.GREATER_OR_EQUAL, b"a", False),
+    (OP.GREATER, b"z", True),
+    (OP.GREATER, b"m", False),
+    (OP.EQUAL, None, False),  # no value: the column must not exist
+    (OP.NOT_EQUAL, None, True),  # ... or, NOT_EQUAL, must exist (HBASE-26742)
+]
+
+
+@pytest.mark.parametrize(("op", "value", "expected"), CHECKS)
+def test_check_and_mutate(mc: MiniClusterProcess, table: Any, op: int, value: bytes | None, expected: bool) -> None:
+    put(table, b"r", cv(b"f", b"a", b"m", 5))
+    then = T.TRowMutations(
+        row=b"r",
+        mutations=[
+            T.TMutation(put=T.TPut(row=b"r", columnValues=[cv(b"f", b"done", b"yes", 6)])),
+            T.TMutation(deleteSingle=T.TDelete(row=b"r", columns=[T.TColumn(b"f", b"a")])),
+        ],
+    )
+    assert table.checkAndMutate(b"t", b"r", b"f", b"a", op, value, then) is expected
+    assert versions(table, b"r", b"f", b"done") == ([(b"yes", 6)] if expected else [])
+    assert len(wal_entries(mc)) == (2 if expected else 1)
+
+
+def test_check_and_mutate_on_a_missing_column(table: Any) -> None:
+    then = T.TRowMutations(row=b"r", mutations=[T.TMutation(put=T.TPut(row=b"r", columnValues=[cv(b"f", b"a", b"1")]))])
+    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.EQUAL, b"x", then) is False
+    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.NOT_EQUAL, None, then) is False
+    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.EQUAL, None, then) is True  # create if absent
+    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.EQUAL, None, then) is False  # now it exists
+    assert [v for v, _ in versions(table, b"r", b"f", b"a")] == [b"1"]
+    with pytest.raises(T.TIOError, match="NO_OP"):
+        table.checkAndMutate(b"t", b"r", b"f", b"a", OP.NO_OP, b"1", then)
+    with pytest.raises(T.TIOError, match=r"no column family b'x' \(row b'r'\)"):
+        table.checkAndMutate(b"t", b"r", b"x", b"a", OP.EQUAL, None, then)
+    with pytest.raises(T.TIOError, match=r"checkAndMutate of row b'q': the mutations are of row b'r'"):
+        table.checkAndMutate(b"t", b"q", b"f", b"a", OP.EQUAL, None, then)
+
+
+# -- scanners ------------------------------------------------------------------------------------
+
+
+def rows_of(results: list[Any]) -> list[bytes]:
+    return [r.row for r in results]
+
+
+def test_scanners(table: Any) -> None:
+    c = table
+    c.putMultiple(
+        b"t",
+        [
+            T.TPut(row=b"r%02d" % i, columnValues=[cv(b"f", b"a", b"%d" % i, 10), cv(b"g", b"b", b"x", 10)])
+            for i in range(25)
+        ],
+    )
+    put(c, b"r03", cv(b"f", b"a", b"newer", 20))
+    sid = c.openScanner(b"t", T.TScan())
+    pages = [c.getScannerRows(sid, 10) for _ in range(4)]
+    assert [len(p) for p in pages] == [10, 10, 5, 0]
+    assert rows_of([r for p in pages for r in p]) == [b"r%02d" % i for i in range(25)]
+    assert [v.value for v in pages[0][3].columnValues] == [b"newer", b"x"]  # maxVersions defaults to 1
+    c.closeScanner(sid)
+    with pytest.raises(T.TIllegalArgument, match=f"Invalid scanner Id {sid}"):
+        c.getScannerRows(sid, 1)
+    with pytest.raises(T.TIllegalArgument, match=f"Invalid scanner Id {sid}"):
+        c.closeScanner(sid)
+    with pytest.raises(T.TIllegalArgument, match="Invalid scanner Id 4242"):
+        c.getScannerRows(4242, 1)
+
+    def scan(numRows: int = 100, **kw: Any) -> list[Any]:
+        return c.getScannerResults(b"t", T.TScan(**kw), numRows)
+
+    assert rows_of(scan(startRow=b"r05", stopRow=b"r08")) == [b"r05", b"r06", b"r07"]
+    assert rows_of(scan(startRow=b"r07", stopRow=b"r04", reversed=True)) == [b"r07", b"r06", b"r05"]
+    assert rows_of(scan(reversed=True, limit=3)) == [b"r24", b"r23", b"r22"]
+    assert rows_of(scan(limit=4, numRows=2)) == [b"r00", b"r01"]
+    assert rows_of(scan(filterString=b"PrefixFilter('r1')")) == [b"r%02d" % i for i in range(10, 20)]
+    three = scan(startRow=b"r03", stopRow=b"r04", maxVersions=5, columns=[T.TColumn(b"f", b"a")])
+    assert [(v.value, v.timestamp) for v in three[0].columnValues] == [(b"newer", 20), (b"3", 10)]
+    assert rows_of(scan(timeRange=T.TTimeRange(15, 25))) == [b"r03"]
+    parts = scan(startRow=b"r00", stopRow=b"r01", batchSize=1)
+    assert [(r.row, r.partial, [v.family for v in r.columnValues]) for r in parts] == [
+        (b"r00", True, [b"f"]),
+        (b"r00", False, [b"g"]),
+    ]
+    sid = c.openScanner(b"t", T.TScan(startRow=b"r20", limit=2))
+    assert rows_of(c.getScannerRows(sid, 10)) == [b"r20", b"r21"]
+    assert c.getScannerRows(sid, 10) == []
+    c.closeScanner(sid)
+
+
+# -- regions and admin ---------------------------------------------------------------------------
+
+
+def test_region_locations_match_the_admin_endpoint(mc: MiniClusterProcess, table: Any) -> None:
+    create(table, "ns1:u", f={})
+    info = AdminClient(mc.admin).info()
+    owners = {enc: rs["name"] for rs in info["regionservers"] for enc in rs["regions"]}
+    for name, key in ((b"t", "t"), (b"ns1:u", "ns1:u")):
+        (location,) = table.getAllRegionLocations(name)
+        (encoded,) = next(t["regions"] for t in info["tables"] if t["name"] == key)
+        server = location.serverName
+        assert f"{server.hostName},{server.port},{server.startCode}" == owners[encoded]
+        region = location.regionInfo
+        assert (region.tableName, region.startKey, region.endKey) == (name, b"", b"")
+        assert (region.offline, region.split, region.replicaId) == (False, False, 0)
+        assert region.regionId > 0
+        assert table.getRegionLocation(name, b"any-row", False) == location
+
+
+def test_admin_calls(mc: MiniClusterProcess, client: Any) -> None:
+    c = client
+    assert c.getThriftServerType() == T.TThriftServerType.TWO
+    assert c.tableExists(tname("ns1:t")) is False
+    create(c, "ns1:t", d={})
+    custom = T.TColumnFamilyDescriptor(
+        name=b"c",
+        maxVersions=4,
+        minVersions=1,
+        scope=1,
+        timeToLive=3600,
+        keepDeletedCells=T.TKeepDeletedCells.TRUE,
+        compressionType=T.TCompressionAlgorithm.GZ,
+        bloomnFilterType=T.TBloomFilterType.ROWCOL,
+        inMemory=True,
+        attributes={b"k": b"\x00v"},
+        configuration={"hbase.hstore.blockingStoreFiles": "20"},
+    )
+    c.createTable(T.TTableDescriptor(tableName=tname("plain"), columns=[custom], attributes={b"OWNER": b"me"}), None)
+    assert c.tableExists(tname("ns1:t")) and c.tableExists(T.TTableName(ns=b"default", qualifier=b"plain"))
+
+    desc = c.getTableDescriptor(tname("ns1:t"))
+    assert (desc.tableName.ns, desc.tableName.qualifier) == (b"ns1", b"t")
+    (d,) = desc.columns
+    # HBase's ColumnFamilyDescriptorBuilder defaults
+    assert (d.name, d.maxVersions, d.minVersions, d.scope, d.timeToLive) == (b"d", 1, 0, 0, FOREVER)
+    assert (d.blockSize, d.bloomnFilterType, d.compressionType, d.keepDeletedCells) == (
+        65536,
+        T.TBloomFilterType.ROW,
+        T.TCompressionAlgorithm.NONE,
+        T.TKeepDeletedCells.FALSE,
+    )
+    assert (d.blockCacheEnabled, d.inMemory, d.compressTags) == (True, False, True)
+    plain = c.getTableDescriptor(tname("plain"))
+    assert (plain.tableName.ns, plain.tableName.qualifier, plain.attributes) == (
+        b"default",
+        b"plain",
+        {b"OWNER": b"me"},
+    )
+    (p,) = plain.columns
+    assert (p.maxVersions, p.minVersions, p.scope, p.timeToLive, p.inMemory) == (4, 1, 1, 3600, True)
+    assert (p.keepDeletedCells, p.compressionType, p.bloomnFilterType) == (
+        T.TKeepDeletedCells.TRUE,
+        T.TCompressionAlgorithm.GZ,
+        T.TBloomFilterType.ROWCOL,
+    )
+    assert p.attributes == {b"k": b"\x00v"} and p.configuration == {"hbase.hstore.blockingStoreFiles": "20"}
+
+    described = c.getTableDescriptors([tname("plain"), tname("missing"), tname("ns1:t")])
+    assert [x.tableName.qualifier for x in described] == [b"plain", b"t"]
+    assert [x.tableName.qualifier for x in c.getTableDescriptorsByPattern("ns1:.*", False)] == [b"t"]
+    assert [(n.ns, n.qualifier) for n in c.getTableNamesByPattern(None, False)] == [
+        (b"ns1", b"t"),
+        (b"default", b"plain"),
+    ]
+    assert [n.qualifier for n in c.getTableNamesByPattern("default:pl.*", True)] == [b"plain"]
+    assert c.getTableNamesByPattern("nothing", False) == []
+
+    # enable/disable/delete, as HBase's Admin
+    assert c.isTableEnabled(tname("plain")) is True
+    with pytest.raises(T.TIOError, match="table plain is already enabled"):
+        c.enableTable(tname("plain"))
+    with pytest.raises(T.TIOError, match="table plain must be disabled before deleting it"):
+        c.deleteTable(tname("plain"))
+    c.disableTable(tname("plain"))
+    assert c.isTableEnabled(tname("plain")) is False
+    with pytest.raises(T.TIOError, match="table plain is disabled"):
+        put(c, b"r", cv(b"c", b"q", b"v"), table=b"plain")
+    with pytest.raises(T.TIOError, match="table plain is already disabled"):
+        c.disableTable(tname("plain"))
+    c.enableTable(tname("plain"))
+    put(c, b"r", cv(b"c", b"q", b"v", 1), table=b"plain")
+    assert [e.key.scopes for e in wal_entries(mc, b"plain")] == [{b"c": 1}]
+
+    # families: add, then modify (the descriptor given replaces the family's, unset = default)
+    c.addColumnFamily(tname("plain"), T.TColumnFamilyDescriptor(name=b"n", maxVersions=2))
+    put(c, b"r", cv(b"n", b"q", b"1", 1), cv(b"n", b"q", b"2", 2), cv(b"n", b"q", b"3", 3), table=b"plain")
+    assert versions(c, b"r", b"n", b"q", table=b"plain") == [(b"3", 3), (b"2", 2)]
+    c.modifyColumnFamily(tname("plain"), T.TColumnFamilyDescriptor(name=b"n", maxVersions=3, scope=1, timeToLive=60))
+    assert versions(c, b"r", b"n", b"q", table=b"plain") == [(b"3", 3), (b"2", 2), (b"1", 1)]
+    n = next(x for x in c.getTableDescriptor(tname("plain")).columns if x.name == b"n")
+    assert (n.maxVersions, n.scope, n.timeToLive, n.blockSize) == (3, 1, 60, 65536)
+    c.modifyColumnFamily(tname("plain"), T.TColumnFamilyDescriptor(name=b"c", maxVersions=4))  # scope back to 0
+    put(c, b"r2", cv(b"c", b"q", b"v", 1), cv(b"n", b"q", b"v", 1), table=b"plain")
+    assert wal_entries(mc, b"plain")[-1].key.scopes == {b"n": 1}
+    families = next(t for t in AdminClient(mc.admin).info()["tables"] if t["name"] == "plain")["families"]
+    assert families == {"c": {"scope": 0, "max_versions": 4}, "n": {"scope": 1, "max_versions": 3}}
+
+    c.disableTable(tname("plain"))
+    c.deleteTable(tname("plain"))
+    assert c.tableExists(tname("plain")) is False
+    create(c, "plain", c={})  # a new table of that name starts empty, with a fresh descriptor
+    fresh = c.getTableDescriptor(tname("plain"))
+    assert fresh.attributes == {} and [x.name for x in fresh.columns] == [b"c"]
+    assert c.get(b"plain", T.TGet(row=b"r")).columnValues == []
+
+
+def test_happybase_and_thrift2_share_the_cluster(mc: MiniClusterProcess, client: Any) -> None:
+    hb = happybase.Connection(*mc.thrift)
+    try:
+        hb.create_table("h", {"f": {"max_versions": 3}})
+        put(client, b"r", cv(b"f", b"a", b"v1", 100), cv(b"f", b"a", b"v2", 200), table=b"h")
+        t = hb.table("h")
+        assert t.cells(b"r", b"f:a", versions=5, include_timestamp=True) == [(b"v2", 200), (b"v1", 100)]
+        client.deleteSingle(
+            b"h", T.TDelete(row=b"r", columns=[T.TColumn(b"f", b"a", 200)], deleteType=DT.DELETE_COLUMN)
+        )
+        assert t.row(b"r", include_timestamp=True) == {b"f:a": (b"v1", 100)}
+        t.put(b"s", {b"f:b": b"from-happybase"}, timestamp=300)
+        got = client.get(b"h", T.TGet(row=b"s"))
+        assert [(v.qualifier, v.value, v.timestamp) for v in got.columnValues] == [(b"b", b"from-happybase", 300)]
+        (f,) = client.getTableDescriptor(tname("h")).columns  # created by Thrift1
+        assert (f.name, f.maxVersions, f.timeToLive, f.scope) == (b"f", 3, FOREVER, 0)
+        create(client, "k", f={})
+        assert b"k" in hb.tables() and hb.table("k").families()[b"f"]["max_versions"] == 1
+    finally:
+        hb.close()
+
+
+# -- bad input -----------------------------------------------------------------------------------
+
+
+def test_bad_input_is_answered_with_tioerror_naming_the_thing(table: Any) -> None:
+    c = table
+    cases: list[tuple[Callable[[], Any], str]] = [
+        (lambda: c.get(b"nope", T.TGet(row=b"r")), "^TableNotFoundError: table nope does not exist$"),
+        (lambda: put(c, b"r", cv(b"f", b"a", b"v"), table=b"nope"), "table nope does not exist"),
+        (lambda: c.deleteSingle(b"nope", T.TDelete(row=b"r")), "table nope does not exist"),
+        (lambda: c.openScanner(b"nope", T.TScan()), "table nope does not exist"),
+        (lambda: c.getAllRegionLocations(b"nope"), "table nope does not exist"),
+        (lambda: c.getTableDescriptor(tname("ns9:nope")), "table ns9:nope does not exist"),
+        (lambda: c.isTableEnabled(tname("nope")), "table nope does not exist"),
+        (lambda: put(c, b"row7", cv(b"zz", b"a", b"v")), r"table b't' has no column family b'zz' \(row b'row7'\)"),
+        (lambda: c.get(b"t", T.TGet(row=b"r", columns=[T.TColumn(b"zz")])), "has no column family b'zz'"),
+        (
+            lambda: c.deleteSingle(
+                b"t", T.TDelete(row=b"r", columns=[T.TColumn(b"f")], deleteType=DT.DELETE_FAMILY_VERSION)
+            ),
+            "TDelete of row b'r', family b'f': a timestamp is required",
+        ),
+        (lambda: put(c, b"r"), r"TPut of row b'r': no columns to insert"),
+        (lambda: put(c, b"", cv(b"f", b"a", b"v")), "row key must not be empty"),
+        (lambda: put(c, b"r", cv(b"f", b"a", b"v", -5)), "timestamp cannot be negative, got -5"),
+        (lambda: c.get(b"t", T.TGet(row=b"r", maxVersions=0)), "maxVersions must be >= 1"),
+        (lambda: c.get(b"t", T.TGet(row=b"r", timeRange=T.TTimeRange(9, 3))), "maxStamp 3 is smaller"),
+        (lambda: c.openScanner(b"t", T.TScan(filterString=b"NoSuchFilter(1)")), "unknown filter 'NoSuchFilter'"),
+        (lambda: put(c, b"r", cv(b"f", b"a", b"v"), attributes={b"_cs.id": b"xx"}), "attribute _cs.id"),
+        (lambda: create(c, "t", f={}), "table t exists already"),
+        (lambda: create(c, "bad/name", f={}), "invalid table name"),
+        (lambda: create(c, "nofamilies"), "at least one column family"),
+        (lambda: create(c, "v", f={"maxVersions": 0}), "family b'f': maxVersions must be >= 1, got 0"),
+        (lambda: create(c, "v", f={"scope": 5}), "family b'f': replication scope must be 0 or 1, got 5"),
+        (lambda: create(c, "v", f={"timeToLive": 0}), "family b'f': timeToLive must be positive"),
+        (
+            lambda: c.addColumnFamily(tname("t"), T.TColumnFamilyDescriptor(name=b"h", scope=5)),
+            "family b'h': replication scope must be 0 or 1, got 5",
+        ),
+        (
+            lambda: c.modifyColumnFamily(tname("t"), T.TColumnFamilyDescriptor(name=b"f", scope=5)),
+            "family b'f': replication scope must be 0 or 1, got 5",
+        ),
+        (
+            lambda: c.modifyColumnFamily(tname("t"), T.TColumnFamilyDescriptor(name=b"zz")),
+            "table b't' has no column family b'zz'",
+        ),
+        (
+            lambda: c.addColumnFamily(tname("t"), T.TColumnFamilyDescriptor(name=b"f")),
+            "table b't' has a column family b'f' already",
+        ),
+        (lambda: c.addColumnFamily(tname("nope"), T.TColumnFamilyDescriptor(name=b"f")), "table nope does not exist"),
+        (lambda: c.getTableNamesByPattern("(", False), r"invalid table name pattern '\('"),
+        (lambda: c.deleteTable(tname("nope")), "table nope does not exist"),
+    ]
+    for call, message in cases:
+        with pytest.raises(T.TIOError) as error:
+            call()
+        assert re.search(message, error.value.message), (message, error.value.message)
+    assert c.getThriftServerType() == T.TThriftServerType.TWO  # the connection survived all of it
+    assert c.get(b"t", T.TGet(row=b"r")).columnValues == []  # and nothing was written
+
+
+# -- serving -------------------------------------------------------------------------------------
+
+
+def test_thrift2_port_modes_restart_and_info(minicluster_factory: Factory, capsys: pytest.CaptureFixture[str]) -> None:
+    mc = minicluster_factory("M", thrift_transport="framed", thrift_protocol="compact")
+    assert mc.ready["thrift_modes"] == "framed/compact" and mc.thrift2[1] != mc.thrift[1]
+    framed = client_for(mc, trans_factory=TFramedTransportFactory(), proto_factory=TCompactProtocolFactory())
+    create(framed, "t", f={})
+    put(framed, b"r", cv(b"f", b"a", b"v", 1))
+    framed.close()
+    plain = client_for(mc, trans_factory=TBufferedTransportFactory(), proto_factory=TBinaryProtocolFactory())
+    with pytest.raises((TTransportException, ConnectionError)):  # refused, as the Thrift1 port refuses it
+        plain.getThriftServerType()
+    plain.close()
+    log = mc.data_dir.parent / "M.minicluster.log"
+    wait_until(
+        lambda: "refused: it speaks buffered/binary; this server accepts only framed/compact" in log.read_text(),
+        what="the minicluster's warning about the buffered/binary client",
+    )
+
+    port = mc.thrift2[1]
+    mc.stop()
+    mc.start()
+    assert mc.thrift2[1] == port  # kept on restart, like the Thrift1 port
+    again = client_for(mc, trans_factory=TFramedTransportFactory(), proto_factory=TCompactProtocolFactory())
+    assert [v.value for v in again.get(b"t", T.TGet(row=b"r")).columnValues] == [b"v"]
+    again.close()
+
+    assert main(["minicluster", "info", "--admin", mc.admin, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["endpoints"]["thrift2"] == f"{mc.thrift2[0]}:{port}"
+    assert main(["minicluster", "info", "--admin", mc.admin]) == 0
+    assert f"thrift2={mc.thrift2[0]}:{port}" in capsys.readouterr().out
+
+
+def test_no_thrift2_port(minicluster_factory: Factory) -> None:
+    mc = minicluster_factory("N", thrift2_port=None)
+    assert mc.ready["thrift2"] is None
+    with pytest.raises(MiniClusterError, match="serves no Thrift2"):
+        _ = mc.thrift2
+    hb = happybase.Connection(*mc.thrift)
+    hb.create_table("t", {"f": {}})
+    assert hb.tables() == [b"t"]
+    hb.close()
