@@ -10,8 +10,9 @@ from typing import Any
 
 from walship.cli.common import parse_config_pairs, state
 from walship.errors import ConfigError, InvalidPeerConfigError
-from walship.sinks.base import validate_sink_config
+from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, validate_sink_config
 from walship.sinks.hbase import SINK_THRIFT_KEY
+from walship.sinks.hbase2 import SINK_THRIFT2_KEY
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, format_table_cfs, parse_table_cfs
 from walship.zk.peers import MANAGED_KEY
 
@@ -194,13 +195,20 @@ def cmd_peer_state(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sink(p: PeerConfig) -> str:
+    """The peer's sink and where it writes, e.g. ``thrift2 b1:9091,b2:9091``."""
+    protocol = p.configuration.get(SINK_PROTOCOL_KEY) or DEFAULT_PROTOCOL
+    servers = {"thrift1": SINK_THRIFT_KEY, "thrift2": SINK_THRIFT2_KEY}.get(protocol)
+    return f"{protocol} {p.configuration.get(servers, '-') if servers else ''}".strip()
+
+
 def _peer_line(p: PeerConfig) -> str:
     cfs = format_table_cfs(p.table_cfs) if p.table_cfs else ""
     namespaces = ";".join(sorted(p.namespaces)) if p.namespaces else ""
     return (
         f"{p.peer_id:<8} {'ENABLED' if p.enabled else 'DISABLED':<9} "
         f"{'ENABLED' if p.hbase_state_enabled else 'DISABLED':<11} {'yes' if p.managed else 'no':<8} {p.cluster_key:<32} "
-        f"{str(p.replicate_all).lower():<13} {namespaces or '-':<12} {cfs or '-':<24} {p.configuration.get(SINK_THRIFT_KEY, '-')}"
+        f"{str(p.replicate_all).lower():<13} {namespaces or '-':<12} {cfs or '-':<24} {_sink(p)}"
     )
 
 
