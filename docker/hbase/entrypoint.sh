@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Entrypoint of walship's HBase image: renders conf/hbase-site.xml from the environment, then
-#   cluster (default)                 HMaster, one HRegionServer and the Thrift server, each its
-#                                     own JVM; the container stops when any of them stops
-#   master | regionserver | thrift    that daemon alone, in the foreground
+#   cluster (default)                 HMaster, one HRegionServer and the Thrift1 and Thrift2
+#                                     servers, each its own JVM; the container stops when any of
+#                                     them stops
+#   master | regionserver | thrift | thrift2
+#                                     that daemon alone, in the foreground
 #   anything else                     run as given (e.g. `hbase shell`)
 #
 # Environment (docker-compose.yml sets the per-cluster ones):
@@ -14,6 +16,7 @@
 #   HBASE_LOGROLL_PERIOD_MS           a new WAL at least this often (3600000, HBase's default)
 #   HBASE_REGIONSERVER_HOSTNAME       the region server's name (the container's hostname)
 #   HBASE_THRIFT_PORT                 (9090)
+#   HBASE_THRIFT2_PORT                the Thrift2 (THBaseService) server, walship's exact sink (9091)
 #   HBASE_THRIFT_SERVER_TYPE          threadpool (default) | hsha | nonblocking | threadedselector
 #   HBASE_THRIFT_FRAMED, HBASE_THRIFT_COMPACT
 #                                     true for TFramedTransport / TCompactProtocol (default false:
@@ -35,6 +38,7 @@ export HBASE_LOGROLL_PERIOD_MS="${HBASE_LOGROLL_PERIOD_MS:-3600000}"
 export HBASE_REGIONSERVER_HOSTNAME="${HBASE_REGIONSERVER_HOSTNAME:-$(uname -n)}"
 THRIFT_PORT="${HBASE_THRIFT_PORT:-9090}"
 THRIFT_TYPE="${HBASE_THRIFT_SERVER_TYPE:-threadpool}"
+THRIFT2_PORT="${HBASE_THRIFT2_PORT:-9091}"
 
 case "$HBASE_ZNODE_PARENT" in
   /*) ;;
@@ -72,7 +76,9 @@ render_site() {
 }
 
 thrift_args() {
-  local args=(-p "$THRIFT_PORT" "-$THRIFT_TYPE")
+  # $1: the port; the Thrift2 server gets its own info port
+  local args=(-p "$1" "-$THRIFT_TYPE")
+  [ "$1" = "$THRIFT2_PORT" ] && args+=(--infoport 9096)
   [ "${HBASE_THRIFT_FRAMED:-false}" = "true" ] && args+=(-f)
   [ "${HBASE_THRIFT_COMPACT:-false}" = "true" ] && args+=(-c)
   printf '%s\n' "${args[@]}"
@@ -85,32 +91,36 @@ cmd="${1:-cluster}"
 case "$cmd" in
   cluster) ;;
   master | regionserver) exec hbase "$cmd" start ;;
-  thrift) mapfile -t targs < <(thrift_args); exec hbase thrift start "${targs[@]}" ;;
+  thrift) mapfile -t targs < <(thrift_args "$THRIFT_PORT"); exec hbase thrift start "${targs[@]}" ;;
+  thrift2) mapfile -t targs < <(thrift_args "$THRIFT2_PORT"); exec hbase thrift2 start "${targs[@]}" ;;
   *) exec "$@" ;;
 esac
 
-mapfile -t targs < <(thrift_args)
-say "starting HMaster, HRegionServer and the Thrift server (port $THRIFT_PORT, ${targs[*]:2})"
+mapfile -t targs < <(thrift_args "$THRIFT_PORT")
+mapfile -t t2args < <(thrift_args "$THRIFT2_PORT")
+say "starting HMaster, HRegionServer, the Thrift server (port $THRIFT_PORT, ${targs[*]:2}) and Thrift2 (port $THRIFT2_PORT)"
 hbase master start &
 master=$!
 hbase regionserver start &
 regionserver=$!
 hbase thrift start "${targs[@]}" &
 thrift=$!
+hbase thrift2 start "${t2args[@]}" &
+thrift2=$!
 
 stop_all() {
   # region server and Thrift first (the region server closes and flushes its regions), then
   # the master
-  kill -TERM "$thrift" "$regionserver" 2>/dev/null || true
-  wait "$thrift" "$regionserver" 2>/dev/null || true
+  kill -TERM "$thrift" "$thrift2" "$regionserver" 2>/dev/null || true
+  wait "$thrift" "$thrift2" "$regionserver" 2>/dev/null || true
   kill -TERM "$master" 2>/dev/null || true
   wait "$master" 2>/dev/null || true
 }
 trap 'say "stopping"; stop_all; exit 0' TERM INT
 
 status=0
-wait -n "$master" "$regionserver" "$thrift" || status=$?
-for pid_name in "$master:HMaster" "$regionserver:HRegionServer" "$thrift:Thrift server"; do
+wait -n "$master" "$regionserver" "$thrift" "$thrift2" || status=$?
+for pid_name in "$master:HMaster" "$regionserver:HRegionServer" "$thrift:Thrift server" "$thrift2:Thrift2 server"; do
   kill -0 "${pid_name%%:*}" 2>/dev/null || say "${pid_name#*:} exited (status $status); stopping the others"
 done
 stop_all

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Healthy when this container's HMaster is the active master and sees a live region server,
-# and the Thrift server accepts connections. Says what is missing otherwise.
+# and the Thrift1 and Thrift2 servers accept connections. Says what is missing otherwise.
 set -uo pipefail
 info_port="${HBASE_MASTER_INFO_PORT:-16010}"
 thrift_port="${HBASE_THRIFT_PORT:-9090}"
@@ -11,4 +11,7 @@ grep -Eq '"tag\.isActiveMaster" *: *"?true' <<<"$jmx" || { echo "HMaster is not 
 grep -Eq '"numRegionServers" *: *[1-9]' <<<"$jmx" || { echo "no live region server"; exit 1; }
 (exec 3<>"/dev/tcp/127.0.0.1/${thrift_port}") 2>/dev/null \
   || { echo "the Thrift server does not accept connections on ${thrift_port}"; exit 1; }
+thrift2_port="${HBASE_THRIFT2_PORT:-9091}"
+(exec 3<>"/dev/tcp/127.0.0.1/${thrift2_port}") 2>/dev/null \
+  || { echo "the Thrift2 server does not accept connections on ${thrift2_port}"; exit 1; }
 echo "ok"

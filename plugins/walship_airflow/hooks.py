@@ -3,7 +3,10 @@
 Example::
 
     AIRFLOW_CONN_WALSHIP_SOURCE='{"conn_type": "walship", "host": "127.0.0.1", "port": 2181,
-        "extra": {"znode_parent": "/hbase", "wal_root": "/data/hbase"}}'
+        "extra": {"znode_parent": "/hbase", "wal_root": "/data/hbase", "thrift2": "hbase-thrift2:9090"}}'
+
+The extra ``thrift2`` (``host:port[,host:port...]`` of the source's Thrift2 servers) is needed
+only by the ``walship_scope`` DAG, which reads the source's table descriptors.
 
 ZooKeeper credentials: the connection's login and password (digest, as zkCli's ``addauth
 digest login:password``), or its extra ``zk_auth`` (``SCHEME:CREDENTIAL``). Processes that get
@@ -31,6 +34,8 @@ class SourceCluster:
     wal_root: str
     #: ZooKeeper credentials, SCHEME:CREDENTIAL: never in reprs, XCom, job descriptions or logs
     auth: str | None = field(default=None, repr=False)
+    #: the source's Thrift2 server(s), ``host:port[,...]`` (extra ``thrift2``), if given
+    thrift2: str | None = None
 
 
 class WalshipHook(BaseHook):
@@ -58,8 +63,13 @@ class WalshipHook(BaseHook):
             raise AirflowException(f"connection {self.walship_conn_id}: extra 'wal_root' is missing")
         hosts = ",".join(h if ":" in h else f"{h}:{conn.port or 2181}" for h in conn.host.split(","))
         auth = extra.get("zk_auth") or (f"digest:{conn.login}:{conn.password}" if conn.login else None)
+        thrift2 = extra.get("thrift2")
         return SourceCluster(
-            zk=hosts, znode_parent=str(extra.get("znode_parent") or "/hbase"), wal_root=str(wal_root), auth=auth
+            zk=hosts,
+            znode_parent=str(extra.get("znode_parent") or "/hbase"),
+            wal_root=str(wal_root),
+            auth=auth,
+            thrift2=str(thrift2).strip() if thrift2 else None,
         )
 
     @contextlib.contextmanager

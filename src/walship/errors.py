@@ -18,6 +18,9 @@ catch the whole family in one place and let programming errors through::
     ├── ReplicationError             shipping failed: WalMissingError, SinkError
     │                                (SinkUnavailableError), IncompatibleEditError,
     │                                DeadLetterError, ReplayGapError, TailError
+    ├── ScopeError                   the scope policy cannot be read or enforced (names the
+    │   │                            cluster, peer, table and family)
+    │   └── ScopeUnavailableError    a Thrift server of the source or of a peer does not answer
     └── ZkError                      replication state in ZooKeeper
         ├── ZkUnavailableError       ZooKeeper cannot be reached (or the session was lost)
         ├── ZkAuthError              ZooKeeper refused: no or wrong credentials for a znode
@@ -203,3 +206,13 @@ class DeadLetterError(ReplicationError):
 
 class TailError(ReplicationError):
     """A tailing run ended with errors (each names its queue)."""
+
+
+class ScopeError(WalshipError):
+    """The scope policy (``walship scope``) cannot be read or enforced: a Thrift server
+    refused, a table-cfs names a table the source lacks, a peer cannot be checked. The
+    message names the cluster, the peer, the table and the family."""
+
+
+class ScopeUnavailableError(ScopeError):
+    """A Thrift server of the source (``--source-thrift2``) or of a peer does not answer."""

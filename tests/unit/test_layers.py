@@ -45,6 +45,7 @@ LAYERS: dict[str, set[str]] = {
     "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal"},
     "status": {"errors", "defaults", "replicate", "sinks", "wal", "zk", "servername"},
     "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk"},
+    "scope": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal"},
     "cli": {
         "errors",
         "defaults",
@@ -57,6 +58,7 @@ LAYERS: dict[str, set[str]] = {
         "minicluster",
         "spark",
         "status",
+        "scope",
     },
 }
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from walship import __version__, defaults
-from walship.cli import deadletter, minicluster, peers, shipping, status, wal, zookeeper
+from walship.cli import deadletter, minicluster, peers, scope, shipping, status, wal, zookeeper
 from walship.cli.common import Handler
 from walship.errors import WalshipError
 from walship.zk import DEFAULT_PARENT, DEFAULT_ZK
@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("WALSHIP_WAL_ROOT"),
         help="the source's WAL root holding WALs/ and oldWALs/: a path or URL (env WALSHIP_WAL_ROOT)",
     )
+    parser.add_argument(
+        "--source-thrift2",
+        default=os.environ.get("WALSHIP_SOURCE_THRIFT2"),
+        metavar="HOST:PORT",
+        help="the source's Thrift2 server, for its table descriptors (`walship scope`; env WALSHIP_SOURCE_THRIFT2)",
+    )
     parser.add_argument("--zk-timeout", type=float, default=10.0, help=argparse.SUPPRESS)
     parser.add_argument(
         "--zk-auth",
@@ -61,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"(env WALSHIP_ZK_SESSION_TIMEOUT; default {defaults.ZK_SESSION_TIMEOUT:g})",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (wal, peers, shipping, status, deadletter, minicluster, zookeeper):
+    for group in (wal, peers, shipping, status, deadletter, minicluster, zookeeper, scope):
         group.register(sub)
     return parser
 

@@ -17,16 +17,58 @@ from walship.sinks.base import FilteredEntry
 from walship.wal.model import ScopeType, WalEntry
 from walship.zk.peers import PeerConfig
 
-__all__ = ["EntryFilter", "FilteredEntry"]
+__all__ = ["EntryFilter", "FilteredEntry", "TableRule", "table_rule"]
 
 _GLOBAL = int(ScopeType.GLOBAL)
 
 
 @dataclass(frozen=True)
-class _Rule:
+class TableRule:
+    """Whether a peer takes a table at all, and which of its families.
+
+    :param include: only these families (``None``: every family).
+    :param exclude: every family but these (``None``: none excluded).
+    """
+
     replicate: bool
     include: frozenset[bytes] | None = None
     exclude: frozenset[bytes] | None = None
+
+    def selects(self, family: bytes) -> bool:
+        """Whether the peer takes cells of ``family`` of this table (their scope aside)."""
+        if not self.replicate:
+            return False
+        if self.include is not None and family not in self.include:
+            return False
+        return self.exclude is None or family not in self.exclude
+
+
+def table_rule(peer: PeerConfig, table: bytes) -> TableRule:
+    """Which families of ``table`` (``t`` or ``ns:t``, as a WAL key names it) the peer selects
+    through its table-cfs / namespaces, or, replicating all, its exclude lists (step 3).
+
+    System tables (namespace ``hbase``) are never selected (step 1).
+    """
+    if table.startswith(b"hbase:"):
+        return TableRule(False)
+    ns_b, sep, _ = table.partition(b":")
+    namespace = ns_b.decode(errors="replace") if sep else "default"
+    name = table.decode(errors="replace")
+    if name.startswith("default:"):
+        name = name[len("default:") :]
+    if peer.replicate_all:
+        if peer.exclude_namespaces and namespace in peer.exclude_namespaces:
+            return TableRule(False)
+        if peer.exclude_table_cfs and name in peer.exclude_table_cfs:
+            excluded = peer.exclude_table_cfs[name]
+            return TableRule(bool(excluded), exclude=frozenset(f.encode() for f in excluded) if excluded else None)
+        return TableRule(True)
+    if peer.namespaces and namespace in peer.namespaces:
+        return TableRule(True)
+    if peer.table_cfs and name in peer.table_cfs:
+        fams = peer.table_cfs[name]
+        return TableRule(True, include=frozenset(f.encode() for f in fams) if fams else None)
+    return TableRule(False)
 
 
 class EntryFilter:
@@ -40,35 +82,14 @@ class EntryFilter:
         self.peer = peer
         self.source_id = source_id
         self.peer_cluster_id = peer_cluster_id
-        self._table_cache: dict[bytes, _Rule] = {}
+        self._table_cache: dict[bytes, TableRule] = {}
 
-    def _table_rule(self, table: bytes) -> _Rule:
-        """Whether the table replicates at all, and which of its families do."""
+    def _table_rule(self, table: bytes) -> TableRule:
+        """Whether the table replicates at all, and which of its families do (cached)."""
         cached = self._table_cache.get(table)
-        if cached is not None:
-            return cached
-        ns_b, sep, _ = table.partition(b":")
-        namespace = ns_b.decode(errors="replace") if sep else "default"
-        name = table.decode(errors="replace")
-        if name.startswith("default:"):
-            name = name[len("default:") :]
-        peer = self.peer
-        rule = _Rule(False)
-        if peer.replicate_all:
-            if peer.exclude_namespaces and namespace in peer.exclude_namespaces:
-                rule = _Rule(False)
-            elif peer.exclude_table_cfs and name in peer.exclude_table_cfs:
-                excluded = peer.exclude_table_cfs[name]
-                rule = _Rule(bool(excluded), exclude=frozenset(f.encode() for f in excluded) if excluded else None)
-            else:
-                rule = _Rule(True)
-        elif peer.namespaces and namespace in peer.namespaces:
-            rule = _Rule(True)
-        elif peer.table_cfs and name in peer.table_cfs:
-            fams = peer.table_cfs[name]
-            rule = _Rule(True, include=frozenset(f.encode() for f in fams) if fams else None)
-        self._table_cache[table] = rule
-        return rule
+        if cached is None:
+            cached = self._table_cache[table] = table_rule(self.peer, table)
+        return cached
 
     def apply(self, entry: WalEntry) -> FilteredEntry | None:
         """The entry's replicable part, or ``None`` when nothing of it goes to this peer."""

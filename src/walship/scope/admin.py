@@ -1,0 +1,308 @@
+"""Table and family descriptors of a cluster, read and written over its Thrift servers.
+
+* :class:`Thrift2Admin`: a THBaseService server (the source's ``--source-thrift2``, a peer's
+  ``walship.sink.thrift2``): list and read table descriptors, modify, add and create.
+* :class:`Thrift1Reader`: a peer that has only Thrift1 servers (``walship.sink.thrift``):
+  reads its tables' families (versions and TTL; Thrift1 has no scope), changes nothing.
+* :func:`peer_tables_reader`: which of the two a peer's configuration offers.
+
+Every error becomes a :class:`~walship.errors.ScopeError` naming the cluster, the server and
+what was asked; a server that does not answer, a
+:class:`~walship.errors.ScopeUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from thriftpy2.thrift import TApplicationException
+
+from walship.errors import ConfigError, InvalidPeerConfigError, ScopeError, ScopeUnavailableError
+from walship.scope.model import FOREVER, FamilySettings, TableInfo, family_text
+from walship.sinks.hbase import SINK_THRIFT_KEY, thrift_servers
+from walship.sinks.hbase2 import SINK_THRIFT2_KEY, thrift2_servers
+from walship.sinks.thriftconn import (
+    TRANSPORT_ERRORS,
+    Thrift2Client,
+    ThriftOptions,
+    describe_error,
+    open_connection,
+    open_thrift2,
+)
+from walship.thrift.hbase1 import Hbase_thrift
+from walship.thrift.hbase2 import hbase2, table_name, table_name_text
+from walship.zk.peers import PeerConfig, parse_host_ports
+
+__all__ = [
+    "PeerTablesReader",
+    "Thrift1Reader",
+    "Thrift2Admin",
+    "family_settings",
+    "open_source",
+    "peer_tables_reader",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+#: HBase's default VERSIONS of a family (``ColumnFamilyDescriptorBuilder``).
+_DEFAULT_MAX_VERSIONS = 1
+_REFUSALS2 = (hbase2.TIOError, hbase2.TIllegalArgument)
+_REFUSALS1 = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument)
+
+
+def _message(exc: BaseException) -> str:
+    """An error's own words; thriftpy2 leaves a refusal's message as bytes without decoding."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, bytes):
+        return message.decode(errors="replace")
+    return describe_error(exc)
+
+
+def _ttl(value: int | None) -> int:
+    """A TTL as the audit compares it: unset or <= 0 (Thrift1's "none") is FOREVER."""
+    return FOREVER if value is None or value <= 0 or value >= FOREVER else value
+
+
+def family_settings(desc: Any) -> FamilySettings:
+    """The compared settings of a ``TColumnFamilyDescriptor`` (HBase's defaults for unset fields)."""
+    return FamilySettings(
+        name=bytes(desc.name),
+        max_versions=desc.maxVersions if desc.maxVersions is not None else _DEFAULT_MAX_VERSIONS,
+        ttl=_ttl(desc.timeToLive),
+        scope=desc.scope if desc.scope is not None else 0,
+    )
+
+
+def _table_info(desc: Any) -> TableInfo:
+    families = {bytes(c.name): family_settings(c) for c in desc.columns or []}
+    return TableInfo(table_name_text(desc.tableName), families, desc)
+
+
+class PeerTablesReader(Protocol):
+    """What the audit needs of a peer: its tables and their families."""
+
+    #: ``thrift2`` or ``thrift1``
+    access: str
+    #: the server answering, ``host:port``
+    server: str
+
+    def tables(self, wanted: Iterable[str]) -> dict[str, TableInfo]:
+        """The tables of ``wanted`` that exist on the cluster (others are left out)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Thrift2Admin:
+    """A cluster's THBaseService server: the first of ``servers`` that answers.
+
+    :param label: who the servers are, for messages (e.g. ``the source cluster``).
+    :param hint: where they are configured, for messages (e.g. ``--source-thrift2``).
+    :raises ScopeUnavailableError: no server answered.
+    """
+
+    access = "thrift2"
+
+    def __init__(
+        self,
+        servers: Sequence[tuple[str, int]],
+        *,
+        label: str,
+        hint: str,
+        options: ThriftOptions | None = None,
+        timeout_ms: int = 30_000,
+    ) -> None:
+        self.label = label
+        self.hint = hint
+        self.options = options or ThriftOptions()
+        self._conn: Thrift2Client | None = None
+        last: BaseException | None = None
+        for host, port in servers:
+            try:
+                self._conn = open_thrift2(host, port, self.options, timeout_ms=timeout_ms)
+            except TRANSPORT_ERRORS as exc:
+                log.debug("%s: Thrift2 server %s:%d unreachable: %s", label, host, port, describe_error(exc))
+                last = exc
+                continue
+            self.server = f"{host}:{port}"
+            break
+        if self._conn is None:
+            names = ", ".join(f"{h}:{p}" for h, p in servers)
+            raise ScopeUnavailableError(
+                f"{label}: no Thrift2 server answered ({names}, {self.options.describe()}; {hint}): "
+                f"{_message(last) if last else 'none given'}"
+            )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Thrift2Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, what: str, call: Callable[[Any], T]) -> T:
+        if self._conn is None:
+            raise ScopeError(f"{self.label}: the Thrift2 connection is closed")
+        try:
+            return call(self._conn.client)
+        except _REFUSALS2 as exc:
+            raise ScopeError(f"{self.label}: Thrift2 server {self.server} refused to {what}: {_message(exc)}") from None
+        except TApplicationException as exc:
+            raise ScopeUnavailableError(
+                f"{self.label}: {self.server} could not {what}: {_message(exc)} (is it a Thrift2 server, and does "
+                f"it speak {self.options.describe()}? {self.hint})"
+            ) from None
+        except TRANSPORT_ERRORS as exc:
+            raise ScopeUnavailableError(
+                f"{self.label}: Thrift2 server {self.server} failed to {what}: {_message(exc)} ({self.hint}, "
+                f"{self.options.describe()})"
+            ) from None
+
+    def all_tables(self) -> dict[str, TableInfo]:
+        """Every user table (no system tables), by name."""
+        descs = self._call("list the table descriptors", lambda c: c.getTableDescriptorsByPattern(".*", False))
+        out = {}
+        for desc in descs or []:
+            info = _table_info(desc)
+            if not info.name.startswith("hbase:"):
+                out[info.name] = info
+        return dict(sorted(out.items()))
+
+    def tables(self, wanted: Iterable[str]) -> dict[str, TableInfo]:
+        wanted = set(wanted)
+        return {name: info for name, info in self.all_tables().items() if name in wanted}
+
+    def table(self, name: str) -> TableInfo:
+        """:raises ScopeError: no such table (the server's words)."""
+        desc = self._call(f"read the descriptor of table {name}", lambda c: c.getTableDescriptor(table_name(name)))
+        return _table_info(desc)
+
+    def exists(self, name: str) -> bool:
+        return bool(self._call(f"check whether table {name} exists", lambda c: c.tableExists(table_name(name))))
+
+    def modify_family(self, table: str, desc: Any) -> None:
+        what = f"modify family {table}:{family_text(desc.name)}"
+        self._call(what, lambda c: c.modifyColumnFamily(table_name(table), desc))
+
+    def add_family(self, table: str, desc: Any) -> None:
+        what = f"add family {table}:{family_text(desc.name)}"
+        self._call(what, lambda c: c.addColumnFamily(table_name(table), desc))
+
+    def create_table(self, desc: Any) -> None:
+        what = f"create table {table_name_text(desc.tableName)}"
+        self._call(what, lambda c: c.createTable(desc, []))
+
+
+class Thrift1Reader:
+    """A peer's Thrift1 servers (the first that answers): its tables' families, read only.
+
+    :raises ScopeUnavailableError: no server answered.
+    """
+
+    access = "thrift1"
+
+    def __init__(
+        self, peer_id: str, servers: Sequence[tuple[str, int]], options: ThriftOptions, *, timeout_ms: int = 30_000
+    ) -> None:
+        self.label = f"peer {peer_id}"
+        self.options = options
+        self._conn: Any = None
+        last: BaseException | None = None
+        for host, port in servers:
+            try:
+                self._conn = open_connection(host, port, options, timeout_ms=timeout_ms)
+            except TRANSPORT_ERRORS as exc:
+                log.debug("%s: Thrift server %s:%d unreachable: %s", self.label, host, port, describe_error(exc))
+                last = exc
+                continue
+            self.server = f"{host}:{port}"
+            break
+        if self._conn is None:
+            names = ", ".join(f"{h}:{p}" for h, p in servers)
+            raise ScopeUnavailableError(
+                f"{self.label}: no Thrift server answered ({names}, {options.describe()}; {SINK_THRIFT_KEY}): "
+                f"{_message(last) if last else 'none given'}"
+            )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _call(self, what: str, call: Callable[[Any], T]) -> T:
+        try:
+            return call(self._conn)
+        except _REFUSALS1 as exc:
+            raise ScopeError(f"{self.label}: Thrift server {self.server} refused to {what}: {_message(exc)}") from None
+        except TRANSPORT_ERRORS as exc:
+            raise ScopeUnavailableError(
+                f"{self.label}: Thrift server {self.server} failed to {what}: {_message(exc)} ({SINK_THRIFT_KEY}, "
+                f"{self.options.describe()})"
+            ) from None
+
+    @staticmethod
+    def _families_of(name: str) -> Callable[[Any], dict[bytes, dict[str, Any]]]:
+        return lambda conn: dict(conn.table(name).families())
+
+    def tables(self, wanted: Iterable[str]) -> dict[str, TableInfo]:
+        names: list[Any] = self._call("list its tables", lambda c: c.tables())
+        present = {n.decode(errors="replace") if isinstance(n, bytes) else str(n) for n in names}
+        out: dict[str, TableInfo] = {}
+        for name in sorted(set(wanted) & present):
+            families = self._call(f"read the families of table {name}", self._families_of(name))
+            out[name] = TableInfo(
+                name,
+                {
+                    bytes(f): FamilySettings(bytes(f), int(d.get("max_versions") or 1), _ttl(d.get("time_to_live")))
+                    for f, d in families.items()
+                },
+            )
+        return out
+
+
+def peer_tables_reader(peer: PeerConfig, *, timeout_ms: int = 30_000) -> PeerTablesReader | None:
+    """A reader of the peer's tables: over Thrift2 when it has ``walship.sink.thrift2``, else
+    over Thrift1 (``walship.sink.thrift``), else ``None``.
+
+    :raises InvalidPeerConfigError: a malformed server list or transport setting.
+    :raises ScopeUnavailableError: none of the peer's servers answered.
+    """
+    options = ThriftOptions.of(peer)
+    servers2 = thrift2_servers(peer)
+    if servers2:
+        return Thrift2Admin(
+            servers2,
+            label=f"peer {peer.peer_id}",
+            hint=f"its {SINK_THRIFT2_KEY}",
+            options=options,
+            timeout_ms=timeout_ms,
+        )
+    servers1 = thrift_servers(peer)
+    if servers1:
+        return Thrift1Reader(peer.peer_id, servers1, options, timeout_ms=timeout_ms)
+    return None
+
+
+def open_source(spec: str | None, *, name: str, how: str, timeout_ms: int = 30_000) -> Thrift2Admin:
+    """The source cluster's Thrift2 server(s), ``host:port[,host:port...]`` (buffered, binary).
+
+    :param name: where ``spec`` comes from, for messages (``--source-thrift2``, a
+        connection's extra).
+    :param how: how to give it, for the message when it is missing.
+    :raises ConfigError: no ``spec``, or a malformed one.
+    :raises ScopeUnavailableError: no server answered.
+    """
+    if not spec or not spec.strip():
+        raise ConfigError(f"no Thrift2 server of the source cluster: {how}")
+    try:
+        servers = parse_host_ports(spec.strip(), name)
+    except InvalidPeerConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return Thrift2Admin(servers, label="the source cluster", hint=name, timeout_ms=timeout_ms)
