@@ -21,6 +21,9 @@ catch the whole family in one place and let programming errors through::
     ├── ScopeError                   the scope policy cannot be read or enforced (names the
     │   │                            cluster, peer, table and family)
     │   └── ScopeUnavailableError    a Thrift server of the source or of a peer does not answer
+    ├── VerifyError                  `walship verify` cannot compare a peer with the source (names
+    │   │                            the peer, table, family or flag)
+    │   └── VerifyUnavailableError   a Thrift2 server of the source or of the peer does not answer
     └── ZkError                      replication state in ZooKeeper
         ├── ZkUnavailableError       ZooKeeper cannot be reached (or the session was lost)
         ├── ZkAuthError              ZooKeeper refused: no or wrong credentials for a znode
@@ -216,3 +219,14 @@ class ScopeError(WalshipError):
 
 class ScopeUnavailableError(ScopeError):
     """A Thrift server of the source (``--source-thrift2``) or of a peer does not answer."""
+
+
+class VerifyError(WalshipError):
+    """``walship verify`` cannot compare a peer with its source as asked: an unknown table or
+    family, a family the peer does not replicate, a bad time range, a peer without Thrift2
+    servers, a server that refused a scan. The message names the peer, table, family or flag."""
+
+
+class VerifyUnavailableError(VerifyError):
+    """A Thrift2 server of the source (``--source-thrift2``) or of the peer
+    (``walship.sink.thrift2``) does not answer."""

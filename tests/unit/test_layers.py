@@ -42,10 +42,11 @@ LAYERS: dict[str, set[str]] = {
     "zk": {"errors", "defaults", "protos", "servername", "wal"},
     "sinks": {"errors", "defaults", "clusterids", "thrift", "wal", "zk", "servername"},
     "replicate": {"errors", "defaults", "sinks", "wal", "zk", "servername", "clusterids"},
-    "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal"},
+    "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal", "verify"},
     "status": {"errors", "defaults", "replicate", "sinks", "wal", "zk", "servername"},
     "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk"},
     "scope": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal"},
+    "verify": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal", "status", "scope"},
     "cli": {
         "errors",
         "defaults",
@@ -59,6 +60,7 @@ LAYERS: dict[str, set[str]] = {
         "spark",
         "status",
         "scope",
+        "verify",
     },
 }
 

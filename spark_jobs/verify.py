@@ -1,0 +1,75 @@
+"""spark-submit entry point: verify a peer against its source, one Spark task per split.
+
+    spark-submit spark_jobs/verify.py --job '{"zk": "h:2181", "znode_parent": "/hbase",
+        "wal_root": "hdfs://nn/hbase", "source_thrift2": "src-thrift:9090", "peer_id": "1", ...}'
+    spark-submit spark_jobs/verify.py --zk H:P --wal-root /data/hbase --source-thrift2 H:P --peer 1
+
+The job description is :class:`walship.verify.VerifyJob` as JSON; the summary printed on
+stdout is the JSON of ``walship verify --json``. Exit 0 when no row is bad, else 1; 2 on a
+bad job description.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="verify.py", description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--job", help="the job description, JSON (the other flags are then not used)")
+    p.add_argument("--zk")
+    p.add_argument("--znode-parent", default="/hbase")
+    p.add_argument("--wal-root")
+    p.add_argument("--source-thrift2")
+    p.add_argument("--peer")
+    p.add_argument("--repair", action="store_true")
+    p.add_argument("--report", default=None, help="write the bad rows (and repairs) here: a path or URL")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from walship.errors import WalshipError
+    from walship.spark.verify import verify_with_spark
+    from walship.verify import VerifyJob
+
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.job:
+            job = VerifyJob.from_json(args.job)
+        else:
+            if not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
+                print("verify.py: give --job, or --zk, --wal-root, --source-thrift2 and --peer", file=sys.stderr)
+                return 2
+            job = VerifyJob(
+                zk=args.zk,
+                znode_parent=args.znode_parent,
+                wal_root=args.wal_root,
+                source_thrift2=args.source_thrift2,
+                peer_id=args.peer,
+                repair=args.repair,
+            )
+    except WalshipError as exc:
+        print(f"verify.py: {exc}", file=sys.stderr)
+        return 2
+
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName(f"walship-verify-peer-{job.peer_id}").getOrCreate()
+    try:
+        result = verify_with_spark(spark, job, report=args.report)
+    except WalshipError as exc:
+        print(f"verify.py: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    print(json.dumps(result.to_json(), sort_keys=True))
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
