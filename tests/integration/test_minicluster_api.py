@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import struct
 import time
 from collections.abc import Iterator
@@ -10,6 +11,8 @@ from collections.abc import Iterator
 import happybase
 import pytest
 
+from walship.errors import MiniClusterError
+from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
@@ -226,3 +229,26 @@ def test_garbage_on_the_socket_does_not_crash_the_server(
             s.recv(100)
     conn.create_table("still", {"f": {}})
     assert b"still" in conn.tables()
+
+
+@pytest.mark.parametrize(
+    ("table_name", "family", "scope", "message"),
+    [
+        ("t", "r", "x", "REPLICATION_SCOPE of t:r must be a number (0 or 1), got 'x'"),
+        ("t", "r", 5, "replication scope must be 0 or 1, got 5"),
+        ("nope", "r", 1, "table nope does not exist"),
+        ("t", "zz", 1, "has no column family b'zz'"),
+    ],
+)
+def test_set_scope_names_what_is_wrong(
+    minicluster: MiniClusterProcess,
+    conn: happybase.Connection,
+    table_name: str,
+    family: str,
+    scope: object,
+    message: str,
+) -> None:
+    conn.create_table("t", {"r": {}})
+    with pytest.raises(MiniClusterError, match=re.escape(message)):
+        AdminClient(minicluster.admin).set_scope(table_name, family, scope)  # type: ignore[arg-type]
+    assert AdminClient(minicluster.admin).info()["tables"][0]["families"]["r"]["scope"] == 0  # nothing changed

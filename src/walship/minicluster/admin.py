@@ -11,7 +11,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from walship.errors import MiniClusterError, WalshipError
+from walship.errors import BadRequestError, MiniClusterError, WalshipError
 from walship.minicluster.cluster import MiniCluster
 
 __all__ = ["AdminClient", "AdminServer"]
@@ -59,8 +59,14 @@ class AdminServer:
     def dispatch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         c = self.cluster
         if path == "/set-scope":
-            c.set_scope(body["table"].encode(), body["family"].encode(), int(body["scope"]))
-            return {"table": body["table"], "family": body["family"], "scope": int(body["scope"])}
+            raw = body["scope"]
+            if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).strip().isdigit():
+                raise BadRequestError(
+                    f"REPLICATION_SCOPE of {body['table']}:{body['family']} must be a number (0 or 1), got {raw!r}"
+                )
+            scope = int(raw)
+            c.set_scope(body["table"].encode(), body["family"].encode(), scope)
+            return {"table": body["table"], "family": body["family"], "scope": scope}
         if path == "/roll":
             return {"rolled": c.roll(body.get("server"))}
         if path == "/abort-rs":
