@@ -1,0 +1,98 @@
+"""Region placement and failover: which live region server holds each region.
+
+A region goes to the least loaded live server (fewest regions, then the lowest name), which
+writes a REGION_OPEN marker into its WAL, as an HBase region server does when it opens a
+region. When a server is aborted its regions move to the live ones.
+
+Functions on a :class:`MiniCluster <walship.minicluster.cluster.MiniCluster>`; the caller
+holds its lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from walship.errors import BadRequestError, TableDisabledError
+from walship.minicluster.regionserver import RegionServer
+from walship.minicluster.store import Region
+from walship.minicluster.walfiles import archive_dir
+from walship.protos import WAL_pb2
+from walship.servername import ServerName
+from walship.wal import METAFAMILY, Cell, CellType, WalKey
+
+if TYPE_CHECKING:
+    from walship.minicluster.cluster import MiniCluster
+
+__all__ = ["abort_server", "assign", "region_open_entry"]
+
+log = logging.getLogger(__name__)
+
+
+def assign(cluster: MiniCluster, region: Region) -> RegionServer:
+    """Open ``region`` on the least loaded live server; returns that server.
+
+    :raises TableDisabledError: no live region server.
+    """
+    live = cluster.live_servers()
+    if not live:
+        raise TableDisabledError("no live region server")
+    load = {str(rs.name): 0 for rs in live}
+    for enc, rs in cluster.owner.items():
+        if rs.alive and enc != region.encoded:
+            load[str(rs.name)] += 1
+    target = min(live, key=lambda rs: (load[str(rs.name)], str(rs.name)))
+    cluster.owner[region.encoded] = target
+    seq = cluster.seq.get(region.encoded, 0) + 1
+    cluster.seq[region.encoded] = seq
+    target.append([region_open_entry(target.name, region, seq)])
+    return target
+
+
+def region_open_entry(server: ServerName, region: Region, seq: int) -> tuple[WalKey, list[Cell]]:
+    """A REGION_OPEN marker, as HBase writes one into the WAL when a region opens."""
+    desc = WAL_pb2.RegionEventDescriptor(
+        event_type=WAL_pb2.RegionEventDescriptor.REGION_OPEN,
+        table_name=region.table,
+        encoded_region_name=region.encoded.encode(),
+        log_sequence_number=seq,
+    )
+    desc.server.host_name = server.host
+    desc.server.port = server.port
+    desc.server.start_code = server.start_code
+    marker = Cell(
+        region.start_key or b"\x00",
+        METAFAMILY,
+        b"HBASE::REGION_EVENT::REGION_OPEN",
+        int(time.time() * 1000),
+        CellType.Put,
+        desc.SerializeToString(),
+    )
+    return WalKey(region.encoded.encode(), region.table, seq, int(time.time() * 1000)), [marker]
+
+
+def abort_server(cluster: MiniCluster, name: str) -> dict[str, Any]:
+    """Crash one region server: its WAL is left without a trailer, its ZooKeeper session
+    ends (its ephemeral znode goes, its queues stay for a claimer), its regions move to the
+    live servers. Its WALs are archived, as after HBase splits a dead server's logs.
+
+    :raises BadRequestError: no such server, the server is dead, or the last live one.
+    """
+    rs = cluster.server(name)
+    if not rs.alive:
+        raise BadRequestError(f"region server {name} is already dead")
+    if len(cluster.live_servers()) == 1:
+        raise BadRequestError(f"region server {name} is the last live one")
+    wal = rs.wal_name
+    rs.close_wal(trailer=False)
+    rs.stop_session()
+    assert cluster.store is not None
+    cluster.store.checkpoint()
+    archive_dir(rs.wal_dir, cluster.old_wals_dir)
+    moved = []
+    for region in cluster.store.regions():
+        if cluster.owner.get(region.encoded) is rs:
+            moved.append((region.encoded, str(assign(cluster, region).name)))
+    log.info("aborted region server %s; regions moved: %s", name, moved)
+    return {"aborted": name, "wal": wal, "regions_moved": moved}
