@@ -7,6 +7,13 @@
 The job description is :class:`walship.verify.VerifyJob` as JSON; the summary printed on
 stdout is the JSON of ``walship verify --json``. Exit 0 when no row is bad, else 1; 2 on a
 bad job description.
+
+With ``--job-id ID`` the driver also records the result in walship's znodes
+(``<parent>/replication/walship/verify/<peer>/<ID>``: the same JSON with ``status`` ``ok`` or
+``bad_rows``, or ``status`` ``error`` and the error), where the ``walship_verify`` DAG reads
+it; the exit status is then 0 whenever a result was recorded, bad rows included (the reader
+judges them), and 1 when the verification could not run. ZooKeeper credentials come from
+``WALSHIP_ZK_AUTH`` in the environment (driver and executors), never from arguments.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--peer")
     p.add_argument("--repair", action="store_true")
     p.add_argument("--report", default=None, help="write the bad rows (and repairs) here: a path or URL")
+    p.add_argument("--job-id", default=None, help="record the result in ZooKeeper under this id (exit 0 once recorded)")
     return p.parse_args(argv)
 
 
@@ -61,14 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName(f"walship-verify-peer-{job.peer_id}").getOrCreate()
     try:
-        result = verify_with_spark(spark, job, report=args.report)
+        result = verify_with_spark(spark, job, report=args.report, job_id=args.job_id)
     except WalshipError as exc:
         print(f"verify.py: {exc}", file=sys.stderr)
         return 1
     finally:
         spark.stop()
     print(json.dumps(result.to_json(), sort_keys=True))
-    return 0 if result.ok else 1
+    return 0 if result.ok or args.job_id else 1
 
 
 if __name__ == "__main__":

@@ -36,3 +36,34 @@ class WalshipShipOperator(SparkSubmitOperator):
             if not standalone_cluster:  # Spark refuses env_vars there; the workers' own environment holds it
                 self.env_vars = {**(self.env_vars or {}), AUTH_ENV: auth}
         super().execute(context)
+
+
+class WalshipVerifyOperator(WalshipShipOperator):
+    """A :class:`SparkSubmitOperator` for ``spark_jobs/verify.py --job <JSON> --job-id ID``,
+    given the source's ZooKeeper credentials as :class:`WalshipShipOperator` gives them.
+
+    The job records its result in walship's znodes under its job id
+    (:class:`walship.zk.progress.VerifyStore`), for the ``report`` task: an earlier result
+    under the same id (an earlier try) is removed before the submit, so a report never reads
+    a stale one. When the job fails having recorded why, the task fails with that reason, and
+    without retrying when trying again cannot help (an unknown peer, table or family).
+    """
+
+    def execute(self, context: Context) -> None:
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+        from walship_airflow.verify import forget_result, job_of, read_result
+
+        source = WalshipHook(self.walship_conn_id).get_source()
+        job, job_id = job_of(list(self.application_args or []))
+        forget_result(source, job.peer_id, job_id)
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            record = read_result(source, job.peer_id, job_id)
+            if record is None or record.get("status") != "error":
+                raise
+            message = f"verify of peer {job.peer_id} failed: {record.get('error')}"
+            if not record.get("retryable", True):
+                raise AirflowFailException(message) from exc
+            raise AirflowException(message) from exc

@@ -1,4 +1,5 @@
-"""walship's own records in ZooKeeper: per-queue progress and the summaries of ship jobs.
+"""walship's own records in ZooKeeper: per-queue progress, the summaries of ship jobs and the
+results of verify jobs.
 
 Both live under ``<parent>/replication/walship/`` (never inside HBase's queue znodes), are
 small JSON documents, and are bounded: one progress record per queue (removed with the queue
@@ -30,9 +31,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from walship.errors import ZkDataError
-from walship.zk.layout import ZnodeLayout
+from walship.zk.layout import ZnodeLayout, check_znode_name
 
-__all__ = ["COUNTERS", "KEEP_JOBS", "JobStore", "ProgressStore"]
+__all__ = ["COUNTERS", "KEEP_JOBS", "JobStore", "ProgressStore", "VerifyStore"]
 
 log = logging.getLogger(__name__)
 
@@ -224,3 +225,47 @@ class JobStore:
         for job_id in ids[: max(0, len(ids) - KEEP_JOBS)]:
             with contextlib.suppress(NoNodeError):
                 self.client.delete(self.layout.job(peer_id, job_id))
+
+
+class _VerifyLayout(ZnodeLayout):
+    """The layout with a job's znode moved to ``<parent>/replication/walship/verify/<peer>/<job>``."""
+
+    def peer_jobs(self, peer_id: str) -> str:
+        return f"{self.walship}/verify/{check_znode_name(peer_id, 'peer id')}"
+
+    def job(self, peer_id: str, job_id: str) -> str:
+        return f"{self.peer_jobs(peer_id)}/{check_znode_name(job_id, 'verify job id')}"
+
+
+class VerifyStore(JobStore):
+    """Results of verify jobs (what ``walship verify --json`` prints, or an error), by peer and
+    job id, under ``<parent>/replication/walship/verify/<peer>/<job>``; the newest
+    :data:`KEEP_JOBS` are kept. The ``walship_verify`` DAG's report reads them there, whichever
+    host the Spark driver ran on.
+
+    Example::
+
+        store = VerifyStore(client, ZnodeLayout("/hbase"))
+        store.put("1", "scheduled__2026-01-02T00:00:00+00:00", result.to_json())
+        store.get("1", "scheduled__2026-01-02T00:00:00+00:00")["counters"]["BADROWS"]
+    """
+
+    def __init__(self, client: KazooClient, layout: ZnodeLayout) -> None:
+        super().__init__(client, _VerifyLayout(layout.parent))
+
+    def put(self, peer_id: str, job_id: str, summary: dict[str, Any]) -> None:
+        """Write a result; too large a one loses its repair audit lines, then its bad row keys
+        (each marked ``<key>_truncated``), never its counters."""
+        record = dict(summary)
+        for key in ("repair", "bad_rows"):
+            if len(json.dumps(record).encode()) <= _MAX_BYTES - 4096:  # room for job_id, written_at
+                break
+            if record.get(key):
+                record[key] = []
+                record[f"{key}_truncated"] = True
+        super().put(peer_id, job_id, record)
+
+    def delete(self, peer_id: str, job_id: str) -> None:
+        """Forget a result (before a job runs again under the same id)."""
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(self.layout.job(peer_id, job_id))

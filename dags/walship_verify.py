@@ -1,0 +1,128 @@
+"""
+### walship_verify
+
+Compares a peer with the source cluster (connection `walship_source`, whose extra `thrift2`
+names the source's Thrift2 server) row by row, as `walship verify --json` does, with Spark
+(connection `spark_default`, or the Param `spark_conn_id`):
+
+1. **plan** — the Params and the time range made into the verify job's description.
+2. **verify** — `spark_jobs/verify.py --job <JSON> --job-id <run>`: one Spark task per split
+   (region); the driver records the result in walship's znodes, whichever host it ran on.
+3. **report** — reads the result from ZooKeeper and records it as an event of the asset
+   `walship_verify` (`walship://verify`): peer, counters, time range, tables, bad rows.
+4. **check** — fails the run (no retry) when `BADROWS` > 0, listing the counters and up to 20
+   bad rows. The event is recorded first, so a failed run has one too.
+
+The time range of cell timestamps, `[start, end)`: `start_time` / `end_time` when given (ISO,
+e.g. `2026-05-01T00:00:00Z`); else a scheduled run covers its data interval (the last day); a
+run triggered by hand covers the whole history. Daily, one run at a time, no catch-up.
+`repair` makes each bad row of the peer equal to the source's (then the run succeeds when
+every bad row was repaired).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
+from walship_airflow.operators import WalshipVerifyOperator
+from walship_airflow.verify import VERIFY_ASSET
+
+SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
+VERIFY_APP = os.environ.get("WALSHIP_VERIFY_APP", str(SPARK_JOBS / "verify.py"))
+PYRUNNER_JAR = os.environ.get("WALSHIP_PYRUNNER_JAR", str(SPARK_JOBS / "pyrunner.jar"))
+
+
+@dag(
+    dag_id="walship_verify",
+    # data intervals of a day: "@daily" alone would be a CronTriggerTimetable, whose
+    # interval is empty (start == end)
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["walship", "verify"],
+    default_args={"owner": "walship", "retries": 1, "retry_delay": timedelta(minutes=1)},
+    params={
+        "peer_id": Param("1", type="string", minLength=1, description="the peer to verify"),
+        "tables": Param(
+            [],
+            type=["null", "array"],
+            items={"type": "string"},
+            description="tables to verify, one a line (empty: every table the peer replicates)",
+        ),
+        "families": Param(
+            "",
+            type=["null", "string", "array"],
+            items={"type": "string"},
+            description='only these families: "f1,f2" or a JSON list (empty: every replicated family)',
+        ),
+        "start_time": Param(
+            "",
+            type=["null", "string"],
+            description="compare cells with timestamps >= this, ISO (empty: the data interval's start "
+            "for a scheduled run, else no bound)",
+        ),
+        "end_time": Param(
+            "",
+            type=["null", "string"],
+            description="compare cells with timestamps < this, ISO (empty: the data interval's end "
+            "for a scheduled run, else no bound)",
+        ),
+        "row_prefixes": Param(
+            [],
+            type=["null", "array"],
+            items={"type": "string"},
+            description="only rows starting with these prefixes, one a line (\\xNN escapes; empty: every row)",
+        ),
+        "versions": Param(
+            None, type=["null", "integer"], minimum=1, description="versions compared per column (empty: VERSIONS)"
+        ),
+        "recompare_sleep": Param(
+            2, type="number", minimum=0, description="seconds before rows found different are read again"
+        ),
+        "repair": Param(False, type="boolean", description="make each bad row of the peer equal to the source's"),
+        "report_dir": Param(
+            "",
+            type=["null", "string"],
+            description="write every bad row (and repair) here, a path or URL the Spark driver can write "
+            "(empty: no report)",
+        ),
+        "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
+    },
+)
+def walship_verify() -> None:
+    @task
+    def plan(**context: Any) -> list[dict[str, Any]]:
+        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.verify import verify_jobs
+
+        return verify_jobs(WalshipHook().get_source(), context, VERIFY_APP, PYRUNNER_JAR)
+
+    jobs: Any = plan()  # an XComArg: the tasks below take what it resolves to
+    verify = WalshipVerifyOperator.partial(task_id="verify", name="walship-verify").expand_kwargs(jobs)
+
+    @task(outlets=[VERIFY_ASSET])
+    def report(jobs: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
+        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.verify import report_result
+
+        return report_result(WalshipHook().get_source(), jobs, context)
+
+    @task(retries=0)
+    def check(extra: dict[str, Any]) -> dict[str, Any]:
+        from walship_airflow.verify import check_result
+
+        return check_result(extra)
+
+    result: Any = report(jobs)
+    verify >> result
+    check(result)
+
+
+walship_verify()
