@@ -328,3 +328,32 @@ def test_the_spark_job_counts_as_the_command_does(
     assert summary["counters"] == expected["counters"]
     assert sorted(summary["bad_rows"]) == sorted(expected["bad_rows"]) == ["row01", "zz"]
     assert summary["splits"] == expected["splits"]
+
+
+def test_in_flight_only_when_the_unshipped_edits_explain_the_whole_difference(
+    ab: tuple[Cluster, Cluster], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = ab
+    write_rows(a, ROWS, 1000)
+    ship(a)
+    # unshipped on the source: a new version of row01, and of row02 ...
+    write_rows(a, {b"row01": {b"r:q": b"next"}, b"row02": {b"r:q": b"next"}}, 2000)
+    # ... and a single-version delete of row07's only version: the peer still shows it
+    with open_thrift2(*a.mc.thrift2) as conn:
+        conn.client.deleteSingle(
+            TABLE,
+            hbase2.TDelete(
+                row=b"row07",
+                columns=[hbase2.TColumn(family=b"r", qualifier=b"q", timestamp=1000)],
+                deleteType=hbase2.TDeleteType.DELETE_COLUMN,
+            ),
+        )
+    # ... but row02 is also damaged on the peer, in a way no unshipped edit explains
+    write_rows(b, {b"row02": {b"r:z": b"stray"}}, 1000)
+    code, out = run_verify(a, capsys)
+    assert code == 1
+    assert out["counters"] == counters(good=17, diff=1, flight=2)
+    assert out["bad_rows"] == ["row02"]
+    ship(a)  # once shipped, row02 differs only by the stray cell
+    code, out = run_verify(a, capsys)
+    assert out["counters"] == counters(good=18, diff=1) and out["bad_rows"] == ["row02"]  # row07 is gone on both

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from walship.verify.compare import compare_row, limit_versions, merge_rows
-from walship.verify.model import Counters, Split, to_bytes_binary, to_string_binary
+from walship.verify.model import (
+    CONTENT_DIFFERENT,
+    ONLY_IN_PEER,
+    ONLY_IN_SOURCE,
+    Counters,
+    RowDiff,
+    Split,
+    to_bytes_binary,
+    to_string_binary,
+)
 from walship.verify.plan import prefix_range
 
 
@@ -84,3 +93,29 @@ def test_counters_and_split_round_trip() -> None:
         c.count_bad("GOODROWS")
     split = Split("ns:t", 2, ((b"a\x00", b"b"),), ((b"r", 5),))
     assert Split.from_json(split.to_json()) == split
+
+
+def test_unshipped_edits_explain_a_difference_only_when_they_cover_all_of_it() -> None:
+    from walship.verify.inflight import Unshipped
+    from walship.wal.model import CellType
+
+    pending = Unshipped(
+        puts={(b"r", b"q", 200)},
+        deletes=[(int(CellType.Delete), b"r", b"a", 50), (int(CellType.DeleteFamily), b"s", b"", 70)],
+    )
+    newer = RowDiff(
+        "t", b"x", CONTENT_DIFFERENT, only_source={(b"r", b"q", 200): b"v"}, only_peer={(b"r", b"q", 100): b"o"}
+    )
+    assert pending.explains(newer)  # a newer version still to come pushes the old one out
+    masked = RowDiff(
+        "t", b"x", ONLY_IN_PEER, only_peer={(b"r", b"a", 50): b"v", (b"s", b"k", 60): b"w"}
+    )  # one version deleted, a family deleted
+    assert pending.explains(masked)
+    assert not pending.explains(RowDiff("t", b"x", ONLY_IN_PEER, only_peer={(b"r", b"a", 49): b"v"}))
+    assert not pending.explains(RowDiff("t", b"x", ONLY_IN_SOURCE, only_source={(b"r", b"q", 199): b"v"}))
+    different = RowDiff("t", b"x", CONTENT_DIFFERENT, different={(b"r", b"q", 200): (b"new", b"old")})
+    assert pending.explains(different)
+    both = RowDiff(
+        "t", b"x", CONTENT_DIFFERENT, only_source={(b"r", b"q", 200): b"v"}, only_peer={(b"r", b"z", 1): b"stray"}
+    )
+    assert not pending.explains(both)  # an unshipped edit and a stray cell besides: bad

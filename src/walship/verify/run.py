@@ -25,7 +25,7 @@ from walship.errors import ReplicationError, VerifyError
 from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
 from walship.verify.compare import compare_row, merge_rows
-from walship.verify.inflight import unshipped_rows
+from walship.verify.inflight import Unshipped, unshipped_rows
 from walship.verify.model import COUNTER_NAMES, Counters, RowDiff, Split, SplitResult, to_string_binary
 from walship.verify.plan import VerifyJob, plan_splits
 from walship.verify.repair import repair_row
@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 BAD_ROWS_SHOWN = 100
 
 
-def _in_flight(job: VerifyJob, table: str) -> set[tuple[str, bytes]]:
-    """The ``(table, row)`` the peer's queues still have to ship, read now."""
+def _in_flight(job: VerifyJob, table: str) -> dict[tuple[str, bytes], Unshipped]:
+    """Per ``(table, row)``, what the peer's queues still have to ship, read now."""
     layout = ZnodeLayout(job.znode_parent)
     try:
         with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
@@ -58,7 +58,7 @@ def _in_flight(job: VerifyJob, table: str) -> set[tuple[str, bytes]]:
 
 
 def run_split(
-    job: VerifyJob, split: Split, in_flight: Callable[[VerifyJob, str], set[tuple[str, bytes]]] = _in_flight
+    job: VerifyJob, split: Split, in_flight: Callable[[VerifyJob, str], dict[tuple[str, bytes], Unshipped]] = _in_flight
 ) -> SplitResult:
     """Compare one split (and repair it, when the job says so)."""
     began = time.monotonic()
@@ -109,7 +109,7 @@ def _recompare(
     peer: Side,
     suspects: list[RowDiff],
     counters: Counters,
-    in_flight: Callable[[VerifyJob, str], set[tuple[str, bytes]]],
+    in_flight: Callable[[VerifyJob, str], dict[tuple[str, bytes], Unshipped]],
 ) -> list[RowDiff]:
     """The suspects that are still bad after the recompare sleep (the others counted good or
     in flight in ``counters``)."""
@@ -128,13 +128,17 @@ def _recompare(
             counters.good += 1
         else:
             still.append(again)
-    after: set[tuple[str, bytes]] = set()
-    if any((split.table, d.row) not in before for d in still):
+
+    def explained(diff: RowDiff, unshipped: dict[tuple[str, bytes], Unshipped]) -> bool:
+        cells = unshipped.get((split.table, diff.row))
+        return cells is not None and cells.explains(diff)
+
+    after: dict[tuple[str, bytes], Unshipped] = {}
+    if any(not explained(d, before) for d in still):
         after = in_flight(job, split.table)
     bad = []
     for diff in still:
-        key = (split.table, diff.row)
-        if key in before or key in after:
+        if explained(diff, before) or explained(diff, after):
             counters.in_flight += 1
         else:
             bad.append(diff)
