@@ -107,6 +107,30 @@ _entries = st.lists(st.tuples(_keys, st.lists(_cells, max_size=6).map(tuple)), m
     "ProtobufLogWriter",
     1000,
 )
+# an open WAL whose tail looks like a trailer: the int32 before ``LAWP`` gives a size whose
+# bytes parse as a WALTrailer, its start falling inside the last entry ...
+@example(
+    [
+        (WalKey(b"\x00", b"t", 0, 0), ()),
+        (
+            WalKey(b"\x00", b"t", 0, 0),
+            (Cell(b"", b"", b"", 0, CellType.Put, b""), Cell(b"", b"", b"", 0, CellType.Put, b"LAWP")),
+        ),
+    ],
+    False,
+    "ProtobufLogWriter",
+    1,
+)
+# ... or exactly on an entry boundary (an empty WALTrailer: four zero bytes, then the magic)
+@example(
+    [
+        (WalKey(b"r", b"t", 0, 0), ()),
+        (WalKey(b"r", b"t", 0, 0), (Cell(b"", b"f", b"", 0, CellType.Put, b"\x00\x00\x00\x00LAWP"),)),
+    ],
+    False,
+    "ProtobufLogWriter",
+    7,
+)
 @given(_entries, st.booleans(), st.sampled_from(["ProtobufLogWriter", "AsyncProtobufLogWriter"]), st.integers(1, 300))
 def test_round_trip(entries: list[tuple[WalKey, tuple[Cell, ...]]], close: bool, writer_class: str, chunk: int) -> None:
     buf = io.BytesIO()

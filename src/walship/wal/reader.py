@@ -166,11 +166,26 @@ class WalReader:
             try:
                 WAL_pb2.WALTrailer.FromString(self._f.read(trailer_size))
             except DecodeError as exc:
-                raise CorruptWalError(self.path, trailer_start, f"WALTrailer does not parse: {exc}") from exc
+                # as HBase's reader: a trailer that does not parse is no trailer (an open WAL
+                # whose last entry merely ends with ``LAWP``, or a torn close)
+                log.debug(
+                    "%s: bytes ending in the trailer magic at %d are no WALTrailer: %s", self.path, trailer_start, exc
+                )
+                return
         self.has_trailer = True
         self.edits_end = trailer_start
 
     # -- entries -------------------------------------------------------------------------
+
+    def _entries_run_to_eof(self, start: int) -> bool:
+        """The bytes from ``start`` to the end of the file are whole entries, ending exactly
+        at EOF (so what looked like a trailer is the tail of the last one)."""
+        here = self._f.tell()
+        self._f.seek(start)
+        buf = self._f.read()
+        self._f.seek(here)  # the caller reads on from where it was
+        batch, end, error = _parse_entries(buf, 0, start, self.path)
+        return bool(batch) and error is None and end == len(buf)
 
     def entries(self, start: int | None = None) -> Iterator[WalEntry]:
         """Yield the entries from ``start`` (an entry boundary; default: the first entry).
@@ -218,9 +233,24 @@ class WalReader:
                 if len(batch) < _BATCH:
                     break  # the buffer ends inside an entry, or at its end
             read_to = buf_off + n
+            if read_to >= limit and p == n and self.has_trailer and self._entries_run_to_eof(limit):
+                # an open WAL whose last entries happen to end like a trailer (``<int32>LAWP``,
+                # the bytes before it a valid WALTrailer): they are entries; read on to EOF
+                log.debug("%s: the bytes that look like a trailer at %d are entries", self.path, limit)
+                self.has_trailer = False
+                limit = self.edits_end = self._size()
+                f.seek(read_to)  # _size() moved to the end
             if read_to >= limit:
                 if p < n:
                     start = buf_off + p
+                    if self.has_trailer and self._entries_run_to_eof(start):
+                        # an open WAL whose last entry happens to end like a trailer
+                        # (``<int32>LAWP``): the "trailer" is entry bytes; read on to EOF
+                        log.debug("%s: the bytes that look like a trailer belong to the entry at %d", self.path, start)
+                        self.has_trailer = False
+                        limit = self.edits_end = self._size()
+                        f.seek(read_to)  # _size() moved to the end
+                        continue
                     if self.has_trailer:
                         raise CorruptWalError(
                             self.path,
