@@ -13,26 +13,22 @@ what was asked; a server that does not answer, a
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, TypeVar
-
-from thriftpy2.thrift import TApplicationException
+from typing import Any, Protocol
 
 from walship.errors import ConfigError, InvalidPeerConfigError, ScopeError, ScopeUnavailableError
 from walship.scope.model import FOREVER, FamilySettings, TableInfo, family_text
 from walship.sinks.hbase import SINK_THRIFT_KEY, thrift_servers
 from walship.sinks.hbase2 import SINK_THRIFT2_KEY, thrift2_servers
 from walship.sinks.thriftconn import (
-    TRANSPORT_ERRORS,
-    Thrift2Client,
+    THRIFT1_REFUSALS,
+    THRIFT2_REFUSALS,
     ThriftOptions,
-    describe_error,
+    ThriftSession,
     open_connection,
     open_thrift2,
 )
-from walship.thrift.hbase1 import Hbase_thrift
-from walship.thrift.hbase2 import hbase2, table_name, table_name_text
+from walship.thrift.hbase2 import table_name, table_name_text
 from walship.zk.peers import PeerConfig, parse_host_ports
 
 __all__ = [
@@ -44,21 +40,8 @@ __all__ = [
     "peer_tables_reader",
 ]
 
-log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 #: HBase's default VERSIONS of a family (``ColumnFamilyDescriptorBuilder``).
 _DEFAULT_MAX_VERSIONS = 1
-_REFUSALS2 = (hbase2.TIOError, hbase2.TIllegalArgument)
-_REFUSALS1 = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument)
-
-
-def _message(exc: BaseException) -> str:
-    """An error's own words; thriftpy2 leaves a refusal's message as bytes without decoding."""
-    message = getattr(exc, "message", None)
-    if isinstance(message, bytes):
-        return message.decode(errors="replace")
-    return describe_error(exc)
 
 
 def _ttl(value: int | None) -> int:
@@ -96,7 +79,7 @@ class PeerTablesReader(Protocol):
     def close(self) -> None: ...
 
 
-class Thrift2Admin:
+class Thrift2Admin(ThriftSession):
     """A cluster's THBaseService server: the first of ``servers`` that answers.
 
     :param label: who the servers are, for messages (e.g. ``the source cluster``).
@@ -105,69 +88,15 @@ class Thrift2Admin:
     """
 
     access = "thrift2"
-
-    def __init__(
-        self,
-        servers: Sequence[tuple[str, int]],
-        *,
-        label: str,
-        hint: str,
-        options: ThriftOptions | None = None,
-        timeout_ms: int = 30_000,
-    ) -> None:
-        self.label = label
-        self.hint = hint
-        self.options = options or ThriftOptions()
-        self._conn: Thrift2Client | None = None
-        last: BaseException | None = None
-        for host, port in servers:
-            try:
-                self._conn = open_thrift2(host, port, self.options, timeout_ms=timeout_ms)
-            except TRANSPORT_ERRORS as exc:
-                log.debug("%s: Thrift2 server %s:%d unreachable: %s", label, host, port, describe_error(exc))
-                last = exc
-                continue
-            self.server = f"{host}:{port}"
-            break
-        if self._conn is None:
-            names = ", ".join(f"{h}:{p}" for h, p in servers)
-            raise ScopeUnavailableError(
-                f"{label}: no Thrift2 server answered ({names}, {self.options.describe()}; {hint}): "
-                f"{_message(last) if last else 'none given'}"
-            )
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def __enter__(self) -> Thrift2Admin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _call(self, what: str, call: Callable[[Any], T]) -> T:
-        if self._conn is None:
-            raise ScopeError(f"{self.label}: the Thrift2 connection is closed")
-        try:
-            return call(self._conn.client)
-        except _REFUSALS2 as exc:
-            raise ScopeError(f"{self.label}: Thrift2 server {self.server} refused to {what}: {_message(exc)}") from None
-        except TApplicationException as exc:
-            raise ScopeUnavailableError(
-                f"{self.label}: {self.server} could not {what}: {_message(exc)} (is it a Thrift2 server, and does "
-                f"it speak {self.options.describe()}? {self.hint})"
-            ) from None
-        except TRANSPORT_ERRORS as exc:
-            raise ScopeUnavailableError(
-                f"{self.label}: Thrift2 server {self.server} failed to {what}: {_message(exc)} ({self.hint}, "
-                f"{self.options.describe()})"
-            ) from None
+    service = "Thrift2"
+    opener = staticmethod(open_thrift2)
+    refusals = THRIFT2_REFUSALS
+    refused = ScopeError
+    unavailable = ScopeUnavailableError
 
     def all_tables(self) -> dict[str, TableInfo]:
         """Every user table (no system tables), by name."""
-        descs = self._call("list the table descriptors", lambda c: c.getTableDescriptorsByPattern(".*", False))
+        descs = self.call("list the table descriptors", lambda c: c.getTableDescriptorsByPattern(".*", False))
         out = {}
         for desc in descs or []:
             info = _table_info(desc)
@@ -181,82 +110,53 @@ class Thrift2Admin:
 
     def table(self, name: str) -> TableInfo:
         """:raises ScopeError: no such table (the server's words)."""
-        desc = self._call(f"read the descriptor of table {name}", lambda c: c.getTableDescriptor(table_name(name)))
+        desc = self.call(f"read the descriptor of table {name}", lambda c: c.getTableDescriptor(table_name(name)))
         return _table_info(desc)
 
     def exists(self, name: str) -> bool:
-        return bool(self._call(f"check whether table {name} exists", lambda c: c.tableExists(table_name(name))))
+        return bool(self.call(f"check whether table {name} exists", lambda c: c.tableExists(table_name(name))))
 
     def modify_family(self, table: str, desc: Any) -> None:
         what = f"modify family {table}:{family_text(desc.name)}"
-        self._call(what, lambda c: c.modifyColumnFamily(table_name(table), desc))
+        self.call(what, lambda c: c.modifyColumnFamily(table_name(table), desc))
 
     def add_family(self, table: str, desc: Any) -> None:
         what = f"add family {table}:{family_text(desc.name)}"
-        self._call(what, lambda c: c.addColumnFamily(table_name(table), desc))
+        self.call(what, lambda c: c.addColumnFamily(table_name(table), desc))
 
     def create_table(self, desc: Any) -> None:
         what = f"create table {table_name_text(desc.tableName)}"
-        self._call(what, lambda c: c.createTable(desc, []))
+        self.call(what, lambda c: c.createTable(desc, []))
 
 
-class Thrift1Reader:
+class Thrift1Reader(ThriftSession):
     """A peer's Thrift1 servers (the first that answers): its tables' families, read only.
 
     :raises ScopeUnavailableError: no server answered.
     """
 
     access = "thrift1"
+    service = "Thrift"
+    opener = staticmethod(open_connection)
+    refusals = THRIFT1_REFUSALS
+    refused = ScopeError
+    unavailable = ScopeUnavailableError
 
     def __init__(
         self, peer_id: str, servers: Sequence[tuple[str, int]], options: ThriftOptions, *, timeout_ms: int = 30_000
     ) -> None:
-        self.label = f"peer {peer_id}"
-        self.options = options
-        self._conn: Any = None
-        last: BaseException | None = None
-        for host, port in servers:
-            try:
-                self._conn = open_connection(host, port, options, timeout_ms=timeout_ms)
-            except TRANSPORT_ERRORS as exc:
-                log.debug("%s: Thrift server %s:%d unreachable: %s", self.label, host, port, describe_error(exc))
-                last = exc
-                continue
-            self.server = f"{host}:{port}"
-            break
-        if self._conn is None:
-            names = ", ".join(f"{h}:{p}" for h, p in servers)
-            raise ScopeUnavailableError(
-                f"{self.label}: no Thrift server answered ({names}, {options.describe()}; {SINK_THRIFT_KEY}): "
-                f"{_message(last) if last else 'none given'}"
-            )
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def _call(self, what: str, call: Callable[[Any], T]) -> T:
-        try:
-            return call(self._conn)
-        except _REFUSALS1 as exc:
-            raise ScopeError(f"{self.label}: Thrift server {self.server} refused to {what}: {_message(exc)}") from None
-        except TRANSPORT_ERRORS as exc:
-            raise ScopeUnavailableError(
-                f"{self.label}: Thrift server {self.server} failed to {what}: {_message(exc)} ({SINK_THRIFT_KEY}, "
-                f"{self.options.describe()})"
-            ) from None
+        super().__init__(servers, label=f"peer {peer_id}", hint=SINK_THRIFT_KEY, options=options, timeout_ms=timeout_ms)
 
     @staticmethod
     def _families_of(name: str) -> Callable[[Any], dict[bytes, dict[str, Any]]]:
         return lambda conn: dict(conn.table(name).families())
 
     def tables(self, wanted: Iterable[str]) -> dict[str, TableInfo]:
-        names: list[Any] = self._call("list its tables", lambda c: c.tables())
+        names: list[Any] = self.call("list its tables", lambda c: c.tables())
         present = {n.decode(errors="replace") if isinstance(n, bytes) else str(n) for n in names}
         out: dict[str, TableInfo] = {}
         for name in sorted(set(wanted) & present):
-            families = self._call(f"read the families of table {name}", self._families_of(name))
+            families = self.call(f"read the families of table {name}", self._families_of(name))
             out[name] = TableInfo(
                 name,
                 {

@@ -11,6 +11,9 @@
   certificate names the host; the certificate itself is always verified).
 * :func:`open_connection` (Thrift1, a happybase connection) and :func:`open_thrift2`
   (THBaseService).
+* :class:`ThriftSession`: one connection to the first answering of a cluster's servers, for
+  reading and changing its tables (``walship scope``, ``walship verify``); its errors are the
+  caller's own.
 * :class:`ServerPool`: one of the servers picked at random, a failed one left for another,
   with exponential backoff between rounds; refusals (the server's own errors) are not retried.
 """
@@ -26,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 import happybase
 from happybase.connection import THRIFT_PROTOCOLS, THRIFT_TRANSPORTS
@@ -41,6 +44,8 @@ from walship.thrift.hbase2 import hbase2
 from walship.zk.peers import PeerConfig
 
 __all__ = [
+    "THRIFT1_REFUSALS",
+    "THRIFT2_REFUSALS",
     "THRIFT_PROTOCOL_KEY",
     "THRIFT_SSL_CA_KEY",
     "THRIFT_SSL_KEY",
@@ -50,7 +55,9 @@ __all__ = [
     "ServerPool",
     "Thrift2Client",
     "ThriftOptions",
+    "ThriftSession",
     "describe_error",
+    "error_text",
     "open_connection",
     "open_thrift2",
 ]
@@ -66,6 +73,9 @@ THRIFT_SSL_VERIFY_KEY = "walship.sink.thrift.ssl.verify"
 _BOOLEANS = {"true": True, "false": False}
 TRANSPORT_ERRORS = (TTransportException, TApplicationException, ConnectionError, socket.timeout, OSError, EOFError)
 T = TypeVar("T")
+#: The servers' own errors: a refusal of what was asked, not a failure to answer.
+THRIFT1_REFUSALS: tuple[type[BaseException], ...] = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument)
+THRIFT2_REFUSALS: tuple[type[BaseException], ...] = (hbase2.TIOError, hbase2.TIllegalArgument)
 
 
 def _choice(peer: PeerConfig, key: str, allowed: Sequence[str], default: str) -> str:
@@ -121,6 +131,14 @@ def describe_error(exc: BaseException | None) -> str:
     """An error's own words (thriftpy2's exceptions print as their repr)."""
     message = getattr(exc, "message", None)
     return message if isinstance(message, str) and message else str(exc)
+
+
+def error_text(exc: BaseException | None) -> str:
+    """An error's own words, a refusal's too (thriftpy2 leaves its message as undecoded bytes)."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, bytes):
+        return message.decode(errors="replace")
+    return describe_error(exc)
 
 
 def _tls_socket(host: str, port: int, options: ThriftOptions, timeout_ms: int) -> Any:
@@ -219,6 +237,100 @@ def open_thrift2(
         transport.open()
     protocol = THRIFT_PROTOCOLS[options.protocol](transport, decode_response=False)
     return Thrift2Client(transport, TClient(hbase2.THBaseService, protocol), (host, port))
+
+
+class ThriftSession:
+    """One connection to a cluster's Thrift servers, the first of ``servers`` that answers;
+    :meth:`call` turns a call's errors into the caller's own.
+
+    A subclass names the servers and its errors in the class attributes below.
+
+    :param label: who the servers are, for messages (``the source cluster``, ``peer 1``).
+    :param hint: where they are configured, for messages (a flag, ``its walship.sink.thrift2``).
+    :raises unavailable: no server answered.
+    """
+
+    #: what the servers are, for messages (``Thrift``, ``Thrift2``)
+    service: ClassVar[str]
+    #: ``opener(host, port, options, timeout_ms=...)``: :func:`open_connection` (calls get the
+    #: happybase connection) or :func:`open_thrift2` (calls get its client)
+    opener: ClassVar[Callable[..., Any]]
+    #: the server's own exceptions (:data:`THRIFT1_REFUSALS`, :data:`THRIFT2_REFUSALS`)
+    refusals: ClassVar[tuple[type[BaseException], ...]]
+    #: raised when the server refuses a call, or a call comes after :meth:`close`
+    refused: ClassVar[type[Exception]]
+    #: raised when no server answers, or a call fails on the way
+    unavailable: ClassVar[type[Exception]]
+
+    def __init__(
+        self,
+        servers: Sequence[tuple[str, int]],
+        *,
+        label: str,
+        hint: str,
+        options: ThriftOptions | None = None,
+        timeout_ms: int = 30_000,
+    ) -> None:
+        self.label = label
+        self.hint = hint
+        self.options = options or ThriftOptions()
+        #: the server answering, ``host:port``
+        self.server = ""
+        self._conn: Any = None
+        last: BaseException | None = None
+        for host, port in servers:
+            try:
+                self._conn = self.opener(host, port, self.options, timeout_ms=timeout_ms)
+            except TRANSPORT_ERRORS as exc:
+                log.debug("%s: %s server %s:%d unreachable: %s", label, self.service, host, port, describe_error(exc))
+                last = exc
+                continue
+            self.server = f"{host}:{port}"
+            break
+        if self._conn is None:
+            names = ", ".join(f"{h}:{p}" for h, p in servers)
+            raise self.unavailable(
+                f"{label}: no {self.service} server answered ({names or 'none given'}, {self.options.describe()}; "
+                f"{hint})" + (f": {error_text(last)}" if last else "")
+            )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, what: str, call: Callable[[Any], T]) -> T:
+        """``call(client)``: a Thrift2 connection's client, or the happybase connection.
+
+        :param what: what the call does, for messages (e.g. ``list its tables``).
+        :raises refused: the server refused, or the connection is closed.
+        :raises unavailable: the server did not answer, or does not know the call.
+        """
+        if self._conn is None:
+            raise self.refused(f"{self.label}: the {self.service} connection is closed")
+        client = self._conn.client if isinstance(self._conn, Thrift2Client) else self._conn
+        try:
+            return call(client)
+        except self.refusals as exc:
+            raise self.refused(
+                f"{self.label}: {self.service} server {self.server} refused to {what}: {error_text(exc)}"
+            ) from None
+        except TApplicationException as exc:
+            raise self.unavailable(
+                f"{self.label}: {self.server} could not {what}: {error_text(exc)} (is it a {self.service} server, "
+                f"and does it speak {self.options.describe()}? {self.hint})"
+            ) from None
+        except TRANSPORT_ERRORS as exc:
+            raise self.unavailable(
+                f"{self.label}: {self.service} server {self.server} failed to {what}: {error_text(exc)} "
+                f"({self.hint}, {self.options.describe()})"
+            ) from None
 
 
 class ServerPool:

@@ -10,13 +10,18 @@ server and what was asked; a server that does not answer, a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
-
-from thriftpy2.thrift import TApplicationException
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from walship.errors import VerifyError, VerifyUnavailableError
-from walship.sinks.thriftconn import TRANSPORT_ERRORS, Thrift2Client, ThriftOptions, describe_error, open_thrift2
+from walship.sinks.thriftconn import (
+    THRIFT2_REFUSALS,
+    TRANSPORT_ERRORS,
+    ThriftOptions,
+    ThriftSession,
+    error_text,
+    open_thrift2,
+)
 from walship.thrift.hbase2 import hbase2
 from walship.verify.compare import limit_versions
 from walship.verify.model import CellKey, RowCells
@@ -25,17 +30,8 @@ __all__ = ["DEFAULT_CACHING", "Side"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 #: Rows fetched per getScannerRows call.
 DEFAULT_CACHING = 1000
-_REFUSALS = (hbase2.TIOError, hbase2.TIllegalArgument)
-
-
-def _message(exc: BaseException | None) -> str:
-    message = getattr(exc, "message", None)
-    if isinstance(message, bytes):
-        return message.decode(errors="replace")
-    return describe_error(exc)
 
 
 def _cells(result: Any) -> RowCells:
@@ -45,13 +41,19 @@ def _cells(result: Any) -> RowCells:
     }
 
 
-class Side:
+class Side(ThriftSession):
     """A cluster's Thrift2 server: the first of ``servers`` that answers.
 
     :param label: who the servers are, for messages (``the source cluster``, ``peer 1``).
     :param hint: where they are configured, for messages.
     :raises VerifyUnavailableError: no server answered.
     """
+
+    service = "Thrift2"
+    opener = staticmethod(open_thrift2)
+    refusals = THRIFT2_REFUSALS
+    refused = VerifyError
+    unavailable = VerifyUnavailableError
 
     def __init__(
         self,
@@ -63,58 +65,8 @@ class Side:
         timeout_ms: int = 60_000,
         caching: int = DEFAULT_CACHING,
     ) -> None:
-        self.label = label
-        self.hint = hint
-        self.options = options or ThriftOptions()
+        super().__init__(servers, label=label, hint=hint, options=options, timeout_ms=timeout_ms)
         self.caching = caching
-        self.server = ""
-        self._conn: Thrift2Client | None = None
-        last: BaseException | None = None
-        for host, port in servers:
-            try:
-                self._conn = open_thrift2(host, port, self.options, timeout_ms=timeout_ms)
-            except TRANSPORT_ERRORS as exc:
-                log.debug("%s: Thrift2 server %s:%d unreachable: %s", label, host, port, describe_error(exc))
-                last = exc
-                continue
-            self.server = f"{host}:{port}"
-            break
-        if self._conn is None:
-            names = ", ".join(f"{h}:{p}" for h, p in servers)
-            raise VerifyUnavailableError(
-                f"{label}: no Thrift2 server answered ({names or 'none given'}, {self.options.describe()}; {hint})"
-                + (f": {_message(last)}" if last else "")
-            )
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def __enter__(self) -> Side:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def call(self, what: str, call: Callable[[Any], T]) -> T:
-        """``call(client)``, its errors as :class:`VerifyError` naming ``what``."""
-        if self._conn is None:
-            raise VerifyError(f"{self.label}: the Thrift2 connection is closed")
-        try:
-            return call(self._conn.client)
-        except _REFUSALS as exc:
-            raise VerifyError(
-                f"{self.label}: Thrift2 server {self.server} refused to {what}: {_message(exc)}"
-            ) from None
-        except TApplicationException as exc:
-            raise VerifyUnavailableError(
-                f"{self.label}: {self.server} could not {what}: {_message(exc)} (is it a Thrift2 server? {self.hint})"
-            ) from None
-        except TRANSPORT_ERRORS as exc:
-            raise VerifyUnavailableError(
-                f"{self.label}: Thrift2 server {self.server} failed to {what}: {_message(exc)} ({self.hint})"
-            ) from None
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -163,8 +115,8 @@ class Side:
             if self._conn is not None:
                 try:
                     self._conn.client.closeScanner(sid)
-                except (*_REFUSALS, *TRANSPORT_ERRORS) as exc:
-                    log.debug("%s: closing scanner %s: %s", self.label, sid, _message(exc))
+                except self.refusals + TRANSPORT_ERRORS as exc:
+                    log.debug("%s: closing scanner %s: %s", self.label, sid, error_text(exc))
 
     def get(self, table: str, row: bytes, versions: Mapping[bytes, int], min_ts: int, max_ts: int) -> RowCells:
         """One row's cells, read as :meth:`scan` reads them."""
