@@ -15,7 +15,18 @@ import sys
 from collections.abc import Sequence
 
 from walship import __version__, defaults
-from walship.cli import deadletter, minicluster, peers, scope, shipping, status, verify, wal, zookeeper
+from walship.cli import (
+    deadletter,
+    minicluster,
+    peers,
+    scope,
+    shipping,
+    status,
+    subscriptions,
+    verify,
+    wal,
+    zookeeper,
+)
 from walship.cli.common import Handler
 from walship.errors import WalshipError
 from walship.zk import DEFAULT_PARENT, DEFAULT_ZK
@@ -67,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"(env WALSHIP_ZK_SESSION_TIMEOUT; default {defaults.ZK_SESSION_TIMEOUT:g})",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (wal, peers, shipping, status, deadletter, minicluster, zookeeper, scope, verify):
+    for group in (wal, peers, subscriptions, shipping, status, deadletter, minicluster, zookeeper, scope, verify):
         group.register(sub)
     return parser
 

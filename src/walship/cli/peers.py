@@ -10,6 +10,7 @@ from typing import Any
 
 from walship.cli.common import parse_config_pairs, state
 from walship.errors import ConfigError, InvalidPeerConfigError
+from walship.sep.config import LISTENER_KEY
 from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, validate_sink_config
 from walship.sinks.hbase import SINK_THRIFT_KEY
 from walship.sinks.hbase2 import SINK_THRIFT2_KEY
@@ -198,6 +199,8 @@ def cmd_peer_state(args: argparse.Namespace) -> int:
 def _sink(p: PeerConfig) -> str:
     """The peer's sink and where it writes, e.g. ``thrift2 b1:9091,b2:9091``."""
     protocol = p.configuration.get(SINK_PROTOCOL_KEY) or DEFAULT_PROTOCOL
+    if protocol == "sep":  # a subscription: its listener
+        return f"sep {p.configuration.get(LISTENER_KEY, '-')}"
     servers = {"thrift1": SINK_THRIFT_KEY, "thrift2": SINK_THRIFT2_KEY}.get(protocol)
     return f"{protocol} {p.configuration.get(servers, '-') if servers else ''}".strip()
 

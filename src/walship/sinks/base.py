@@ -62,7 +62,11 @@ INCOMPATIBLE_MODES = ("fail", "skip", "deadletter")
 DEADLETTER_DIR_KEY = "walship.deadletter.dir"
 ENTRY_POINT_GROUP = "walship.sinks"
 
-_BUILTIN = {"thrift1": "walship.sinks.hbase:ThriftSink", "thrift2": "walship.sinks.hbase2:Thrift2Sink"}
+_BUILTIN = {
+    "thrift1": "walship.sinks.hbase:ThriftSink",
+    "thrift2": "walship.sinks.hbase2:Thrift2Sink",
+    "sep": "walship.sinks.sep:SepSink",
+}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@
     <parent>/replication/walship/progress/<peer>/<server>/<queue>
                                                          per-queue progress record (JSON)
     <parent>/replication/walship/jobs/<peer>/<job>       summaries of ship jobs (JSON, newest kept)
+    <parent>/replication/walship/subscriptions/<name>/hbaseid
+                                                         a SEP subscription's own cluster id (PBUF + ClusterId)
 """
 
 from __future__ import annotations
@@ -123,6 +125,15 @@ class ZnodeLayout:
 
     def peer_jobs(self, peer_id: str) -> str:
         return f"{self.jobs}/{check_znode_name(peer_id, 'peer id')}"
+
+    @property
+    def subscriptions(self) -> str:
+        return f"{self.walship}/subscriptions"
+
+    def subscription(self, name: str) -> str:
+        """The znode parent of a SEP subscription: the cluster its peer's cluster key names
+        (it holds only an ``hbaseid``)."""
+        return f"{self.subscriptions}/{check_znode_name(name, 'subscription name')}"
 
     def job(self, peer_id: str, job_id: str) -> str:
         return f"{self.peer_jobs(peer_id)}/{check_znode_name(job_id, 'job id')}"

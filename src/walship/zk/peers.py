@@ -43,6 +43,7 @@ from walship.zk.queues import ReplicationQueues
 
 __all__ = [
     "MANAGED_KEY",
+    "SUBSCRIPTION_KEY",
     "PeerConfig",
     "ReplicationPeers",
     "format_table_cfs",
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 
 #: Peer configuration key marking a walship-managed peer (``true``).
 MANAGED_KEY = "walship.managed"
+#: Peer configuration key marking a SEP subscription (``true``), see :mod:`walship.sep`.
+SUBSCRIPTION_KEY = "walship.subscription"
 
 _PEER_ID_RE = re.compile(r"^[A-Za-z0-9_.]+$")
 _CLUSTER_KEY_RE = re.compile(r"^([^:,\s/]+(?:,[^:,\s/]+)*):(\d{1,5}):(/[^\s]*)$")
@@ -193,6 +196,11 @@ class PeerConfig:
         return self.configuration.get(MANAGED_KEY, "").strip().lower() == "true"
 
     @property
+    def subscription(self) -> bool:
+        """A SEP subscription: a managed peer whose sink is a listener (see :mod:`walship.sep`)."""
+        return self.configuration.get(SUBSCRIPTION_KEY, "").strip().lower() == "true"
+
+    @property
     def hbase_state_enabled(self) -> bool:
         return self.enabled if self.hbase_enabled is None else self.hbase_enabled
 
@@ -282,6 +290,7 @@ class PeerConfig:
             "state": "ENABLED" if self.enabled else "DISABLED",
             "hbase_peer_state": "ENABLED" if self.hbase_state_enabled else "DISABLED",
             "managed": self.managed,
+            "subscription": self.subscription,
             "replicate_all": self.replicate_all,
             "table_cfs": table_cfs_json(self.table_cfs),
             "namespaces": sorted(self.namespaces) if self.namespaces else None,

@@ -1,0 +1,190 @@
+"""``walship subscription add|list|show|enable|disable|remove``: SEP subscriptions.
+
+A subscription is a walship-managed peer whose sink hands events to a listener (see
+:mod:`walship.sep`); ``walship ship --peer NAME`` and ``walship tail --peer NAME`` run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+
+from walship.cli.common import iso_time, state
+from walship.errors import ConfigError, InvalidPeerConfigError
+from walship.sep.subscriptions import Subscriptions, describe
+from walship.sinks.base import validate_sink_config
+from walship.zk import parse_table_cfs
+
+__all__ = ["register", "start_time_ms"]
+
+log = logging.getLogger(__name__)
+
+
+def start_time_ms(text: str) -> int:
+    """``now``, an ISO time (UTC unless it says otherwise) or epoch milliseconds.
+
+    :raises ConfigError: none of these.
+    """
+    value = text.strip()
+    if value.lower() == "now":
+        return int(time.time() * 1000)
+    if value.isdigit():
+        return int(value)
+    try:
+        return int(iso_time(value).timestamp() * 1000)
+    except argparse.ArgumentTypeError:
+        raise ConfigError(
+            f"invalid --start-time {text!r}: expected now, an ISO time (2026-01-31T12:00:00Z) or epoch milliseconds"
+        ) from None
+
+
+def cmd_subscription_add(args: argparse.Namespace) -> int:
+    if args.parquet is not None:
+        raise ConfigError(
+            f"subscription {args.name}: --parquet (the Parquet change log) is not available yet; use --listener"
+        )
+    start = start_time_ms(args.start_time) if args.start_time is not None else None
+    table_cfs = None
+    if args.table_cfs:
+        try:
+            table_cfs = parse_table_cfs(args.table_cfs)
+        except InvalidPeerConfigError as exc:
+            raise InvalidPeerConfigError(f"subscription {args.name}: --table-cfs: {exc}") from None
+    namespaces = [n.strip() for n in args.namespaces.split(",") if n.strip()] if args.namespaces else None
+    with state(args) as (client, layout):
+        subs = Subscriptions(client, layout, args.zk)
+        peer = subs.config(
+            args.name,
+            listener=args.listener,
+            threads=args.threads,
+            start_time=start,
+            payload_column=args.payload_column,
+            filter=args.filter,
+            table_cfs=table_cfs,
+            namespaces=namespaces,
+            enabled=not args.disabled,
+        )
+        validate_sink_config(peer)  # the listener and the filter hook import here too
+        subs.add(peer)
+        added = subs.get(args.name)
+    if args.json:
+        print(json.dumps(describe(added)))
+        return 0
+    info = describe(added)
+    print(
+        f"added subscription {added.peer_id} ({info['state']}): listener {info['listener']}, "
+        f"{info['threads']} thread(s), start time {info['start_time_iso'] or '-'} -> {added.cluster_key}"
+    )
+    return 0
+
+
+def _line(info: dict[str, object]) -> str:
+    cfs = info["table_cfs"]
+    scope = ";".join(sorted(cfs)) if isinstance(cfs, dict) else "-"
+    return (
+        f"{info['name']!s:<12} {info['state']!s:<9} {info['threads']!s:<7} {info['start_time_iso'] or '-'!s:<29} "
+        f"{info['payload_column'] or '-'!s:<14} {scope:<16} {info['filter'] or '-'!s:<20} {info['listener']}"
+    )
+
+
+def cmd_subscription_list(args: argparse.Namespace) -> int:
+    with state(args) as (client, layout):
+        subs = Subscriptions(client, layout, args.zk).list()
+    infos = [describe(p) for p in subs]
+    if args.json:
+        print(json.dumps(infos))
+        return 0
+    print(
+        f"{'NAME':<12} {'STATE':<9} {'THREADS':<7} {'START_TIME':<29} {'PAYLOAD':<14} {'TABLES':<16} "
+        f"{'FILTER':<20} LISTENER"
+    )
+    for info in infos:
+        print(_line(info))
+    print(f"{len(infos)} subscription(s)")
+    return 0
+
+
+def cmd_subscription_show(args: argparse.Namespace) -> int:
+    with state(args) as (client, layout):
+        subs = Subscriptions(client, layout, args.zk)
+        info = describe(subs.get(args.name))
+        info["cluster_id"] = subs.cluster_id(args.name)
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    for key, value in info.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}:{','.join(v) if v else '*'}" for k, v in value.items()) or "-"
+        elif isinstance(value, list):
+            value = ",".join(value)
+        print(f"{key:<16} {value if value is not None else '-'}")
+    return 0
+
+
+def cmd_subscription_state(args: argparse.Namespace) -> int:
+    action = args.subscription_command
+    with state(args) as (client, layout):
+        subs = Subscriptions(client, layout, args.zk)
+        if action == "enable":
+            subs.enable(args.name)
+        elif action == "disable":
+            subs.disable(args.name)
+        else:
+            subs.remove(args.name)
+    if args.json:
+        print(json.dumps({"name": args.name, "action": action}))
+    else:
+        print(f"{action}d subscription {args.name}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    subscription = sub.add_parser(
+        "subscription", help="SEP subscriptions: listeners fed the stream of edits HBase replicates"
+    )
+    sub_sub = subscription.add_subparsers(dest="subscription_command", required=True, metavar="SUBSCRIPTION_COMMAND")
+    add = sub_sub.add_parser(
+        "add", help="add a subscription (a walship-managed peer whose sink is a listener); enabled unless --disabled"
+    )
+    add.add_argument("name", help="the subscription's name (its peer id: letters, digits, '_' and '.')")
+    target = add.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--listener",
+        metavar="NAME_OR_MODULE:CLASS",
+        help="a name of the walship.listeners entry points, or module:Class (constructed with no arguments)",
+    )
+    target.add_argument("--parquet", metavar="URL", help="a Parquet change log (not available yet)")
+    add.add_argument("--table-cfs", help="only these: 'ns.table:cf1,cf2;table2' (HBase's format)")
+    add.add_argument("--namespaces", help="only these namespaces: a,b")
+    add.add_argument(
+        "--start-time",
+        metavar="ISO|now",
+        help="deliver only edits written at or after this time (now, an ISO time or epoch ms; default: "
+        "everything in the WALs queued for it)",
+    )
+    add.add_argument(
+        "--threads", default="1", metavar="N", help="workers rows are hashed over; one row, one worker (default 1)"
+    )
+    add.add_argument("--payload-column", metavar="FAMILY:QUALIFIER", help="this column's value is the event's payload")
+    add.add_argument("--filter", metavar="MODULE:CALLABLE", help="called with each event; falsy drops it")
+    add.add_argument("--disabled", action="store_true", help="add the subscription disabled")
+    add.add_argument("--json", action="store_true")
+    add.set_defaults(func=cmd_subscription_add)
+    lst = sub_sub.add_parser("list", help="list subscriptions")
+    lst.add_argument("--json", action="store_true")
+    lst.set_defaults(func=cmd_subscription_list)
+    show = sub_sub.add_parser("show", help="show one subscription")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_subscription_show)
+    for name, text in (
+        ("enable", "enable a subscription (walship's switch)"),
+        ("disable", "disable a subscription: nothing is delivered, its WALs are kept"),
+        ("remove", "remove a subscription, its queues and its znodes"),
+    ):
+        p = sub_sub.add_parser(name, help=text)
+        p.add_argument("name")
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=cmd_subscription_state)
