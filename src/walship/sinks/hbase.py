@@ -27,7 +27,7 @@ from walship.clusterids import encode_cluster_ids
 from walship.errors import ConfigError, IncompatibleEditError
 from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
-from walship.sinks.thriftconn import ServerPool, ThriftOptions, open_connection
+from walship.sinks.thriftconn import THRIFT1_REFUSALS, ServerPool, ThriftOptions, open_connection
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.wal.model import CellType
 from walship.zk.peers import PeerConfig, parse_host_ports
@@ -78,7 +78,7 @@ class ThriftSink:
             servers,
             options,
             lambda host, port: open_connection(host, port, options, timeout_ms=timeout_ms),
-            (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument),
+            THRIFT1_REFUSALS,
             service="Thrift",
             retries=retries,
             backoff=backoff,

@@ -29,7 +29,7 @@ from typing import Any
 from walship.clusterids import encode_cluster_ids
 from walship.errors import ConfigError
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
-from walship.sinks.thriftconn import ServerPool, ThriftOptions, open_thrift2
+from walship.sinks.thriftconn import THRIFT2_REFUSALS, ServerPool, ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
 from walship.zk.peers import PeerConfig, parse_host_ports
@@ -99,7 +99,7 @@ class Thrift2Sink:
             servers,
             options,
             lambda host, port: open_thrift2(host, port, options, timeout_ms=timeout_ms),
-            (hbase2.TIOError, hbase2.TIllegalArgument),
+            THRIFT2_REFUSALS,
             service="Thrift2",
             retries=retries,
             backoff=backoff,
