@@ -57,7 +57,6 @@ __all__ = [
     "ThriftOptions",
     "ThriftSession",
     "describe_error",
-    "error_text",
     "open_connection",
     "open_thrift2",
 ]
@@ -128,17 +127,12 @@ class ThriftOptions:
 
 
 def describe_error(exc: BaseException | None) -> str:
-    """An error's own words (thriftpy2's exceptions print as their repr)."""
+    """An error's own words: thriftpy2's exceptions print as their repr, and a refusal's
+    message comes undecoded (bytes) over a connection that does not decode responses."""
     message = getattr(exc, "message", None)
-    return message if isinstance(message, str) and message else str(exc)
-
-
-def error_text(exc: BaseException | None) -> str:
-    """An error's own words, a refusal's too (thriftpy2 leaves its message as undecoded bytes)."""
-    message = getattr(exc, "message", None)
-    if isinstance(message, bytes):
+    if isinstance(message, bytes) and message:
         return message.decode(errors="replace")
-    return describe_error(exc)
+    return message if isinstance(message, str) and message else str(exc)
 
 
 def _tls_socket(host: str, port: int, options: ThriftOptions, timeout_ms: int) -> Any:
@@ -291,7 +285,7 @@ class ThriftSession:
             names = ", ".join(f"{h}:{p}" for h, p in servers)
             raise self.unavailable(
                 f"{label}: no {self.service} server answered ({names or 'none given'}, {self.options.describe()}; "
-                f"{hint})" + (f": {error_text(last)}" if last else "")
+                f"{hint})" + (f": {describe_error(last)}" if last else "")
             )
 
     def close(self) -> None:
@@ -319,16 +313,16 @@ class ThriftSession:
             return call(client)
         except self.refusals as exc:
             raise self.refused(
-                f"{self.label}: {self.service} server {self.server} refused to {what}: {error_text(exc)}"
+                f"{self.label}: {self.service} server {self.server} refused to {what}: {describe_error(exc)}"
             ) from None
         except TApplicationException as exc:
             raise self.unavailable(
-                f"{self.label}: {self.server} could not {what}: {error_text(exc)} (is it a {self.service} server, "
+                f"{self.label}: {self.server} could not {what}: {describe_error(exc)} (is it a {self.service} server, "
                 f"and does it speak {self.options.describe()}? {self.hint})"
             ) from None
         except TRANSPORT_ERRORS as exc:
             raise self.unavailable(
-                f"{self.label}: {self.service} server {self.server} failed to {what}: {error_text(exc)} "
+                f"{self.label}: {self.service} server {self.server} failed to {what}: {describe_error(exc)} "
                 f"({self.hint}, {self.options.describe()})"
             ) from None
 

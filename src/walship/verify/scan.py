@@ -19,7 +19,7 @@ from walship.sinks.thriftconn import (
     TRANSPORT_ERRORS,
     ThriftOptions,
     ThriftSession,
-    error_text,
+    describe_error,
     open_thrift2,
 )
 from walship.thrift.hbase2 import hbase2
@@ -116,7 +116,7 @@ class Side(ThriftSession):
                 try:
                     self._conn.client.closeScanner(sid)
                 except self.refusals + TRANSPORT_ERRORS as exc:
-                    log.debug("%s: closing scanner %s: %s", self.label, sid, error_text(exc))
+                    log.debug("%s: closing scanner %s: %s", self.label, sid, describe_error(exc))
 
     def get(self, table: str, row: bytes, versions: Mapping[bytes, int], min_ts: int, max_ts: int) -> RowCells:
         """One row's cells, read as :meth:`scan` reads them."""
