@@ -16,13 +16,14 @@ See :mod:`walship.sep` for subscriptions and :mod:`walship.sep.config` for the s
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from walship.errors import ConfigError, InvalidPeerConfigError, SinkError
 from walship.sep.config import FILTER_KEY, LISTENER_KEY, SepSettings
 from walship.sep.dispatch import RowDispatcher
 from walship.sep.events import SepEvent, events_of
-from walship.sep.listeners import EventFilter, load_filter, load_listener
+from walship.sep.listeners import EventFilter, Listener, load_filter, load_listener
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
 from walship.zk.peers import PeerConfig
 
@@ -31,18 +32,28 @@ __all__ = ["SepSink"]
 log = logging.getLogger(__name__)
 
 
-def _settings(peer: PeerConfig) -> SepSettings:
+@dataclass(frozen=True)
+class _Loaded:
+    """A subscription's settings, with its listener class and filter hook imported."""
+
+    settings: SepSettings
+    listener: Callable[[], Listener]
+    filter: EventFilter | None
+
+
+def _load(peer: PeerConfig) -> _Loaded:
     settings = SepSettings.of(peer)
     try:
-        load_listener(settings.listener)
+        listener = load_listener(settings.listener)
     except ConfigError as exc:
         raise InvalidPeerConfigError(f"subscription {peer.peer_id}: {LISTENER_KEY}: {exc}") from None
+    hook: EventFilter | None = None
     if settings.filter is not None:
         try:
-            load_filter(settings.filter)
+            hook = load_filter(settings.filter)
         except ConfigError as exc:
             raise InvalidPeerConfigError(f"subscription {peer.peer_id}: {FILTER_KEY}: {exc}") from None
-    return settings
+    return _Loaded(settings, listener, hook)
 
 
 class SepSink:
@@ -51,17 +62,18 @@ class SepSink:
 
     def __init__(self, peer: PeerConfig, context: SinkContext) -> None:
         self.peer = peer
-        self.settings = _settings(peer)
+        loaded = _load(peer)
+        self.settings = loaded.settings
         if context.replaying:
             log.info("subscription %s: replaying: events are delivered again", peer.peer_id)
         try:
-            listener = load_listener(self.settings.listener)()
+            listener = loaded.listener()
         except Exception as exc:  # the listener's own constructor: name it
             raise SinkError(
                 f"subscription {peer.peer_id}: listener {self.settings.listener} could not be constructed: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        self.filter: EventFilter | None = load_filter(self.settings.filter) if self.settings.filter else None
+        self.filter = loaded.filter
         self.dispatcher = RowDispatcher(listener, threads=self.settings.threads, name=peer.peer_id)
 
     @classmethod
@@ -69,7 +81,7 @@ class SepSink:
         """:raises InvalidPeerConfigError: no or an unknown listener, threads not in 1..256, a
         payload column that is not ``family:qualifier``, a start time that is not epoch ms, a
         filter hook that does not import (each message names the key and the subscription)."""
-        _settings(peer)
+        _load(peer)
 
     def close(self) -> None:
         self.dispatcher.close()
