@@ -16,7 +16,7 @@ catch the whole family in one place and let programming errors through::
     │                                TableExistsError, TableDisabledError, NoSuchFamilyError,
     │                                BadRequestError (also a ValueError)
     ├── ReplicationError             shipping failed: WalMissingError, SinkError
-    │                                (SinkUnavailableError), IncompatibleEditError,
+    │                                (SinkUnavailableError, SubscriberError), IncompatibleEditError,
     │                                DeadLetterError, ReplayGapError, TailError
     ├── ScopeError                   the scope policy cannot be read or enforced (names the
     │   │                            cluster, peer, table and family)
@@ -192,6 +192,11 @@ class SinkError(ReplicationError):
 
 class SinkUnavailableError(SinkError):
     """No Thrift server of the peer answered (after retries on every server)."""
+
+
+class SubscriberError(SinkError):
+    """A subscription's listener (or its change log) did not take a batch: the batch is
+    delivered again, with back-off while tailing."""
 
 
 class IncompatibleEditError(ReplicationError):

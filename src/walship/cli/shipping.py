@@ -14,6 +14,17 @@ __all__ = ["register"]
 log = logging.getLogger(__name__)
 
 
+_PEERS_HELP = "a peer or subscription; several, comma-separated, share one read of each WAL"
+
+
+def peer_list(text: str) -> list[str]:
+    """``1,2,subs``: peer ids, in order, each once."""
+    ids = list(dict.fromkeys(p.strip() for p in text.split(",")))
+    if not ids or not all(ids):
+        raise argparse.ArgumentTypeError(f"expected peer ids separated by commas, got {text!r}")
+    return ids
+
+
 def cmd_ship(args: argparse.Namespace) -> int:
     from walship.replicate.shipper import Shipper
 
@@ -26,16 +37,23 @@ def cmd_ship(args: argparse.Namespace) -> int:
             batch_entries=args.batch_entries,
             lock_timeout=args.lock_wait,
         )
-        summary = shipper.ship_peer(args.peer, args.queue, args.max_batches)
-    print(json.dumps(summary.to_json()))
-    return 1 if summary.status == "error" else 0
+        summaries = shipper.ship_peers(args.peer, args.queue, args.max_batches)
+    failed = any(s.status == "error" for s in summaries)
+    if len(summaries) == 1:
+        out = summaries[0].to_json()
+    else:
+        out = {"status": "error" if failed else "ok", "peers": [s.to_json() for s in summaries]}
+    out["wal_reads"] = shipper.read_stats.to_json()
+    print(json.dumps(out))
+    return 1 if failed else 0
 
 
 def cmd_tail(args: argparse.Namespace) -> int:
     from walship.replicate.tailer import Tailer
 
     with source(args) as (client, layout, walstore):
-        summary = Tailer(client, layout, walstore, args.peer, duration=args.duration, idle_sleep=args.idle_sleep).run()
+        peers = args.peer[0] if len(args.peer) == 1 else args.peer
+        summary = Tailer(client, layout, walstore, peers, duration=args.duration, idle_sleep=args.idle_sleep).run()
     print(json.dumps(summary.to_json()))
     return 1 if summary.status == "error" else 0
 
@@ -79,7 +97,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ship = sub.add_parser("ship", help="one pass over a peer's queues, without Airflow; JSON summary on stdout")
-    ship.add_argument("--peer", required=True, metavar="PEER_ID")
+    ship.add_argument("--peer", required=True, type=peer_list, metavar="PEER_ID[,PEER_ID...]", help=_PEERS_HELP)
     ship.add_argument("--queue", metavar="QUEUE_ID", help="only this queue (an id, server/id, or a glob)")
     ship.add_argument("--max-batches", type=positive_int, help="stop each queue after N batches")
     ship.add_argument("--batch-bytes", type=positive_int, default=defaults.BATCH_BYTES)
@@ -94,7 +112,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ship.set_defaults(func=cmd_ship)
 
     tail = sub.add_parser("tail", help="follow a peer's queues and ship new entries at once, for a while")
-    tail.add_argument("--peer", required=True, metavar="PEER_ID")
+    tail.add_argument("--peer", required=True, type=peer_list, metavar="PEER_ID[,PEER_ID...]", help=_PEERS_HELP)
     tail.add_argument(
         "--duration",
         type=float,

@@ -7,6 +7,11 @@ between the two re-ships that batch and never skips it. A WAL read to its end is
 the queue once it can grow no more (it has a trailer, is archived, a newer WAL follows it, or
 the queue is a recovered one); a drained recovered queue is deleted, an empty one too.
 
+Several peers shipped in one pass (:meth:`Shipper.ship_peers`, ``walship ship --peer 1,2,subs``)
+share their reads: queues over the same WALs (:mod:`walship.replicate.feeds`) read each WAL
+once, from the lowest of their positions, and every entry goes through each queue's own filter,
+batch and sink; each position is committed on its own, and an error stops its queue only.
+
 Progress (last shipped WAL write time, cells and bytes shipped, last error and back-off) is
 recorded per queue in walship's own znodes, at most once a second and at the end of a pass.
 
@@ -14,6 +19,7 @@ Example::
 
     shipper = Shipper(client, ZnodeLayout("/hbase"), WalStore("/data/hbase"))
     summary = shipper.ship_peer("1")
+    summaries = shipper.ship_peers(["1", "2", "subs"])  # one read of each WAL for the three
 """
 
 from __future__ import annotations
@@ -22,131 +28,31 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from kazoo.client import KazooClient
 
 from walship import defaults
 from walship.errors import ConfigError, QueueNotFoundError, WalError, WalshipError
+from walship.replicate.feeds import Feed, Member, group_key, wal_order
 from walship.replicate.filters import EntryFilter
 from walship.replicate.planning import Planner, close_grace
-from walship.replicate.walstore import WalStore
-from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
+from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, PendingProgress, QueueSummary
+from walship.replicate.walstore import ReadStats, WalLocation, WalStore
+from walship.sinks.base import ApplyStats, Sink, SinkContext, create_sink
 from walship.wal.reader import WalReader
 from walship.zk import PeerConfig, QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
 from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder
 from walship.zk.progress import ProgressStore
 
-__all__ = ["SUMMED_FIELDS", "PeerSummary", "QueueSummary", "Shipper"]
+__all__ = ["SUMMED_FIELDS", "Feed", "PeerSummary", "QueueSummary", "Shipper"]
 
 log = logging.getLogger(__name__)
 
-#: The counters of a queue summary that add up across batches, passes and queues.
-SUMMED_FIELDS = (
-    "batches",
-    "entries_read",
-    "entries_filtered",
-    "entries_shipped",
-    "cells_shipped",
-    "bytes_read",
-    "incompatible_skipped",
-    "deadlettered",
-    "tags_dropped",
-    "sink_retries",
-    "torn_tail_bytes",
-)
+#: What stops one queue of a pass (the others go on): walship's errors and ZooKeeper's.
+_STOP_ERRORS: tuple[type[BaseException], ...] = (WalshipError, *KAZOO_ERRORS)
 #: Seconds between two progress writes of one queue while it ships.
 PROGRESS_INTERVAL = 1.0
-
-
-@dataclass
-class QueueSummary:
-    """What one pass over one queue did."""
-
-    server: str
-    queue_id: str
-    status: str = "idle"  # shipped | idle | busy | moved | error
-    batches: int = 0
-    entries_read: int = 0
-    entries_filtered: int = 0
-    entries_shipped: int = 0
-    cells_shipped: int = 0
-    bytes_read: int = 0
-    incompatible_skipped: int = 0
-    deadlettered: int = 0
-    tags_dropped: int = 0
-    sink_retries: int = 0
-    torn_tail_bytes: int = 0
-    age_of_last_shipped_op_ms: int | None = None
-    positions: dict[str, int] = field(default_factory=dict)
-    wals_removed: list[str] = field(default_factory=list)
-    queue_removed: bool = False
-    holder: dict[str, Any] | None = None  # who ships it (when busy: who else)
-    message: str | None = None
-    error: str | None = None
-    exception: Exception | None = field(default=None, repr=False, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.pop("exception", None)  # the message is in "error"; exceptions need not pickle
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> QueueSummary:
-        """The summary :meth:`to_json` wrote (unknown keys, from another version, are left out)."""
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-@dataclass
-class PeerSummary:
-    peer_id: str
-    status: str = "ok"  # ok | disabled | error
-    claimed: list[dict[str, str]] = field(default_factory=list)
-    claim_failures: list[str] = field(default_factory=list)
-    queues: list[QueueSummary] = field(default_factory=list)
-    seconds: float = 0.0
-    error: str | None = None
-
-    def totals(self) -> dict[str, int]:
-        return {k: sum(int(getattr(q, k)) for q in self.queues) for k in SUMMED_FIELDS}
-
-    def queue_states(self) -> dict[str, int]:
-        """How many queues ended in each state (shipped, idle, busy, moved, error)."""
-        out: dict[str, int] = {}
-        for q in self.queues:
-            out[q.status] = out.get(q.status, 0) + 1
-        return out
-
-    def settle(self) -> None:
-        """The peer's status from its queues': error when any queue failed."""
-        for qs in self.queues:
-            if qs.status == "error":
-                self.status = "error"
-                self.error = self.error or qs.error
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["queues"] = [q.to_json() for q in self.queues]
-        out["totals"] = self.totals()
-        out["queue_states"] = self.queue_states()
-        return out
-
-
-@dataclass
-class _Progress:
-    """Progress of one queue not yet written to its record."""
-
-    counters: dict[str, int] = field(default_factory=dict)
-    last_wal: str | None = None
-    last_position: int | None = None
-    last_write_time: int | None = None
-    backoff: tuple[float, str] | None = None
-    written_at: float = field(default_factory=time.monotonic)
-
-    def add(self, key: str, value: int) -> None:
-        self.counters[key] = self.counters.get(key, 0) + value
 
 
 class Shipper:
@@ -186,7 +92,9 @@ class Shipper:
         self.queues: ReplicationQueues = self.planner.queues
         self.peers: ReplicationPeers = self.planner.peers
         self.progress = ProgressStore(client, layout)
-        self._progress: dict[tuple[str, str, str], _Progress] = {}
+        #: WAL files opened and bytes read by this shipper's passes
+        self.read_stats = ReadStats()
+        self._progress: dict[tuple[str, str, str], PendingProgress] = {}
 
     def _default_sink(self, peer: PeerConfig) -> Sink:
         return create_sink(peer, SinkContext(self.walstore.root))
@@ -197,36 +105,82 @@ class Shipper:
         self, peer_id: str, queue_filter: str | None = None, max_batches: int | None = None, *, claim: bool = True
     ) -> PeerSummary:
         """One pass over every queue of the peer (optionally only the matching ones)."""
+        return self.ship_peers([peer_id], queue_filter, max_batches, claim=claim)[0]
+
+    def ship_peers(
+        self,
+        peer_ids: Sequence[str],
+        queue_filter: str | None = None,
+        max_batches: int | None = None,
+        *,
+        claim: bool = True,
+    ) -> list[PeerSummary]:
+        """One pass over every queue of the peers, reading each WAL once for all the queues
+        that hold it (see :mod:`walship.replicate.feeds`); a summary per peer, in order.
+
+        :raises PeerNotFoundError: a peer does not exist (nothing is shipped).
+        """
         t0 = time.monotonic()
-        summary = PeerSummary(peer_id)
-        peer = self.peers.get(peer_id)
-        peer.check_ownership()
-        if not peer.enabled:
-            summary.status = "disabled"
-            log.info("peer %s is disabled: nothing shipped", peer_id)
-            return summary
+        summaries = {pid: PeerSummary(pid) for pid in dict.fromkeys(peer_ids)}
+        enabled: list[PeerConfig] = []
+        for pid, summary in summaries.items():
+            peer = self.peers.get(pid)
+            peer.check_ownership()
+            if peer.enabled:
+                enabled.append(peer)
+            else:
+                summary.status = "disabled"
+                log.info("peer %s is disabled: nothing shipped", pid)
+        if not enabled:
+            return list(summaries.values())
         if claim:
             result = self.planner.failover()
-            summary.claimed, summary.claim_failures = result.claimed, result.failures
-        queues = self.planner.peer_queues(peer_id, queue_filter)
-        summary.queues = self.ship_queues(peer, [(q.server, str(q.queue_id)) for q in queues], max_batches)
-        summary.settle()
-        summary.seconds = time.monotonic() - t0
-        return summary
+            for summary in summaries.values():
+                summary.claimed, summary.claim_failures = list(result.claimed), list(result.failures)
+        todo = {
+            peer.peer_id: [(q.server, str(q.queue_id)) for q in self.planner.peer_queues(peer.peer_id, queue_filter)]
+            for peer in enabled
+        }
+        for qs in self.ship_queues_of(enabled, todo, max_batches):
+            summaries[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
+        for summary in summaries.values():
+            summary.settle()
+            summary.seconds = time.monotonic() - t0
+        return list(summaries.values())
 
     def ship_queues(
         self, peer: PeerConfig, queues: Sequence[tuple[str, str]], max_batches: int | None = None
     ) -> list[QueueSummary]:
         """Ship the given (server, queue id) of ``peer`` one after another, with one filter
         chain and one sink for all of them."""
-        if not queues:
-            return []
-        entry_filter = self.planner.entry_filter(peer)
-        sink = self.sink_factory(peer)
+        return self.ship_queues_of([peer], {peer.peer_id: list(queues)}, max_batches)
+
+    def ship_queues_of(
+        self,
+        peers: Sequence[PeerConfig],
+        queues: dict[str, list[tuple[str, str]]],
+        max_batches: int | None = None,
+    ) -> list[QueueSummary]:
+        """Ship the (server, queue id)s of each peer, with one filter chain and sink per peer;
+        queues over the same WALs (:func:`~walship.replicate.feeds.group_key`) share one read."""
+        built: dict[str, tuple[EntryFilter, Sink]] = {}
         try:
-            return [self.ship_queue(peer, server, qid, entry_filter, sink, max_batches) for server, qid in queues]
+            groups: dict[tuple[str, tuple[str, ...]], list[Feed]] = {}
+            for peer in peers:
+                if not queues.get(peer.peer_id):
+                    continue
+                entry_filter = self.planner.entry_filter(peer)
+                built[peer.peer_id] = (entry_filter, self.sink_factory(peer))
+                for server, qid in queues[peer.peer_id]:
+                    feed = Feed(peer, server, qid, entry_filter, built[peer.peer_id][1])
+                    groups.setdefault(group_key(server, qid), []).append(feed)
+            out: list[QueueSummary] = []
+            for key in sorted(groups):
+                out.extend(self.ship_group(groups[key], max_batches))
+            return out
         finally:
-            sink.close()
+            for _, sink in built.values():
+                sink.close()
 
     def ship_queue(
         self,
@@ -238,21 +192,46 @@ class Shipper:
         max_batches: int | None = None,
     ) -> QueueSummary:
         """Ship one queue under its lock; errors are reported in the summary, never skipped."""
-        try:
-            with queue_lock(
-                self.client, self.layout, server, queue_id, holder=self.holder, timeout=self.lock_timeout
-            ) as lock:
-                if not lock.held:
-                    return QueueSummary(
-                        server,
-                        queue_id,
+        return self.ship_group([Feed(peer, server, queue_id, entry_filter, sink)], max_batches)[0]
+
+    def ship_group(self, feeds: Sequence[Feed], max_batches: int | None = None) -> list[QueueSummary]:
+        """Ship queues over the same WALs, each under its lock (taken in one order, so two
+        shippers never wait on each other); a busy queue is reported, not waited for past the
+        lock wait. Summaries in the order of ``feeds``."""
+        out: dict[int, QueueSummary] = {}
+        held: list[int] = []
+        with contextlib.ExitStack() as stack:
+            for i in sorted(range(len(feeds)), key=lambda i: (feeds[i].server, feeds[i].queue_id)):
+                feed = feeds[i]
+                name = f"{feed.server}/{feed.queue_id}"
+                try:
+                    lock = stack.enter_context(
+                        queue_lock(
+                            self.client,
+                            self.layout,
+                            feed.server,
+                            feed.queue_id,
+                            holder=self.holder,
+                            timeout=self.lock_timeout,
+                        )
+                    )
+                except KAZOO_ERRORS as exc:
+                    out[i] = self._failed(feed.peer, QueueSummary(feed.server, feed.queue_id), translate(exc, name))
+                    continue
+                if lock.held:
+                    held.append(i)
+                else:
+                    out[i] = QueueSummary(
+                        feed.server,
+                        feed.queue_id,
                         status="busy",
                         holder=lock.holder.to_json() if lock.holder else None,
-                        message=f"queue {server}/{queue_id} is busy: being shipped by {lock.describe()}",
+                        message=f"queue {name} is busy: being shipped by {lock.describe()}",
                     )
-                return self.ship_held_queue(peer, server, queue_id, entry_filter, sink, max_batches)
-        except KAZOO_ERRORS as exc:
-            return self._failed(peer, QueueSummary(server, queue_id), translate(exc, f"queue {server}/{queue_id}"))
+            if held:
+                for i, qs in zip(held, self.ship_held_group([feeds[i] for i in held], max_batches), strict=True):
+                    out[i] = qs
+        return [out[i] for i in range(len(feeds))]
 
     def ship_held_queue(
         self,
@@ -265,28 +244,63 @@ class Shipper:
         *,
         flush_progress: bool = True,
     ) -> QueueSummary:
-        """Ship one queue whose lock the caller holds (see :func:`~walship.zk.queue_lock`).
+        """Ship one queue whose lock the caller holds (see :meth:`ship_held_group`)."""
+        feed = Feed(peer, server, queue_id, entry_filter, sink)
+        return self.ship_held_group([feed], max_batches, flush_progress=flush_progress)[0]
 
-        :param flush_progress: write the queue's progress record now; a tailer, which calls
-            this many times a second, passes ``False`` and has it written once a second.
+    def ship_held_group(
+        self, feeds: Sequence[Feed], max_batches: int | None = None, *, flush_progress: bool = True
+    ) -> list[QueueSummary]:
+        """Ship queues over the same WALs whose locks the caller holds (see
+        :func:`~walship.zk.queue_lock`), reading each WAL once for all of them. Each queue
+        keeps its own batches and position; an error stops that queue only, reported in its
+        summary, never skipped.
+
+        :param flush_progress: write the queues' progress records now; a tailer, which calls
+            this many times a second, passes ``False`` and has them written once a second.
         """
-        qs = QueueSummary(server, queue_id, holder=self.holder.to_json())
-        progress = self._progress.setdefault((peer.peer_id, server, queue_id), _Progress())
-        try:
-            self._ship_locked(peer, server, queue_id, entry_filter, sink, max_batches, qs, progress)
-            self._write_progress(peer, server, queue_id, progress, qs, final=flush_progress)
-        except QueueNotFoundError as exc:
+        members: list[Member] = []
+        summaries: list[QueueSummary] = []
+        for feed in feeds:
+            qs = QueueSummary(feed.server, feed.queue_id, holder=self.holder.to_json())
+            summaries.append(qs)
+            progress = self._progress.setdefault((feed.peer.peer_id, feed.server, feed.queue_id), PendingProgress())
+            try:
+                wals = self.queues.wals(feed.server, feed.queue_id)
+                queue = QueueInfo(feed.server, QueueId.parse(feed.queue_id), tuple(wals))
+                members.append(Member(feed, qs, progress, queue, close_grace(feed.peer)))
+            except _STOP_ERRORS as exc:
+                self._stopped(feed, qs, progress, exc)
+        self._ship_members(members, max_batches)
+        for m in members:
+            if m.qs.status in ("error", "moved"):
+                continue
+            try:
+                self._write_progress(
+                    m.feed.peer, m.feed.server, m.feed.queue_id, m.progress, m.qs, final=flush_progress
+                )
+            except _STOP_ERRORS as exc:
+                self._stop(m, exc)
+        return summaries
+
+    def _stop(self, m: Member, exc: BaseException) -> None:
+        """Stop a member for this pass (the others go on)."""
+        m.stopped = True
+        self._stopped(m.feed, m.qs, m.progress, exc)
+
+    def _stopped(self, feed: Feed, qs: QueueSummary, progress: PendingProgress, exc: BaseException) -> None:
+        """A queue moved (claimed or removed meanwhile) or failed: say so in its summary."""
+        name = f"queue {feed.server}/{feed.queue_id}"
+        if isinstance(exc, QueueNotFoundError):
             qs.status = "moved"
             qs.message = str(exc)
-            log.info("queue %s/%s moved while shipping: %s", server, queue_id, exc)
-        except WalshipError as exc:
-            self._failed(peer, qs, exc, progress)
-        except KAZOO_ERRORS as exc:
-            self._failed(peer, qs, translate(exc, f"queue {server}/{queue_id}"), progress)
-        return qs
+            log.info("%s moved while shipping: %s", name, exc)
+        else:
+            err = exc if isinstance(exc, WalshipError) else translate(exc, name)
+            self._failed(feed.peer, qs, err, progress)
 
     def _failed(
-        self, peer: PeerConfig, qs: QueueSummary, exc: WalshipError, progress: _Progress | None = None
+        self, peer: PeerConfig, qs: QueueSummary, exc: WalshipError, progress: PendingProgress | None = None
     ) -> QueueSummary:
         """Record a queue's failure in its summary and (when ZooKeeper answers) its record."""
         qs.status = "error"
@@ -295,7 +309,7 @@ class Shipper:
         log.error("%s", qs.error)
         self._progress.pop((peer.peer_id, qs.server, qs.queue_id), None)
         with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
-            self._record(peer.peer_id, qs.server, qs.queue_id, progress or _Progress(), error=qs.error)
+            self._record(peer.peer_id, qs.server, qs.queue_id, progress or PendingProgress(), error=qs.error)
         return qs
 
     def flush_progress(self) -> None:
@@ -307,7 +321,7 @@ class Shipper:
         self._progress.clear()
 
     def _record(
-        self, peer_id: str, server: str, queue_id: str, progress: _Progress, *, error: str | None = None
+        self, peer_id: str, server: str, queue_id: str, progress: PendingProgress, *, error: str | None = None
     ) -> None:
         """Write what ``progress`` holds into the queue's record, with ``error`` or clearing it."""
         self.progress.record(
@@ -327,7 +341,7 @@ class Shipper:
         progress.written_at = time.monotonic()
 
     def _write_progress(
-        self, peer: PeerConfig, server: str, queue_id: str, progress: _Progress, qs: QueueSummary, *, final: bool
+        self, peer: PeerConfig, server: str, queue_id: str, progress: PendingProgress, qs: QueueSummary, *, final: bool
     ) -> None:
         """Write the queue's progress record: at most every PROGRESS_INTERVAL, and at the end."""
         if qs.queue_removed:
@@ -340,148 +354,142 @@ class Shipper:
             return
         self._record(peer.peer_id, server, queue_id, progress)
 
-    def _ship_locked(
-        self,
-        peer: PeerConfig,
-        server: str,
-        queue_id: str,
-        entry_filter: EntryFilter,
-        sink: Sink,
-        max_batches: int | None,
-        qs: QueueSummary,
-        progress: _Progress,
-    ) -> None:
-        wals = self.queues.wals(server, queue_id)
-        queue = QueueInfo(server, QueueId.parse(queue_id), tuple(wals))
-        recovered = queue.recovered
-        grace = close_grace(peer)
-        for index, wp in enumerate(wals):
-            if max_batches is not None and qs.batches >= max_batches:
-                return
-            loc = self.walstore.locate(wp.name)
-            with self.walstore.open(loc) as f:
-                reader = WalReader(f, loc.path)
-                batch: list[FilteredEntry] = []
-                read = 0
-                size = 0
-                position = wp.position
-                last_wt: int | None = None
-                start = wp.position or None
+    def _ship_members(self, members: list[Member], max_batches: int | None) -> None:
+        """The pass: each WAL of the group once, in queue order, fed to the queues holding it."""
+        names = sorted({wp.name for m in members for wp in m.queue.wals}, key=wal_order)
+        for name in names:
+            part = [m for m in members if m.wants(name)]
+            for m in part:
+                if max_batches is not None and m.qs.batches >= max_batches:
+                    m.stopped = True
+            part = [m for m in part if not m.stopped]
+            if not part:
+                continue
+            try:
+                self._read_wal(name, part, max_batches)
+            except _STOP_ERRORS as exc:
+                for m in part:
+                    if not m.stopped:
+                        self._stop(m, exc)
+        for m in members:
+            if m.qs.status in ("error", "moved") or not m.queue.recovered:
+                continue
+            if len(m.qs.wals_removed) == len(m.queue.wals):
+                # drained, or empty when claimed: HBase deletes such a recovered queue, so do we
                 try:
-                    for entry in reader.entries(start):
-                        read += 1
-                        size += entry.end_offset - entry.offset
-                        kept = entry_filter.apply(entry)
-                        if kept is None:
-                            qs.entries_filtered += 1
-                        else:
-                            batch.append(kept)
-                        position = entry.end_offset
-                        last_wt = entry.key.write_time
-                        if read >= self.batch_entries or size >= self.batch_bytes:
-                            self._flush(
-                                sink,
-                                peer,
-                                server,
-                                queue_id,
-                                wp.name,
-                                batch,
-                                read,
-                                size,
-                                position,
-                                qs,
-                                progress,
-                                last_wt,
-                            )
-                            batch, read, size = [], 0, 0
-                            if max_batches is not None and qs.batches >= max_batches:
-                                return
-                except WalError:
-                    # ship what was read before the bad entry, so the position points at it
-                    if read:
-                        self._flush(
-                            sink, peer, server, queue_id, wp.name, batch, read, size, position, qs, progress, last_wt
-                        )
-                    raise
+                    self.queues.remove_queue(m.feed.server, m.feed.queue_id)
+                except _STOP_ERRORS as exc:
+                    self._stop(m, exc)
+                    continue
+                m.qs.queue_removed = True
+                log.info("recovered queue %s/%s drained and removed", m.feed.server, m.feed.queue_id)
 
-                # past the header of a WAL with no entries yet, so its unshipped bytes read 0
-                position = max(position, reader.stop_offset)
-                why = self.planner.wal_finished(queue, index, loc, reader.has_trailer, grace)
-                finished = why is not None
-                if reader.incomplete_tail and finished:
-                    torn = reader.edits_end - reader.stop_offset
-                    qs.torn_tail_bytes += torn
-                    log.warning(
-                        "%s: %d bytes after offset %d are a torn last write of a closed WAL (a crash "
-                        "before the write was acknowledged); not shipped",
-                        loc.path,
-                        torn,
-                        reader.stop_offset,
-                    )
-                if read or position != wp.position:
-                    self._flush(
-                        sink, peer, server, queue_id, wp.name, batch, read, size, position, qs, progress, last_wt
-                    )
-            if not finished:
-                return  # the current WAL, or a rolled one not closed yet: more may be appended
-            log.debug("queue %s/%s: %s finished (%s)", server, queue_id, wp.name, why)
-            self.queues.remove_wals(server, queue_id, [wp.name])
-            qs.wals_removed.append(wp.name)
-        if recovered and len(qs.wals_removed) == len(wals):
-            # drained, or empty when claimed: HBase deletes such a recovered queue, so do we
-            self.queues.remove_queue(server, queue_id)
-            qs.queue_removed = True
-            log.info("recovered queue %s/%s drained and removed", server, queue_id)
+    def _read_wal(self, name: str, part: list[Member], max_batches: int | None) -> None:
+        """Read one WAL once, from the lowest position of ``part``, feeding each member."""
+        loc = self.walstore.locate(name)
+        with self.walstore.open(loc, self.read_stats) as f:
+            reader = WalReader(f, loc.path)
+            for m in part:
+                m.begin(name)
+            start = min(m.position for m in part) or None
+            try:
+                for entry in reader.entries(start):
+                    live = False
+                    for m in part:
+                        if m.take(entry) and (m.read >= self.batch_entries or m.size >= self.batch_bytes):
+                            self._flush_member(m)
+                            if max_batches is not None and m.qs.batches >= max_batches:
+                                m.stopped = True
+                        live = live or not m.stopped
+                    if not live:
+                        return
+            except WalError:
+                # ship what was read before the bad entry, so each position points at it
+                for m in part:
+                    if not m.stopped and m.read:
+                        self._flush_member(m)
+                raise
+            for m in part:
+                if m.stopped:
+                    continue
+                try:
+                    self._end_wal(m, loc, reader)
+                except _STOP_ERRORS as exc:
+                    self._stop(m, exc)
 
-    def _flush(
-        self,
-        sink: Sink,
-        peer: PeerConfig,
-        server: str,
-        queue_id: str,
-        wal: str,
-        batch: list[FilteredEntry],
-        read: int,
-        size: int,
-        position: int,
-        qs: QueueSummary,
-        progress: _Progress,
-        last_write_time: int | None = None,
-    ) -> None:
-        stats = sink.apply(batch, wal) if batch else ApplyStats()
+    def _end_wal(self, m: Member, loc: WalLocation, reader: WalReader) -> None:
+        """A member read a WAL to its end: commit the rest, and drop the WAL once finished."""
+        assert m.wal is not None
+        # past the header of a WAL with no entries yet, so its unshipped bytes read 0
+        m.position = max(m.position, reader.stop_offset)
+        why = self.planner.wal_finished(m.queue, m.index[m.wal.name], loc, reader.has_trailer, m.grace)
+        if reader.incomplete_tail and why is not None:
+            torn = reader.edits_end - reader.stop_offset
+            m.qs.torn_tail_bytes += torn
+            log.warning(
+                "%s: %d bytes after offset %d are a torn last write of a closed WAL (a crash "
+                "before the write was acknowledged); not shipped",
+                loc.path,
+                torn,
+                reader.stop_offset,
+            )
+        if m.read or m.position != m.wal.position:
+            self._flush_member(m)
+            if m.stopped:
+                return  # the batch failed: the WAL stays, at the position before it
+        if why is None:
+            m.stopped = True  # the current WAL, or a rolled one not closed yet: more may be appended
+            return
+        log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, m.wal.name, why)
+        self.queues.remove_wals(m.feed.server, m.feed.queue_id, [m.wal.name])
+        m.qs.wals_removed.append(m.wal.name)
+
+    def _flush_member(self, m: Member) -> None:
+        """Apply the member's batch; only then commit its position. A failure stops the member."""
+        assert m.wal is not None
+        try:
+            self._flush(m)
+        except _STOP_ERRORS as exc:
+            self._stop(m, exc)
+        m.reset()
+
+    def _flush(self, m: Member) -> None:
+        feed, qs, progress, wal, batch = m.feed, m.qs, m.progress, m.wal, m.batch
+        assert wal is not None
+        stats = feed.sink.apply(batch, wal.name) if batch else ApplyStats()
         # only now, with the batch applied, may the position move past it
-        self.queues.set_position(server, queue_id, wal, position)
-        if read:  # a move past a header alone is no batch
+        self.queues.set_position(feed.server, feed.queue_id, wal.name, m.position)
+        if m.read:  # a move past a header alone is no batch
             qs.batches += 1
             progress.add("batches", 1)
         qs.status = "shipped"
-        qs.entries_read += read
-        qs.bytes_read += size
+        qs.entries_read += m.read
+        qs.bytes_read += m.size
         qs.entries_shipped += len(batch)
         qs.cells_shipped += stats.cells
         qs.incompatible_skipped += stats.incompatible_skipped
         qs.deadlettered += stats.deadlettered
         qs.tags_dropped += stats.tags_dropped
         qs.sink_retries += stats.retries
-        qs.positions[wal] = position
+        qs.positions[wal.name] = m.position
         if batch:
             qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch[-1].entry.key.write_time)
         progress.add("entries_shipped", len(batch))
         progress.add("cells_shipped", stats.cells)
-        progress.add("bytes_shipped", size)
-        progress.last_wal, progress.last_position = wal, position
-        if last_write_time is not None:
-            progress.last_write_time = last_write_time
+        progress.add("bytes_shipped", m.size)
+        progress.last_wal, progress.last_position = wal.name, m.position
+        if m.last_write_time is not None:
+            progress.last_write_time = m.last_write_time
         if stats.last_backoff is not None:
             progress.backoff = stats.last_backoff
-        self._write_progress(peer, server, queue_id, progress, qs, final=False)
+        self._write_progress(feed.peer, feed.server, feed.queue_id, progress, qs, final=False)
         log.info(
             "queue %s/%s: batch of %d entries (%d shipped, %d bytes) applied; %s position %d",
-            server,
-            queue_id,
-            read,
+            feed.server,
+            feed.queue_id,
+            m.read,
             len(batch),
-            size,
-            wal,
-            position,
+            m.size,
+            wal.name,
+            m.position,
         )

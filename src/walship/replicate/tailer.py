@@ -1,12 +1,12 @@
-"""Low-latency tailing: follow the current WAL of every queue of a peer and ship new entries
-within a second or two.
+"""Low-latency tailing: follow the current WAL of every queue of a peer (or of several peers,
+reading each WAL once for all of them) and ship new entries within a second or two.
 
 The tailer takes each queue's ZooKeeper lock and keeps it for its whole run, so the micro-batch
 shipper (``walship_replicate``) skips those queues and says so, and a queue is never shipped by
 two at once. It polls each held queue every ``idle_sleep`` seconds when nothing is new, looks
 for new queues (and claims dead servers' ones) every ``rediscover`` seconds, rides out a peer
-outage by backing off and retrying from the committed position (nothing is lost, nothing
-skipped), and ends after ``duration`` seconds, releasing its locks so that the next run takes
+outage (or a subscription's listener that refuses a batch) by backing off and retrying from
+the committed position (nothing is lost, nothing skipped), and ends after ``duration`` seconds, releasing its locks so that the next run takes
 over.
 
 Each rediscovery re-reads the peer: a peer changed meanwhile (``walship peer set``) gets a new
@@ -24,24 +24,30 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 
 from walship import defaults
-from walship.errors import SinkUnavailableError, WalshipError, ZkUnavailableError
+from walship.errors import ConfigError, SinkUnavailableError, SubscriberError, WalshipError, ZkUnavailableError
+from walship.replicate.feeds import Feed, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink
-from walship.zk import PeerConfig, ZnodeLayout
+from walship.zk import PeerConfig, QueueId, ZnodeLayout
 from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder, read_holder
 
 __all__ = ["TailSummary", "Tailer"]
 
 log = logging.getLogger(__name__)
+
+#: Queue errors a tailer rides out (backing off, keeping the queue): the peer or ZooKeeper
+#: away, or a subscriber that did not take a batch yet.
+_RETRIED = (SinkUnavailableError, ZkUnavailableError, SubscriberError)
 
 
 @dataclass
@@ -57,6 +63,7 @@ class TailSummary:
     claim_failures: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     max_age_of_last_shipped_op_ms: int | None = None
+    wal_reads: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,15 +79,25 @@ class TailSummary:
             )
 
 
+@dataclass
+class _Tailed:
+    """A tailed peer: its configuration as last read, and the filter chain and sink built from it."""
+
+    peer: PeerConfig
+    entry_filter: EntryFilter
+    sink: Sink
+
+
 class Tailer:
-    """Tails the queues of one peer for ``duration`` seconds (see the module docstring)."""
+    """Tails the queues of one peer, or of several (``peer_id`` a list: queues over the same
+    WALs share one read of each WAL), for ``duration`` seconds (see the module docstring)."""
 
     def __init__(
         self,
         client: KazooClient,
         layout: ZnodeLayout,
         walstore: WalStore,
-        peer_id: str,
+        peer_id: str | Sequence[str],
         *,
         duration: float = defaults.TAIL_DURATION,
         idle_sleep: float = defaults.TAIL_IDLE_SLEEP,
@@ -90,16 +107,21 @@ class Tailer:
         run_id: str | None = None,
         stop: threading.Event | None = None,
     ) -> None:
+        ids = [peer_id] if isinstance(peer_id, str) else list(dict.fromkeys(peer_id))
+        if not ids or not all(ids):
+            raise ConfigError(f"tail: name at least one peer, got {peer_id!r}")
         self.client = client
         self.layout = layout
-        self.peer_id = peer_id
+        self.peer_ids = ids
+        self.peer_id = ",".join(ids)
         self.duration = duration
         self.idle_sleep = idle_sleep
         self.rediscover = rediscover
         self.max_backoff = max_backoff
-        self.shipper = shipper or Shipper(client, layout, walstore, holder=Holder.here(f"tail-{peer_id}", run_id))
+        self.shipper = shipper or Shipper(client, layout, walstore, holder=Holder.here(f"tail-{self.peer_id}", run_id))
         self.stop = stop or threading.Event()  # set it to end the run early (a signal, a test)
         self._locks: dict[tuple[str, str], Any] = {}
+        self._tailed: dict[str, _Tailed] = {}
         self._session_lost = False
         client.add_listener(self._on_state)
 
@@ -108,9 +130,10 @@ class Tailer:
             self._session_lost = True  # our locks are gone: stop before someone else ships too
 
     def _take_new_queues(self, summary: TailSummary) -> None:
-        for q in self.shipper.planner.peer_queues(self.peer_id):
+        wanted = set(self.peer_ids)
+        for q in self.shipper.queues.list_queues():
             key = (q.server, str(q.queue_id))
-            if key in self._locks:
+            if q.peer_id not in wanted or key in self._locks:
                 continue
             lock = self.client.Lock(self.layout.queue_lock(*key), identifier=self.shipper.holder.encode())
             if lock.acquire(blocking=False):
@@ -130,41 +153,95 @@ class Tailer:
             with contextlib.suppress(*KAZOO_ERRORS):
                 lock.release()
 
-    def _discover(self, summary: TailSummary) -> PeerConfig | None:
-        """Re-read the peer, claim dead servers' queues, lock new queues; ``None`` while the
-        peer is disabled.
+    def _discover(self, summary: TailSummary) -> dict[str, PeerConfig]:
+        """Re-read the peers, claim dead servers' queues, lock new queues; the enabled peers
+        (none while every peer is disabled).
 
         :raises ZkUnavailableError: ZooKeeper did not answer.
         """
         try:
-            peer = self.shipper.peers.get(self.peer_id)
-            peer.check_ownership()
-            if not peer.enabled:
-                return None
-            result = self.shipper.planner.failover()
-            summary.claimed.extend(result.claimed)
-            summary.claim_failures.extend(result.failures)
-            self._take_new_queues(summary)
+            enabled: dict[str, PeerConfig] = {}
+            for peer_id in self.peer_ids:
+                peer = self.shipper.peers.get(peer_id)
+                peer.check_ownership()
+                if peer.enabled:
+                    enabled[peer_id] = peer
+            if enabled:
+                result = self.shipper.planner.failover()
+                summary.claimed.extend(result.claimed)
+                summary.claim_failures.extend(result.failures)
+                self._take_new_queues(summary)
         except KAZOO_ERRORS as exc:
             raise translate(exc, f"tailing peer {self.peer_id}") from exc
-        return peer
+        return enabled
 
-    def _rebuild(self, old: PeerConfig | None, peer: PeerConfig, sink: Sink | None) -> tuple[EntryFilter, Sink]:
-        """The filter chain and sink for ``peer``; the old sink is closed (also on failure).
+    def _rebuild(self, peer: PeerConfig) -> None:
+        """The filter chain and sink for ``peer``, new or changed; the old sink is closed (also
+        on failure, when the peer is no longer tailed).
 
         Called between passes only, when no batch is in flight: each pass applies and commits
         every batch it reads, so positions carry over as they are.
         """
+        old = self._tailed.pop(peer.peer_id, None)
         try:
             entry_filter = self.shipper.planner.entry_filter(peer)
-            new_sink = self.shipper.sink_factory(peer)
+            sink = self.shipper.sink_factory(peer)
         finally:
-            if sink is not None:
+            if old is not None:
                 with contextlib.suppress(Exception):  # a sink that fails to close loses nothing
-                    sink.close()
+                    old.sink.close()
         if old is not None:
-            log.info("peer %s changed: filter and sink rebuilt from its new configuration", self.peer_id)
-        return entry_filter, new_sink
+            log.info("peer %s changed: filter and sink rebuilt from its new configuration", peer.peer_id)
+        self._tailed[peer.peer_id] = _Tailed(peer, entry_filter, sink)
+
+    def _refresh(self, enabled: dict[str, PeerConfig], summary: TailSummary, first: bool) -> bool:
+        """Rebuild what changed; ``False`` when a changed peer cannot be used (the run stops)."""
+        for peer_id, peer in enabled.items():
+            tailed = self._tailed.get(peer_id)
+            if tailed is not None and tailed.peer == peer:
+                continue
+            try:
+                self._rebuild(peer)
+            except WalshipError as exc:
+                if first and tailed is None:
+                    raise  # at the start, as before: the run fails, naming why
+                summary.errors.append(
+                    f"peer {peer_id} changed and its new configuration cannot be used: {exc}; "
+                    "stopped tailing at the committed positions"
+                )
+                summary.status = "error"
+                return False
+        return True
+
+    def _pass(self, enabled: dict[str, PeerConfig], summary: TailSummary) -> tuple[int, bool]:
+        """Ship every held queue of an enabled peer once: (entries read, whether to back off)."""
+        groups: dict[tuple[str, tuple[str, ...]], list[Feed]] = {}
+        for server, qid in self._locks:
+            tailed = self._tailed.get(QueueId.parse(qid).peer_id)
+            if tailed is None or tailed.peer.peer_id not in enabled:
+                continue
+            feed = Feed(tailed.peer, server, qid, tailed.entry_filter, tailed.sink)
+            groups.setdefault(group_key(server, qid), []).append(feed)
+        shipped = 0
+        retry = False
+        for key in sorted(groups):
+            for qs in self.shipper.ship_held_group(groups[key], flush_progress=False):
+                summary.add(qs)
+                shipped += qs.entries_read
+                lock_key = (qs.server, qs.queue_id)
+                if qs.status == "moved" or qs.queue_removed:
+                    self._release(lock_key)
+                elif qs.status == "error":
+                    if isinstance(qs.exception, _RETRIED):
+                        retry = True
+                        continue
+                    summary.errors.append(qs.error or "")
+                    summary.status = "error"
+                    self._release(lock_key)  # stop tailing it; the error stands in the summary
+        return shipped, retry
+
+    def _sleep(self, seconds: float, deadline: float) -> None:
+        self.stop.wait(min(seconds, max(0.0, deadline - time.monotonic())))
 
     def run(self) -> TailSummary:
         summary = TailSummary(self.peer_id)
@@ -172,82 +249,60 @@ class Tailer:
         deadline = t0 + self.duration
         next_discovery = t0
         backoff = self.idle_sleep
-        peer: PeerConfig | None = None
-        entry_filter: EntryFilter | None = None
-        sink: Sink | None = None
+        enabled: dict[str, PeerConfig] = {}
+        first = True
         try:
             while time.monotonic() < deadline and not self._session_lost and not self.stop.is_set():
                 now = time.monotonic()
                 if now >= next_discovery:
                     try:
-                        fresh = self._discover(summary)
+                        enabled = self._discover(summary)
                     except ZkUnavailableError as exc:
                         # ZooKeeper away: ride it out, as a peer outage, from the committed positions
                         summary.outages += 1
                         log.warning("%s; retrying in %.1f s", exc, backoff)
-                        time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                        self._sleep(backoff, deadline)
                         backoff = min(backoff * 2, self.max_backoff)
                         continue
-                    if fresh is None:
+                    if not enabled:
                         summary.status = "disabled"
-                        time.sleep(min(self.rediscover, max(0.0, deadline - time.monotonic())))
+                        self._sleep(self.rediscover, deadline)
                         next_discovery = time.monotonic()
                         continue
                     summary.status = "ok" if not summary.errors else "error"
-                    if fresh != peer or entry_filter is None or sink is None:
-                        # new, or changed (`peer set`): every batch of the last pass is applied and
-                        # its position committed, so the new filter and sink start where it ended
-                        try:
-                            entry_filter, sink = self._rebuild(peer, fresh, sink)
-                        except WalshipError as exc:
-                            if peer is None:
-                                raise  # at the start, as before: the run fails, naming why
-                            summary.errors.append(
-                                f"peer {self.peer_id} changed and its new configuration cannot be used: {exc}; "
-                                "stopped tailing at the committed positions"
-                            )
-                            summary.status = "error"
-                            sink = None  # _rebuild closed the old one
-                            break
-                        peer = fresh
+                    # new, or changed (`peer set`): every batch of the last pass is applied and its
+                    # position committed, so a new filter and sink start where it ended
+                    if not self._refresh(enabled, summary, first):
+                        break
+                    first = False
                     next_discovery = now + self.rediscover
-                assert peer is not None and entry_filter is not None and sink is not None
                 summary.passes += 1
-                shipped = 0
-                outage = False
-                for key in list(self._locks):
-                    qs = self.shipper.ship_held_queue(peer, key[0], key[1], entry_filter, sink, flush_progress=False)
-                    summary.add(qs)
-                    shipped += qs.entries_read
-                    if qs.status == "moved" or qs.queue_removed:
-                        self._release(key)
-                    elif qs.status == "error":
-                        if isinstance(qs.exception, SinkUnavailableError | ZkUnavailableError):
-                            outage = True
-                            continue
-                        summary.errors.append(qs.error or "")
-                        summary.status = "error"
-                        self._release(key)  # stop tailing it; the error stands in the summary
-                if outage:
+                shipped, retry = self._pass(enabled, summary)
+                if retry:
                     summary.outages += 1
                     log.warning(
-                        "peer %s unreachable; retrying in %.1f s from the committed positions", self.peer_id, backoff
+                        "peer %s unreachable or refusing; retrying in %.1f s from the committed positions",
+                        self.peer_id,
+                        backoff,
                     )
-                    time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                    self._sleep(backoff, deadline)
                     backoff = min(backoff * 2, self.max_backoff)
                     continue
                 backoff = self.idle_sleep
                 if not shipped:
-                    time.sleep(self.idle_sleep)
+                    self._sleep(self.idle_sleep, deadline)
         finally:
             self.shipper.flush_progress()
             for key in list(self._locks):
                 self._release(key)
-            if sink is not None:
-                sink.close()
+            for tailed in self._tailed.values():
+                with contextlib.suppress(Exception):
+                    tailed.sink.close()
+            self._tailed.clear()
             self.client.remove_listener(self._on_state)
         if self._session_lost:
             summary.errors.append("ZooKeeper session lost: stopped tailing (the locks went with it)")
             summary.status = "error"
         summary.seconds = time.monotonic() - t0
+        summary.wal_reads = self.shipper.read_stats.to_json()
         return summary

@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any, BinaryIO
+from dataclasses import asdict, dataclass
+from typing import Any, BinaryIO, cast
 
 import fsspec
 
 from walship.errors import WalMissingError
 from walship.wal.names import parse_wal_name
 
-__all__ = ["WalLocation", "WalStore"]
+__all__ = ["ReadStats", "WalLocation", "WalStore"]
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +23,50 @@ class WalLocation:
     archived: bool
     size: int
     mtime: float = 0.0  # seconds; when the file last grew
+
+
+@dataclass
+class ReadStats:
+    """What was read from WAL files: files opened, and bytes their reads returned."""
+
+    opens: int = 0
+    bytes: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class _Counted:
+    """A WAL file whose reads add up in a :class:`ReadStats` (reads are large: the cost is one
+    addition per read)."""
+
+    def __init__(self, f: BinaryIO, stats: ReadStats) -> None:
+        self._f = f
+        self._stats = stats
+        stats.opens += 1
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._f.read(size)
+        self._stats.bytes += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def seekable(self) -> bool:
+        return self._f.seekable()
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> _Counted:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._f.close()
 
 
 class WalStore:
@@ -64,9 +108,10 @@ class WalStore:
             return WalLocation(path, archived, int(info.get("size") or 0), _mtime(info))
         raise WalMissingError(f"WAL {wal} not found; looked in: {', '.join(tried)}")
 
-    def open(self, location: WalLocation) -> BinaryIO:
+    def open(self, location: WalLocation, stats: ReadStats | None = None) -> BinaryIO:
+        """The WAL file, open for reading; with ``stats``, its opening and reads are counted there."""
         f: BinaryIO = self.fs.open(location.path, "rb")
-        return f
+        return f if stats is None else cast(BinaryIO, _Counted(f, stats))
 
     def list_archive(self) -> list[tuple[str, float, int]]:
         """(path, mtime seconds, size) of every file under ``oldWALs/`` (one level of

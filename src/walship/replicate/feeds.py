@@ -1,0 +1,101 @@
+"""The queues one WAL read feeds: each with its peer's filter chain and sink, its own batch
+and its own position.
+
+Peers and subscriptions of one server have queues over the same WALs (``1``, ``2`` and
+``subs`` of a live server, or ``1-<dead>``, ``2-<dead>`` claimed from the same dead server).
+:func:`group_key` says which queues share their WALs; the shipper reads each WAL of a group
+once, from the lowest position of its queues, and offers every entry to every queue whose
+position it has reached (see :meth:`walship.replicate.shipper.Shipper.ship_held_group`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from walship.replicate.filters import EntryFilter
+from walship.replicate.summary import PendingProgress, QueueSummary
+from walship.sinks.base import FilteredEntry, Sink
+from walship.wal.model import WalEntry
+from walship.wal.names import parse_wal_name
+from walship.zk import PeerConfig, QueueId, QueueInfo
+from walship.zk.queues import WalPosition
+
+__all__ = ["Feed", "Member", "group_key", "wal_order"]
+
+log = logging.getLogger(__name__)
+
+
+def group_key(server: str, queue_id: str) -> tuple[str, tuple[str, ...]]:
+    """Queues with the same key hold the same WALs: one server's queues, or the queues claimed
+    from the same chain of dead servers."""
+    return server, QueueId.parse(queue_id).dead_servers
+
+
+def wal_order(name: str) -> tuple[int, str]:
+    """A queue's WAL order: by the WAL's timestamp, then name."""
+    return parse_wal_name(name).timestamp, name
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One queue to feed, with the filter chain and sink of its peer."""
+
+    peer: PeerConfig
+    server: str
+    queue_id: str
+    entry_filter: EntryFilter
+    sink: Sink
+
+
+@dataclass
+class Member:
+    """A fed queue during one pass: its WALs, and the batch it is cutting in the current WAL."""
+
+    feed: Feed
+    qs: QueueSummary
+    progress: PendingProgress
+    queue: QueueInfo
+    grace: float
+    index: dict[str, int] = field(default_factory=dict)
+    stopped: bool = False  # at a WAL that may still grow, at the batch limit, or failed
+    wal: WalPosition | None = None
+    batch: list[FilteredEntry] = field(default_factory=list)
+    read: int = 0
+    size: int = 0
+    position: int = 0
+    last_write_time: int | None = None
+
+    def __post_init__(self) -> None:
+        self.index = {wp.name: i for i, wp in enumerate(self.queue.wals)}
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.feed.peer.peer_id, self.feed.server, self.feed.queue_id
+
+    def wants(self, wal: str) -> bool:
+        return not self.stopped and wal in self.index
+
+    def begin(self, wal: str) -> None:
+        """Start the queue's pass over ``wal`` at its saved position."""
+        self.wal = self.queue.wals[self.index[wal]]
+        self.position = self.wal.position
+        self.reset()
+
+    def reset(self) -> None:
+        self.batch, self.read, self.size, self.last_write_time = [], 0, 0, None
+
+    def take(self, entry: WalEntry) -> bool:
+        """Offer an entry; ``False`` when it lies before the queue's position (shipped already)."""
+        if self.stopped or entry.offset < self.position:
+            return False
+        self.read += 1
+        self.size += entry.end_offset - entry.offset
+        kept = self.feed.entry_filter.apply(entry)
+        if kept is None:
+            self.qs.entries_filtered += 1
+        else:
+            self.batch.append(kept)
+        self.position = entry.end_offset
+        self.last_write_time = entry.key.write_time
+        return True

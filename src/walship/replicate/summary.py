@@ -1,0 +1,113 @@
+"""What shipping did: per-queue and per-peer summaries, and a queue's progress not yet written
+to its record (see :class:`~walship.zk.progress.ProgressStore`)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["SUMMED_FIELDS", "PeerSummary", "PendingProgress", "QueueSummary"]
+
+#: The counters of a queue summary that add up across batches, passes and queues.
+SUMMED_FIELDS = (
+    "batches",
+    "entries_read",
+    "entries_filtered",
+    "entries_shipped",
+    "cells_shipped",
+    "bytes_read",
+    "incompatible_skipped",
+    "deadlettered",
+    "tags_dropped",
+    "sink_retries",
+    "torn_tail_bytes",
+)
+
+
+@dataclass
+class QueueSummary:
+    """What one pass over one queue did."""
+
+    server: str
+    queue_id: str
+    status: str = "idle"  # shipped | idle | busy | moved | error
+    batches: int = 0
+    entries_read: int = 0
+    entries_filtered: int = 0
+    entries_shipped: int = 0
+    cells_shipped: int = 0
+    bytes_read: int = 0
+    incompatible_skipped: int = 0
+    deadlettered: int = 0
+    tags_dropped: int = 0
+    sink_retries: int = 0
+    torn_tail_bytes: int = 0
+    age_of_last_shipped_op_ms: int | None = None
+    positions: dict[str, int] = field(default_factory=dict)
+    wals_removed: list[str] = field(default_factory=list)
+    queue_removed: bool = False
+    holder: dict[str, Any] | None = None  # who ships it (when busy: who else)
+    message: str | None = None
+    error: str | None = None
+    exception: Exception | None = field(default=None, repr=False, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("exception", None)  # the message is in "error"; exceptions need not pickle
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QueueSummary:
+        """The summary :meth:`to_json` wrote (unknown keys, from another version, are left out)."""
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class PeerSummary:
+    peer_id: str
+    status: str = "ok"  # ok | disabled | error
+    claimed: list[dict[str, str]] = field(default_factory=list)
+    claim_failures: list[str] = field(default_factory=list)
+    queues: list[QueueSummary] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+    def totals(self) -> dict[str, int]:
+        return {k: sum(int(getattr(q, k)) for q in self.queues) for k in SUMMED_FIELDS}
+
+    def queue_states(self) -> dict[str, int]:
+        """How many queues ended in each state (shipped, idle, busy, moved, error)."""
+        out: dict[str, int] = {}
+        for q in self.queues:
+            out[q.status] = out.get(q.status, 0) + 1
+        return out
+
+    def settle(self) -> None:
+        """The peer's status from its queues': error when any queue failed."""
+        for qs in self.queues:
+            if qs.status == "error":
+                self.status = "error"
+                self.error = self.error or qs.error
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["queues"] = [q.to_json() for q in self.queues]
+        out["totals"] = self.totals()
+        out["queue_states"] = self.queue_states()
+        return out
+
+
+@dataclass
+class PendingProgress:
+    """Progress of one queue not yet written to its record."""
+
+    counters: dict[str, int] = field(default_factory=dict)
+    last_wal: str | None = None
+    last_position: int | None = None
+    last_write_time: int | None = None
+    backoff: tuple[float, str] | None = None
+    written_at: float = field(default_factory=time.monotonic)
+
+    def add(self, key: str, value: int) -> None:
+        self.counters[key] = self.counters.get(key, 0) + value
