@@ -8,6 +8,11 @@ queue position moves. Runs are idempotent: overlapping or repeated runs leave th
 run would. If WALs that covered part of the interval are gone, the run fails naming the
 missing span, unless Param `allow_gaps` is true.
 
+`peer_id` may name an SEP subscription (a backfill of its listener): the window's events go
+to its listener as shipping delivers them, from the subscription's start time on and through
+its filter. Every run delivers its window again, so repeated runs are idempotent only as far
+as the listener is.
+
 Replay a backlog with
 `airflow backfill create --dag-id walship_replay --from-date 2026-11-01T00:00:00 --to-date 2026-11-02T00:00:00`.
 """
@@ -31,7 +36,7 @@ from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
     tags=["walship", "replay", "backfill"],
     default_args={"owner": "walship", "retries": 2, "retry_delay": timedelta(minutes=1)},
     params={
-        "peer_id": Param("1", type="string", minLength=1, description="the peer to replay into"),
+        "peer_id": Param("1", type="string", minLength=1, description="the peer (or SEP subscription) to replay into"),
         "allow_gaps": Param(False, type="boolean", description="replay what is there when WALs are gone"),
     },
 )

@@ -4,6 +4,7 @@ The listener appends every event it is given as one JSON line to the file named 
 ``SEP_TEST_OUT``, so a separate ``walship ship`` process can be checked. ``SEP_TEST_FAIL_ROW``
 makes it raise on a batch holding that row (before writing anything of the batch);
 ``SEP_TEST_DELAY`` makes it sleep that many seconds after writing each batch.
+``SecondJsonLinesListener`` writes to ``$SEP_TEST_OUT.second`` instead.
 """
 
 from __future__ import annotations
@@ -59,6 +60,14 @@ class JsonLinesListener:
             f.flush()
         if self.delay:
             time.sleep(self.delay)
+
+
+class SecondJsonLinesListener(JsonLinesListener):
+    """The same, into ``$SEP_TEST_OUT.second``: a second subscription's events apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.path += ".second"
 
 
 class NoProcessEvents:

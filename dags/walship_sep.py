@@ -1,0 +1,90 @@
+"""
+### walship_sep
+
+Runs the SEP subscriptions' listeners: one long-lived task tails every chosen subscription
+(Param `subscriptions`, comma-separated; empty: every enabled subscription) with one read of
+the WALs feeding them all, and hands each new edit to the listeners within a second or two.
+It holds the subscriptions' queue locks for its run, so `walship ship` and `walship_replicate`
+skip those queues (and say so); it ends after `duration` seconds so that the next continuous
+run takes over, and fails naming the errors if a listener or a queue failed.
+
+With no enabled subscription (and `subscriptions` empty), the run waits for one to be added
+or enabled, looking every 2 s, for up to `duration` seconds: one that appears is tailed for
+the rest of the run; if none does, the task ends **skipped** ("no enabled subscription") and
+the next run waits again, so an idle DAG starts a run every `duration` seconds, not every
+second. A name in `subscriptions` that is not a subscription fails the run at once, without
+retry.
+
+Backfill a subscription (deliver a past window again) with `walship_replay`, Param `peer_id`
+the subscription's name.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pendulum
+from airflow.sdk import Param, dag, task
+
+from walship import defaults
+
+
+@dag(
+    dag_id="walship_sep",
+    schedule="@continuous",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["walship", "sep", "tail"],
+    default_args={"owner": "walship", "retries": 3, "retry_delay": timedelta(seconds=10)},
+    params={
+        "subscriptions": Param(
+            "",
+            type="string",
+            description="the subscriptions to run, comma-separated (empty: every enabled subscription)",
+        ),
+        "duration": Param(
+            defaults.TAIL_DURATION, type="number", minimum=1, description="seconds before this run hands over"
+        ),
+    },
+)
+def walship_sep() -> None:
+    @task(execution_timeout=timedelta(hours=2))
+    def tail(**context: Any) -> dict[str, object]:
+        import time
+
+        from airflow.sdk.exceptions import AirflowSkipException
+        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.sep import await_subscriptions
+
+        from walship.errors import TailError
+        from walship.replicate.tailer import Tailer
+        from walship.sep.subscriptions import Subscriptions
+
+        params = context["params"]
+        duration = float(params["duration"])
+        started = time.monotonic()
+        hook = WalshipHook()
+        with hook.connected() as (client, layout, walstore):
+            subscriptions = Subscriptions(client, layout, hook.get_source().zk)
+            names = await_subscriptions(subscriptions, str(params["subscriptions"] or ""), wait=duration)
+            if not names:
+                raise AirflowSkipException(f"no enabled subscription: waited {duration:g} s for one")
+            summary = Tailer(
+                client,
+                layout,
+                walstore,
+                names,
+                duration=max(1.0, duration - (time.monotonic() - started)),
+                run_id=str(context["run_id"]),
+            ).run()
+        if summary.status == "error":
+            raise TailError(f"tailing subscriptions {', '.join(names)}: " + "; ".join(summary.errors))
+        return summary.to_json()
+
+    tail()
+
+
+walship_sep()
