@@ -21,6 +21,8 @@ catch the whole family in one place and let programming errors through::
     ├── ScopeError                   the scope policy cannot be read or enforced (names the
     │   │                            cluster, peer, table and family)
     │   └── ScopeUnavailableError    a Thrift server of the source or of a peer does not answer
+    ├── ChangeLogError               the Parquet change log cannot be written, read or compacted
+    │                                (names the URL, partition, file or flag)
     ├── VerifyError                  `walship verify` cannot compare a peer with the source (names
     │   │                            the peer, table, family or flag)
     │   └── VerifyUnavailableError   a Thrift2 server of the source or of the peer does not answer
@@ -235,3 +237,9 @@ class VerifyError(WalshipError):
 class VerifyUnavailableError(VerifyError):
     """A Thrift2 server of the source (``--source-thrift2``) or of the peer
     (``walship.sink.thrift2``) does not answer."""
+
+
+class ChangeLogError(WalshipError):
+    """The Parquet change log (sink ``changelog``, ``walship changelog``) cannot be written,
+    read or compacted: a URL that does not resolve or does not exist, a date that is not
+    ``YYYY-MM-DD``, a file that is not Parquet or not of the log. The message names it."""

@@ -74,7 +74,7 @@ def test_bad_input_is_a_clear_error(a: Cluster, capsys: pytest.CaptureFixture[st
         (["s1", "--listener", LISTENER, "--threads", "0"], "walship.sep.threads"),
         (["s1", "--listener", LISTENER, "--payload-column", "nocolon"], "walship.sep.payload-column"),
         (["s1", "--listener", LISTENER, "--start-time", "yesterday"], "--start-time"),
-        (["s1", "--parquet", "file:///tmp/x"], "not available yet"),
+        (["s1", "--parquet", "file:///tmp/x", "--threads", "2"], "--threads does not apply to a change log"),
     ):
         capsys.readouterr()
         assert main([*base, *args]) == 1, args

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from walship import __version__, defaults
 from walship.cli import (
+    changelog,
     deadletter,
     minicluster,
     peers,
@@ -78,7 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
         f"(env WALSHIP_ZK_SESSION_TIMEOUT; default {defaults.ZK_SESSION_TIMEOUT:g})",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (wal, peers, subscriptions, shipping, status, deadletter, minicluster, zookeeper, scope, verify):
+    for group in (
+        wal,
+        peers,
+        subscriptions,
+        changelog,
+        shipping,
+        status,
+        deadletter,
+        minicluster,
+        zookeeper,
+        scope,
+        verify,
+    ):
         group.register(sub)
     return parser
 

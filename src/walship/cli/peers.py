@@ -10,7 +10,7 @@ from typing import Any
 
 from walship.cli.common import parse_config_pairs, state
 from walship.errors import ConfigError, InvalidPeerConfigError
-from walship.sep.config import LISTENER_KEY
+from walship.sep.config import CHANGELOG_URL_KEY, LISTENER_KEY
 from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, validate_sink_config
 from walship.sinks.hbase import SINK_THRIFT_KEY
 from walship.sinks.hbase2 import SINK_THRIFT2_KEY
@@ -201,6 +201,8 @@ def _sink(p: PeerConfig) -> str:
     protocol = p.configuration.get(SINK_PROTOCOL_KEY) or DEFAULT_PROTOCOL
     if protocol == "sep":  # a subscription: its listener
         return f"sep {p.configuration.get(LISTENER_KEY, '-')}"
+    if protocol == "changelog":  # a subscription: its Parquet change log
+        return f"changelog {p.configuration.get(CHANGELOG_URL_KEY, '-')}"
     servers = {"thrift1": SINK_THRIFT_KEY, "thrift2": SINK_THRIFT2_KEY}.get(protocol)
     return f"{protocol} {p.configuration.get(servers, '-') if servers else ''}".strip()
 

@@ -1,7 +1,8 @@
 """``walship subscription add|list|show|enable|disable|remove``: SEP subscriptions.
 
-A subscription is a walship-managed peer whose sink hands events to a listener (see
-:mod:`walship.sep`); ``walship ship --peer NAME`` and ``walship tail --peer NAME`` run it.
+A subscription is a walship-managed peer whose sink hands events to a listener, or writes
+them into a Parquet change log (see :mod:`walship.sep`); ``walship ship --peer NAME`` and
+``walship tail --peer NAME`` run it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import time
 
 from walship.cli.common import iso_time, state
-from walship.errors import ConfigError, InvalidPeerConfigError
+from walship.errors import ChangeLogError, ConfigError, InvalidPeerConfigError
 from walship.sep.subscriptions import Subscriptions, describe
 from walship.sinks.base import validate_sink_config
 from walship.zk import parse_table_cfs
@@ -40,11 +41,28 @@ def start_time_ms(text: str) -> int:
         ) from None
 
 
+def _changelog(args: argparse.Namespace) -> str | None:
+    """The change log's URL of ``--parquet``, checked; ``None`` for a listener.
+
+    :raises ConfigError: a listener's flag with ``--parquet``, or a URL fsspec cannot resolve.
+    """
+    if args.parquet is None:
+        return None
+    from walship.sep.changelog import changelog_url  # pyarrow: only for a change log
+
+    for flag, value in (("--threads", args.threads), ("--payload-column", args.payload_column)):
+        if value is not None:
+            raise ConfigError(
+                f"subscription {args.name}: {flag} does not apply to a change log (--parquet); it is a listener's"
+            )
+    try:
+        return changelog_url(args.parquet)
+    except ChangeLogError as exc:
+        raise ConfigError(f"subscription {args.name}: --parquet: {exc}") from None
+
+
 def cmd_subscription_add(args: argparse.Namespace) -> int:
-    if args.parquet is not None:
-        raise ConfigError(
-            f"subscription {args.name}: --parquet (the Parquet change log) is not available yet; use --listener"
-        )
+    changelog = _changelog(args)
     start = start_time_ms(args.start_time) if args.start_time is not None else None
     table_cfs = None
     if args.table_cfs:
@@ -58,6 +76,7 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
         peer = subs.config(
             args.name,
             listener=args.listener,
+            changelog=changelog,
             threads=args.threads,
             start_time=start,
             payload_column=args.payload_column,
@@ -66,16 +85,21 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
             namespaces=namespaces,
             enabled=not args.disabled,
         )
-        validate_sink_config(peer)  # the listener and the filter hook import here too
+        validate_sink_config(peer)  # the listener, the filter hook and the change log's URL are checked here
         subs.add(peer)
         added = subs.get(args.name)
     if args.json:
         print(json.dumps(describe(added)))
         return 0
     info = describe(added)
+    target = (
+        f"Parquet change log {info['parquet']}"
+        if info["parquet"]
+        else f"listener {info['listener']}, {info['threads']} thread(s)"
+    )
     print(
-        f"added subscription {added.peer_id} ({info['state']}): listener {info['listener']}, "
-        f"{info['threads']} thread(s), start time {info['start_time_iso'] or '-'} -> {added.cluster_key}"
+        f"added subscription {added.peer_id} ({info['state']}): {target}, "
+        f"start time {info['start_time_iso'] or '-'} -> {added.cluster_key}"
     )
     return 0
 
@@ -83,9 +107,11 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
 def _line(info: dict[str, object]) -> str:
     cfs = info["table_cfs"]
     scope = ";".join(sorted(cfs)) if isinstance(cfs, dict) else "-"
+    target = f"parquet {info['parquet']}" if info["parquet"] else f"listener {info['listener']}"
     return (
-        f"{info['name']!s:<12} {info['state']!s:<9} {info['threads']!s:<7} {info['start_time_iso'] or '-'!s:<29} "
-        f"{info['payload_column'] or '-'!s:<14} {scope:<16} {info['filter'] or '-'!s:<20} {info['listener']}"
+        f"{info['name']!s:<12} {info['state']!s:<9} {info['threads'] or '-'!s:<7} "
+        f"{info['start_time_iso'] or '-'!s:<29} {info['payload_column'] or '-'!s:<14} {scope:<16} "
+        f"{info['filter'] or '-'!s:<20} {target}"
     )
 
 
@@ -98,7 +124,7 @@ def cmd_subscription_list(args: argparse.Namespace) -> int:
         return 0
     print(
         f"{'NAME':<12} {'STATE':<9} {'THREADS':<7} {'START_TIME':<29} {'PAYLOAD':<14} {'TABLES':<16} "
-        f"{'FILTER':<20} LISTENER"
+        f"{'FILTER':<20} TARGET"
     )
     for info in infos:
         print(_line(info))
@@ -146,7 +172,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     sub_sub = subscription.add_subparsers(dest="subscription_command", required=True, metavar="SUBSCRIPTION_COMMAND")
     add = sub_sub.add_parser(
-        "add", help="add a subscription (a walship-managed peer whose sink is a listener); enabled unless --disabled"
+        "add",
+        help="add a subscription (a walship-managed peer whose sink is a listener or a Parquet change log); "
+        "enabled unless --disabled",
     )
     add.add_argument("name", help="the subscription's name (its peer id: letters, digits, '_' and '.')")
     target = add.add_mutually_exclusive_group(required=True)
@@ -155,7 +183,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="NAME_OR_MODULE:CLASS",
         help="a name of the walship.listeners entry points, or module:Class (constructed with no arguments)",
     )
-    target.add_argument("--parquet", metavar="URL", help="a Parquet change log (not available yet)")
+    target.add_argument(
+        "--parquet",
+        metavar="URL",
+        help="write the events into a Parquet change log at URL (any fsspec URL, or a path), partitioned by table "
+        "and date",
+    )
     add.add_argument("--table-cfs", help="only these: 'ns.table:cf1,cf2;table2' (HBase's format)")
     add.add_argument("--namespaces", help="only these namespaces: a,b")
     add.add_argument(
@@ -165,9 +198,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "everything in the WALs queued for it)",
     )
     add.add_argument(
-        "--threads", default="1", metavar="N", help="workers rows are hashed over; one row, one worker (default 1)"
+        "--threads", metavar="N", help="listener only: workers rows are hashed over; one row, one worker (default 1)"
     )
-    add.add_argument("--payload-column", metavar="FAMILY:QUALIFIER", help="this column's value is the event's payload")
+    add.add_argument(
+        "--payload-column", metavar="FAMILY:QUALIFIER", help="listener only: this column's value is the event's payload"
+    )
     add.add_argument("--filter", metavar="MODULE:CALLABLE", help="called with each event; falsy drops it")
     add.add_argument("--disabled", action="store_true", help="add the subscription disabled")
     add.add_argument("--json", action="store_true")

@@ -27,7 +27,7 @@ from walship import defaults
 from walship.errors import ConfigError, InvalidWalNameError, ReplayGapError
 from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
-from walship.sinks.base import FilteredEntry, Sink, SinkContext, create_sink
+from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
 from walship.wal.names import WalName, parse_wal_name
 from walship.wal.reader import WalReader
 from walship.zk import ZnodeLayout
@@ -51,6 +51,11 @@ class ReplayReport:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def add(self, stats: ApplyStats, entries: int) -> None:
+        """Count a batch of ``entries`` the sink applied (less those it had nothing to do for)."""
+        self.cells_shipped += stats.cells
+        self.entries_shipped += entries - stats.passed_over
 
 
 @dataclass(frozen=True)
@@ -176,12 +181,10 @@ def replay(
                     if kept is not None:
                         batch.append(kept)
                     if len(batch) >= batch_entries:
-                        report.cells_shipped += sink.apply(batch, f.name.name).cells
-                        report.entries_shipped += len(batch)
+                        report.add(sink.apply(batch, f.name.name), len(batch))
                         batch = []
             if batch:
-                report.cells_shipped += sink.apply(batch, f.name.name).cells
-                report.entries_shipped += len(batch)
+                report.add(sink.apply(batch, f.name.name), len(batch))
     finally:
         sink.close()
     log.info(

@@ -4,7 +4,8 @@ A subscription ``NAME`` is a peer written as ``walship peer add`` writes one (HB
 peer-state DISABLED, ``walship.managed=true``, walship's own switch), with
 ``walship.subscription=true`` and ``walship.sink.protocol=sep`` in its configuration, and a
 cluster key pointing at ``<parent>/replication/walship/subscriptions/NAME`` of the source's
-own ZooKeeper. That znode holds an ``hbaseid`` with a fresh cluster id in HBase's encoding,
+own ZooKeeper (a Parquet change log instead has ``walship.sink.protocol=changelog`` and
+``walship.changelog.url``). That znode holds an ``hbaseid`` with a fresh cluster id in HBase's encoding,
 so the shipper reads the "peer cluster's" id and prevents loops exactly as for a real peer;
 HBase enqueues WALs for it like for any peer, and everything a peer has (queues, positions,
 locks, failover claims, progress records, status) a subscription has too.
@@ -13,6 +14,7 @@ Example::
 
     subs = Subscriptions(client, ZnodeLayout("/hbase"), "zk1:2181,zk2:2181")
     subs.add(subs.config("indexer", listener="mypackage.indexer:Indexer", threads=4))
+    subs.add(subs.config("audit", changelog="hdfs://nn/changelog/audit"))
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from walship.errors import ConfigError, PeerError, PeerExistsError, PeerNotFoundError
+from walship.errors import ConfigError, InvalidPeerConfigError, PeerError, PeerExistsError, PeerNotFoundError
 from walship.sep.config import (
+    CHANGELOG_PROTOCOL,
+    CHANGELOG_URL_KEY,
     FILTER_KEY,
     LISTENER_KEY,
     PAYLOAD_COLUMN_KEY,
     PROTOCOL,
+    PROTOCOL_KEY,
     START_TIME_KEY,
     THREADS_KEY,
     SepSettings,
@@ -53,8 +58,6 @@ __all__ = ["Subscriptions", "describe", "subscription_cluster_key"]
 
 log = logging.getLogger(__name__)
 
-#: the sink protocol key (as :mod:`walship.sinks.base` names it; this layer sits below sinks)
-_SINK_PROTOCOL_KEY = "walship.sink.protocol"
 _HOST_RE = re.compile(r"^([^:,\s/]+)(?::(\d{1,5}))?$")
 
 
@@ -89,12 +92,16 @@ def describe(peer: PeerConfig) -> dict[str, Any]:
     start_iso = None
     if start.lstrip("-").isdigit():
         start_iso = datetime.datetime.fromtimestamp(int(start) / 1000, datetime.UTC).isoformat(timespec="milliseconds")
-    threads = conf.get(THREADS_KEY, "1")
+    parquet = conf.get(CHANGELOG_URL_KEY) if conf.get(PROTOCOL_KEY) == CHANGELOG_PROTOCOL else None
+    threads: str | int | None = None if parquet else conf.get(THREADS_KEY, "1")
+    if isinstance(threads, str) and threads.strip().isdigit():
+        threads = int(threads)
     return {
         "name": peer.peer_id,
         "state": "ENABLED" if peer.enabled else "DISABLED",
         "listener": conf.get(LISTENER_KEY),
-        "threads": int(threads) if threads.strip().isdigit() else threads,
+        "parquet": parquet,
+        "threads": threads,
         "start_time": int(start) if start_iso else None,
         "start_time_iso": start_iso,
         "payload_column": conf.get(PAYLOAD_COLUMN_KEY),
@@ -121,8 +128,9 @@ class Subscriptions:
         self,
         name: str,
         *,
-        listener: str,
-        threads: int | str = 1,
+        listener: str | None = None,
+        changelog: str | None = None,
+        threads: int | str | None = None,
         start_time: int | None = None,
         payload_column: str | None = None,
         filter: str | None = None,
@@ -130,19 +138,25 @@ class Subscriptions:
         namespaces: Iterable[str] | None = None,
         enabled: bool = True,
     ) -> PeerConfig:
-        """The peer of a new subscription (not written; :meth:`add` writes it).
+        """The peer of a new subscription (not written; :meth:`add` writes it): its events go
+        to ``listener`` or into the Parquet change log at the URL ``changelog`` (one of them;
+        ``threads`` and ``payload_column`` are a listener's only).
 
-        :raises InvalidPeerConfigError: a bad name or setting (the listener itself is checked
-            by the sink, :func:`walship.sinks.base.validate_sink_config`).
+        :raises InvalidPeerConfigError: a bad name or setting (the listener, the filter hook
+            and the change log's URL are checked by the sink,
+            :func:`walship.sinks.base.validate_sink_config`).
         """
         validate_peer_id(name)
-        configuration = {
-            _SINK_PROTOCOL_KEY: PROTOCOL,
-            MANAGED_KEY: "true",
-            SUBSCRIPTION_KEY: "true",
-            LISTENER_KEY: listener,
-            THREADS_KEY: str(threads).strip(),
-        }
+        if (listener is None) == (changelog is None):
+            raise InvalidPeerConfigError(f"subscription {name}: give a listener or a change log URL (one of them)")
+        configuration = {MANAGED_KEY: "true", SUBSCRIPTION_KEY: "true"}
+        if changelog is not None:
+            configuration |= {PROTOCOL_KEY: CHANGELOG_PROTOCOL, CHANGELOG_URL_KEY: changelog}
+        else:
+            assert listener is not None
+            configuration |= {PROTOCOL_KEY: PROTOCOL, LISTENER_KEY: listener, THREADS_KEY: "1"}
+        if threads is not None:  # a change log refuses it, naming the key (SepSettings.of)
+            configuration[THREADS_KEY] = str(threads).strip()
         if start_time is not None:
             configuration[START_TIME_KEY] = str(start_time)
         if payload_column is not None:

@@ -66,6 +66,7 @@ _BUILTIN = {
     "thrift1": "walship.sinks.hbase:ThriftSink",
     "thrift2": "walship.sinks.hbase2:Thrift2Sink",
     "sep": "walship.sinks.sep:SepSink",
+    "changelog": "walship.sinks.changelog:ChangeLogSink",
 }
 
 
@@ -88,6 +89,9 @@ class ApplyStats:
     deadlettered: int = 0
     tags_dropped: int = 0
     retries: int = 0
+    #: entries of the batch the sink had nothing to do for (a subscription's entries before
+    #: its start time, or whose every event its filter hook dropped)
+    passed_over: int = 0
     #: the last time the sink slept before retrying: (seconds, why)
     last_backoff: tuple[float, str] | None = None
 
