@@ -11,17 +11,18 @@ position it has reached (see :meth:`walship.replicate.shipper.Shipper.ship_held_
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from walship.replicate.filters import EntryFilter
 from walship.replicate.summary import PendingProgress, QueueSummary
-from walship.sinks.base import FilteredEntry, Sink
+from walship.sinks.base import ApplyStats, FilteredEntry, Sink
 from walship.wal.model import WalEntry
 from walship.wal.names import parse_wal_name
 from walship.zk import PeerConfig, QueueId, QueueInfo
 from walship.zk.queues import WalPosition
 
-__all__ = ["Feed", "Member", "group_key", "wal_order"]
+__all__ = ["Batch", "Feed", "Member", "group_key", "wal_order"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,22 @@ class Feed:
     sink: Sink
 
 
+@dataclass(frozen=True)
+class Batch:
+    """A batch cut from one WAL for one queue: its entries left after filtering, and where
+    the queue's position goes once they are applied.
+
+    :param read: entries read (kept or filtered out); ``size`` their bytes in the WAL.
+    """
+
+    wal: WalPosition
+    entries: list[FilteredEntry]
+    read: int
+    size: int
+    position: int
+    last_write_time: int | None
+
+
 @dataclass
 class Member:
     """A fed queue during one pass: its WALs, and the batch it is cutting in the current WAL."""
@@ -65,6 +82,9 @@ class Member:
     size: int = 0
     position: int = 0
     last_write_time: int | None = None
+    wire: int = 0  # estimated bytes the sink sends for the batch
+    started: int = 0  # batches handed to the sink this pass
+    inflight: tuple[Future[ApplyStats], Batch] | None = None
 
     def __post_init__(self) -> None:
         self.index = {wp.name: i for i, wp in enumerate(self.queue.wals)}
@@ -83,19 +103,35 @@ class Member:
         self.reset()
 
     def reset(self) -> None:
-        self.batch, self.read, self.size, self.last_write_time = [], 0, 0, None
+        self.batch, self.read, self.size, self.wire, self.last_write_time = [], 0, 0, 0, None
+
+    def full(self, entries: int, wire_bytes: int) -> bool:
+        """The batch holds ``entries`` entries, or about ``wire_bytes`` for the sink to send,
+        or four times that in WAL bytes (a queue whose filter drops most still moves on)."""
+        return self.read >= entries or self.wire >= wire_bytes or self.size >= 4 * wire_bytes
+
+    def cut(self) -> Batch:
+        """The batch read so far; the member starts a new one at its position."""
+        assert self.wal is not None
+        batch = Batch(self.wal, self.batch, self.read, self.size, self.position, self.last_write_time)
+        self.reset()
+        return batch
 
     def take(self, entry: WalEntry) -> bool:
         """Offer an entry; ``False`` when it lies before the queue's position (shipped already)."""
         if self.stopped or entry.offset < self.position:
             return False
         self.read += 1
-        self.size += entry.end_offset - entry.offset
+        size = entry.end_offset - entry.offset
+        self.size += size
         kept = self.feed.entry_filter.apply(entry)
         if kept is None:
             self.qs.entries_filtered += 1
         else:
             self.batch.append(kept)
+            # the kept cells' share of the entry's bytes: what the sink sends, near enough
+            n = len(entry.cells)
+            self.wire += size if len(kept.cells) == n else size * len(kept.cells) // max(n, 1)
         self.position = entry.end_offset
         self.last_write_time = entry.key.write_time
         return True

@@ -28,12 +28,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from kazoo.client import KazooClient
 
 from walship import defaults
 from walship.errors import ConfigError, QueueNotFoundError, WalError, WalshipError
-from walship.replicate.feeds import Feed, Member, group_key, wal_order
+from walship.replicate.feeds import Batch, Feed, Member, group_key, wal_order
 from walship.replicate.filters import EntryFilter
 from walship.replicate.planning import Planner, close_grace
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, PendingProgress, QueueSummary
@@ -62,6 +63,11 @@ class Shipper:
         see :func:`walship.sinks.base.create_sink`).
     :param holder: names this shipper in the queue locks (default: this process).
     :param lock_timeout: seconds to wait for a queue another shipper holds (0: skip it).
+    :param pipeline: apply a full batch in the background while the next one is read (one
+        batch in flight per queue; positions are still committed in order, each only after
+        its batch was applied).
+    :param batch_bytes: a batch is cut at about this many bytes for the sink to send (the
+        kept cells' share of the WAL bytes read), or four times it in WAL bytes.
     """
 
     def __init__(
@@ -75,6 +81,7 @@ class Shipper:
         holder: Holder | None = None,
         sink_factory: Callable[[PeerConfig], Sink] | None = None,
         lock_timeout: float = defaults.LOCK_WAIT,
+        pipeline: bool = True,
     ) -> None:
         if batch_bytes <= 0 or batch_entries <= 0:
             raise ConfigError(f"batch limits must be > 0, got {batch_bytes} bytes / {batch_entries} entries")
@@ -92,6 +99,8 @@ class Shipper:
         self.queues: ReplicationQueues = self.planner.queues
         self.peers: ReplicationPeers = self.planner.peers
         self.progress = ProgressStore(client, layout)
+        self.pipeline = pipeline
+        self._executor: ThreadPoolExecutor | None = None
         #: WAL files opened and bytes read by this shipper's passes
         self.read_stats = ReadStats()
         self._progress: dict[tuple[str, str, str], PendingProgress] = {}
@@ -385,7 +394,12 @@ class Shipper:
                 log.info("recovered queue %s/%s drained and removed", m.feed.server, m.feed.queue_id)
 
     def _read_wal(self, name: str, part: list[Member], max_batches: int | None) -> None:
-        """Read one WAL once, from the lowest position of ``part``, feeding each member."""
+        """Read one WAL once, from the lowest position of ``part``, feeding each member.
+
+        A full batch goes to its sink in the background while the reading goes on (one batch
+        in flight per queue); its position is committed before the queue's next batch is
+        handed over, and every batch is settled before the WAL's end is looked at.
+        """
         loc = self.walstore.locate(name)
         with self.walstore.open(loc, self.read_stats) as f:
             reader = WalReader(f, loc.path)
@@ -396,9 +410,9 @@ class Shipper:
                 for entry in reader.entries(start):
                     live = False
                     for m in part:
-                        if m.take(entry) and (m.read >= self.batch_entries or m.size >= self.batch_bytes):
-                            self._flush_member(m)
-                            if max_batches is not None and m.qs.batches >= max_batches:
+                        if m.take(entry) and m.full(self.batch_entries, self.batch_bytes):
+                            self._hand_over(m, background=self.pipeline)
+                            if max_batches is not None and m.started >= max_batches:
                                 m.stopped = True
                         live = live or not m.stopped
                     if not live:
@@ -407,8 +421,11 @@ class Shipper:
                 # ship what was read before the bad entry, so each position points at it
                 for m in part:
                     if not m.stopped and m.read:
-                        self._flush_member(m)
+                        self._hand_over(m, background=False)
                 raise
+            finally:
+                for m in part:
+                    self._settle(m)
             for m in part:
                 if m.stopped:
                     continue
@@ -434,7 +451,7 @@ class Shipper:
                 reader.stop_offset,
             )
         if m.read or m.position != m.wal.position:
-            self._flush_member(m)
+            self._hand_over(m, background=False)
             if m.stopped:
                 return  # the batch failed: the WAL stays, at the position before it
         if why is None:
@@ -444,42 +461,64 @@ class Shipper:
         self.queues.remove_wals(m.feed.server, m.feed.queue_id, [m.wal.name])
         m.qs.wals_removed.append(m.wal.name)
 
-    def _flush_member(self, m: Member) -> None:
-        """Apply the member's batch; only then commit its position. A failure stops the member."""
-        assert m.wal is not None
+    def _hand_over(self, m: Member, *, background: bool) -> None:
+        """Give the member's batch to its sink, after settling the one before it. In the
+        background the reading goes on meanwhile; otherwise it is applied and committed now."""
+        batch = m.cut()
+        self._settle(m)
+        if m.stopped:
+            return  # the batch before failed: this one is dropped, read again next time
+        m.started += 1 if batch.read else 0
+        if background and batch.entries:
+            m.inflight = (self._applier().submit(m.feed.sink.apply, batch.entries, batch.wal.name), batch)
+            return
         try:
-            self._flush(m)
+            stats = m.feed.sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
+            self._commit(m, batch, stats)
         except _STOP_ERRORS as exc:
             self._stop(m, exc)
-        m.reset()
 
-    def _flush(self, m: Member) -> None:
-        feed, qs, progress, wal, batch = m.feed, m.qs, m.progress, m.wal, m.batch
-        assert wal is not None
-        stats = feed.sink.apply(batch, wal.name) if batch else ApplyStats()
-        # only now, with the batch applied, may the position move past it
-        self.queues.set_position(feed.server, feed.queue_id, wal.name, m.position)
-        if m.read:  # a move past a header alone is no batch
+    def _settle(self, m: Member) -> None:
+        """Wait for the member's batch in flight, if any, and commit its position."""
+        if m.inflight is None:
+            return
+        future, batch = m.inflight
+        m.inflight = None
+        try:
+            self._commit(m, batch, future.result())
+        except _STOP_ERRORS as exc:
+            self._stop(m, exc)
+
+    def _applier(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="walship-apply")
+        return self._executor
+
+    def _commit(self, m: Member, batch: Batch, stats: ApplyStats) -> None:
+        """The batch is applied: only now may the queue's position move past it."""
+        feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
+        self.queues.set_position(feed.server, feed.queue_id, wal.name, batch.position)
+        if batch.read:  # a move past a header alone is no batch
             qs.batches += 1
             progress.add("batches", 1)
         qs.status = "shipped"
-        qs.entries_read += m.read
-        qs.bytes_read += m.size
-        qs.entries_shipped += len(batch)
+        qs.entries_read += batch.read
+        qs.bytes_read += batch.size
+        qs.entries_shipped += len(batch.entries) - stats.passed_over
         qs.cells_shipped += stats.cells
         qs.incompatible_skipped += stats.incompatible_skipped
         qs.deadlettered += stats.deadlettered
         qs.tags_dropped += stats.tags_dropped
         qs.sink_retries += stats.retries
-        qs.positions[wal.name] = m.position
-        if batch:
-            qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch[-1].entry.key.write_time)
-        progress.add("entries_shipped", len(batch))
+        qs.positions[wal.name] = batch.position
+        if batch.entries:
+            qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch.entries[-1].entry.key.write_time)
+        progress.add("entries_shipped", len(batch.entries) - stats.passed_over)
         progress.add("cells_shipped", stats.cells)
-        progress.add("bytes_shipped", m.size)
-        progress.last_wal, progress.last_position = wal.name, m.position
-        if m.last_write_time is not None:
-            progress.last_write_time = m.last_write_time
+        progress.add("bytes_shipped", batch.size)
+        progress.last_wal, progress.last_position = wal.name, batch.position
+        if batch.last_write_time is not None:
+            progress.last_write_time = batch.last_write_time
         if stats.last_backoff is not None:
             progress.backoff = stats.last_backoff
         self._write_progress(feed.peer, feed.server, feed.queue_id, progress, qs, final=False)
@@ -487,9 +526,9 @@ class Shipper:
             "queue %s/%s: batch of %d entries (%d shipped, %d bytes) applied; %s position %d",
             feed.server,
             feed.queue_id,
-            m.read,
-            len(batch),
-            m.size,
+            batch.read,
+            len(batch.entries),
+            batch.size,
             wal.name,
-            m.position,
+            batch.position,
         )
