@@ -16,6 +16,7 @@ from sep_listeners import FAIL_ENV, OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
+from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
 from walship.replicate.tailer import Tailer, TailSummary
@@ -176,3 +177,29 @@ def test_tail_follows_several_peers_with_one_read(
     # the subscription's queue was kept, not dropped: its position never passed the refused row
     events = read_events(str(tmp_path / "events.jsonl"))
     assert "fail-once" not in {e["row"] for e in events}
+
+
+def test_a_dead_servers_queues_are_claimed_and_drained_for_peers_and_subscriptions(
+    abc: tuple[Cluster, Cluster, Cluster], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b, c = abc
+    for i in range(40):
+        a.table().put(b"r%02d" % i, {b"r:q": b"%d" % i})
+    admin = AdminClient(a.mc.admin)
+    owner = next(rs["name"] for rs in admin.info()["regionservers"] if rs["regions"])
+    admin.abort_rs(owner)
+    for i in range(40, 50):
+        a.table().put(b"r%02d" % i, {b"r:q": b"%d" % i})
+    code, out = ship_json(a, capsys, "--peer", "1,2,subs")
+    assert code == 0, out
+    claimed = {(x["dead_server"], x["queue_id"]) for x in out["peers"][0]["claimed"]}
+    assert {(owner, "1"), (owner, "2"), (owner, "subs")} <= claimed
+    for peer in out["peers"]:  # each recovered queue drained and deleted
+        assert any(q["queue_removed"] for q in peer["queues"]), peer
+    assert contents(b) == contents(a, b"r") == contents(c) and len(contents(b)) == 50
+    events = read_events(str(tmp_path / "events.jsonl"))
+    keys = [(e["wal"], e["offset"], e["row"]) for e in events]
+    assert len(keys) == len(set(keys)) and {e["row"] for e in events} == {f"r{i:02d}" for i in range(50)}
+    with zk_client(a.zk_hosts) as client:
+        queues = ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues()
+    assert all(not q.recovered for q in queues) and owner not in {q.server for q in queues}
