@@ -15,7 +15,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from walship.replicate.filters import EntryFilter
-from walship.replicate.summary import PendingProgress, QueueSummary
+from walship.replicate.progressbook import PendingProgress
+from walship.replicate.summary import QueueSummary
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
 from walship.wal.model import WalEntry
 from walship.wal.names import parse_wal_name

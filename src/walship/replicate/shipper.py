@@ -33,14 +33,15 @@ from concurrent.futures import ThreadPoolExecutor
 from kazoo.client import KazooClient
 
 from walship import defaults
-from walship.errors import ConfigError, QueueNotFoundError, WalError, WalshipError
-from walship.replicate.feeds import Batch, Feed, Member, group_key, wal_order
+from walship.errors import ConfigError
+from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
+from walship.replicate.grouppass import STOP_ERRORS, GroupPass
 from walship.replicate.planning import Planner, close_grace
-from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, PendingProgress, QueueSummary
-from walship.replicate.walstore import ReadStats, WalLocation, WalStore
-from walship.sinks.base import ApplyStats, Sink, SinkContext, create_sink
-from walship.wal.reader import WalReader
+from walship.replicate.progressbook import ProgressBook
+from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
+from walship.replicate.walstore import ReadStats, WalStore
+from walship.sinks.base import Sink, SinkContext, create_sink
 from walship.zk import PeerConfig, QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
 from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder
@@ -49,11 +50,6 @@ from walship.zk.progress import ProgressStore
 __all__ = ["SUMMED_FIELDS", "Feed", "PeerSummary", "QueueSummary", "Shipper"]
 
 log = logging.getLogger(__name__)
-
-#: What stops one queue of a pass (the others go on): walship's errors and ZooKeeper's.
-_STOP_ERRORS: tuple[type[BaseException], ...] = (WalshipError, *KAZOO_ERRORS)
-#: Seconds between two progress writes of one queue while it ships.
-PROGRESS_INTERVAL = 1.0
 
 
 class Shipper:
@@ -103,7 +99,7 @@ class Shipper:
         self._executor: ThreadPoolExecutor | None = None
         #: WAL files opened and bytes read by this shipper's passes
         self.read_stats = ReadStats()
-        self._progress: dict[tuple[str, str, str], PendingProgress] = {}
+        self.book = ProgressBook(self.progress)
 
     def _default_sink(self, peer: PeerConfig) -> Sink:
         return create_sink(peer, SinkContext(self.walstore.root))
@@ -225,7 +221,8 @@ class Shipper:
                         )
                     )
                 except KAZOO_ERRORS as exc:
-                    out[i] = self._failed(feed.peer, QueueSummary(feed.server, feed.queue_id), translate(exc, name))
+                    qs = QueueSummary(feed.server, feed.queue_id)
+                    out[i] = self.book.failed(feed.peer.peer_id, qs, translate(exc, name))
                     continue
                 if lock.held:
                     held.append(i)
@@ -268,267 +265,42 @@ class Shipper:
         :param flush_progress: write the queues' progress records now; a tailer, which calls
             this many times a second, passes ``False`` and has them written once a second.
         """
+        group = GroupPass(
+            self.walstore,
+            self.planner,
+            self.book,
+            self.read_stats,
+            batch_entries=self.batch_entries,
+            batch_bytes=self.batch_bytes,
+            applier=self._applier if self.pipeline else None,
+        )
         members: list[Member] = []
         summaries: list[QueueSummary] = []
         for feed in feeds:
             qs = QueueSummary(feed.server, feed.queue_id, holder=self.holder.to_json())
             summaries.append(qs)
-            progress = self._progress.setdefault((feed.peer.peer_id, feed.server, feed.queue_id), PendingProgress())
+            progress = self.book.pending(feed.peer.peer_id, feed.server, feed.queue_id)
             try:
                 wals = self.queues.wals(feed.server, feed.queue_id)
                 queue = QueueInfo(feed.server, QueueId.parse(feed.queue_id), tuple(wals))
                 members.append(Member(feed, qs, progress, queue, close_grace(feed.peer)))
-            except _STOP_ERRORS as exc:
-                self._stopped(feed, qs, progress, exc)
-        self._ship_members(members, max_batches)
+            except STOP_ERRORS as exc:
+                group.stopped(feed, qs, progress, exc)
+        group.run(members, max_batches)
         for m in members:
             if m.qs.status in ("error", "moved"):
                 continue
             try:
-                self._write_progress(
-                    m.feed.peer, m.feed.server, m.feed.queue_id, m.progress, m.qs, final=flush_progress
-                )
-            except _STOP_ERRORS as exc:
-                self._stop(m, exc)
+                self.book.write(m.feed.peer.peer_id, m.progress, m.qs, final=flush_progress)
+            except STOP_ERRORS as exc:
+                group.stop(m, exc)
         return summaries
-
-    def _stop(self, m: Member, exc: BaseException) -> None:
-        """Stop a member for this pass (the others go on)."""
-        m.stopped = True
-        self._stopped(m.feed, m.qs, m.progress, exc)
-
-    def _stopped(self, feed: Feed, qs: QueueSummary, progress: PendingProgress, exc: BaseException) -> None:
-        """A queue moved (claimed or removed meanwhile) or failed: say so in its summary."""
-        name = f"queue {feed.server}/{feed.queue_id}"
-        if isinstance(exc, QueueNotFoundError):
-            qs.status = "moved"
-            qs.message = str(exc)
-            log.info("%s moved while shipping: %s", name, exc)
-        else:
-            err = exc if isinstance(exc, WalshipError) else translate(exc, name)
-            self._failed(feed.peer, qs, err, progress)
-
-    def _failed(
-        self, peer: PeerConfig, qs: QueueSummary, exc: WalshipError, progress: PendingProgress | None = None
-    ) -> QueueSummary:
-        """Record a queue's failure in its summary and (when ZooKeeper answers) its record."""
-        qs.status = "error"
-        qs.error = f"queue {qs.server}/{qs.queue_id} of peer {peer.peer_id}: {exc}"
-        qs.exception = exc
-        log.error("%s", qs.error)
-        self._progress.pop((peer.peer_id, qs.server, qs.queue_id), None)
-        with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
-            self._record(peer.peer_id, qs.server, qs.queue_id, progress or PendingProgress(), error=qs.error)
-        return qs
 
     def flush_progress(self) -> None:
         """Write every queue's progress not written yet (a tailer calls this as it stops)."""
-        for (peer_id, server, queue_id), progress in list(self._progress.items()):
-            if progress.counters or progress.last_wal is not None:
-                with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
-                    self._record(peer_id, server, queue_id, progress)
-        self._progress.clear()
-
-    def _record(
-        self, peer_id: str, server: str, queue_id: str, progress: PendingProgress, *, error: str | None = None
-    ) -> None:
-        """Write what ``progress`` holds into the queue's record, with ``error`` or clearing it."""
-        self.progress.record(
-            peer_id,
-            server,
-            queue_id,
-            counters=progress.counters,
-            last_wal=progress.last_wal,
-            last_position=progress.last_position,
-            last_write_time=progress.last_write_time,
-            backoff=progress.backoff,
-            error=error,
-            clear_error=error is None,
-        )
-        progress.counters.clear()
-        progress.last_wal = progress.last_position = progress.last_write_time = progress.backoff = None
-        progress.written_at = time.monotonic()
-
-    def _write_progress(
-        self, peer: PeerConfig, server: str, queue_id: str, progress: PendingProgress, qs: QueueSummary, *, final: bool
-    ) -> None:
-        """Write the queue's progress record: at most every PROGRESS_INTERVAL, and at the end."""
-        if qs.queue_removed:
-            self._progress.pop((peer.peer_id, server, queue_id), None)
-            self.progress.remove(peer.peer_id, server, queue_id)
-            return
-        if not progress.counters and progress.last_wal is None:
-            return  # nothing new: the record stays as it is
-        if not final and time.monotonic() - progress.written_at < PROGRESS_INTERVAL:
-            return
-        self._record(peer.peer_id, server, queue_id, progress)
-
-    def _ship_members(self, members: list[Member], max_batches: int | None) -> None:
-        """The pass: each WAL of the group once, in queue order, fed to the queues holding it."""
-        names = sorted({wp.name for m in members for wp in m.queue.wals}, key=wal_order)
-        for name in names:
-            part = [m for m in members if m.wants(name)]
-            for m in part:
-                if max_batches is not None and m.qs.batches >= max_batches:
-                    m.stopped = True
-            part = [m for m in part if not m.stopped]
-            if not part:
-                continue
-            try:
-                self._read_wal(name, part, max_batches)
-            except _STOP_ERRORS as exc:
-                for m in part:
-                    if not m.stopped:
-                        self._stop(m, exc)
-        for m in members:
-            if m.qs.status in ("error", "moved") or not m.queue.recovered:
-                continue
-            if len(m.qs.wals_removed) == len(m.queue.wals):
-                # drained, or empty when claimed: HBase deletes such a recovered queue, so do we
-                try:
-                    self.queues.remove_queue(m.feed.server, m.feed.queue_id)
-                except _STOP_ERRORS as exc:
-                    self._stop(m, exc)
-                    continue
-                m.qs.queue_removed = True
-                log.info("recovered queue %s/%s drained and removed", m.feed.server, m.feed.queue_id)
-
-    def _read_wal(self, name: str, part: list[Member], max_batches: int | None) -> None:
-        """Read one WAL once, from the lowest position of ``part``, feeding each member.
-
-        A full batch goes to its sink in the background while the reading goes on (one batch
-        in flight per queue); its position is committed before the queue's next batch is
-        handed over, and every batch is settled before the WAL's end is looked at.
-        """
-        loc = self.walstore.locate(name)
-        with self.walstore.open(loc, self.read_stats) as f:
-            reader = WalReader(f, loc.path)
-            for m in part:
-                m.begin(name)
-            start = min(m.position for m in part) or None
-            try:
-                for entry in reader.entries(start):
-                    live = False
-                    for m in part:
-                        if m.take(entry) and m.full(self.batch_entries, self.batch_bytes):
-                            self._hand_over(m, background=self.pipeline)
-                            if max_batches is not None and m.started >= max_batches:
-                                m.stopped = True
-                        live = live or not m.stopped
-                    if not live:
-                        return
-            except WalError:
-                # ship what was read before the bad entry, so each position points at it
-                for m in part:
-                    if not m.stopped and m.read:
-                        self._hand_over(m, background=False)
-                raise
-            finally:
-                for m in part:
-                    self._settle(m)
-            for m in part:
-                if m.stopped:
-                    continue
-                try:
-                    self._end_wal(m, loc, reader)
-                except _STOP_ERRORS as exc:
-                    self._stop(m, exc)
-
-    def _end_wal(self, m: Member, loc: WalLocation, reader: WalReader) -> None:
-        """A member read a WAL to its end: commit the rest, and drop the WAL once finished."""
-        assert m.wal is not None
-        # past the header of a WAL with no entries yet, so its unshipped bytes read 0
-        m.position = max(m.position, reader.stop_offset)
-        why = self.planner.wal_finished(m.queue, m.index[m.wal.name], loc, reader.has_trailer, m.grace)
-        if reader.incomplete_tail and why is not None:
-            torn = reader.edits_end - reader.stop_offset
-            m.qs.torn_tail_bytes += torn
-            log.warning(
-                "%s: %d bytes after offset %d are a torn last write of a closed WAL (a crash "
-                "before the write was acknowledged); not shipped",
-                loc.path,
-                torn,
-                reader.stop_offset,
-            )
-        if m.read or m.position != m.wal.position:
-            self._hand_over(m, background=False)
-            if m.stopped:
-                return  # the batch failed: the WAL stays, at the position before it
-        if why is None:
-            m.stopped = True  # the current WAL, or a rolled one not closed yet: more may be appended
-            return
-        log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, m.wal.name, why)
-        self.queues.remove_wals(m.feed.server, m.feed.queue_id, [m.wal.name])
-        m.qs.wals_removed.append(m.wal.name)
-
-    def _hand_over(self, m: Member, *, background: bool) -> None:
-        """Give the member's batch to its sink, after settling the one before it. In the
-        background the reading goes on meanwhile; otherwise it is applied and committed now."""
-        batch = m.cut()
-        self._settle(m)
-        if m.stopped:
-            return  # the batch before failed: this one is dropped, read again next time
-        m.started += 1 if batch.read else 0
-        if background and batch.entries:
-            m.inflight = (self._applier().submit(m.feed.sink.apply, batch.entries, batch.wal.name), batch)
-            return
-        try:
-            stats = m.feed.sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
-            self._commit(m, batch, stats)
-        except _STOP_ERRORS as exc:
-            self._stop(m, exc)
-
-    def _settle(self, m: Member) -> None:
-        """Wait for the member's batch in flight, if any, and commit its position."""
-        if m.inflight is None:
-            return
-        future, batch = m.inflight
-        m.inflight = None
-        try:
-            self._commit(m, batch, future.result())
-        except _STOP_ERRORS as exc:
-            self._stop(m, exc)
+        self.book.flush()
 
     def _applier(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="walship-apply")
         return self._executor
-
-    def _commit(self, m: Member, batch: Batch, stats: ApplyStats) -> None:
-        """The batch is applied: only now may the queue's position move past it."""
-        feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
-        self.queues.set_position(feed.server, feed.queue_id, wal.name, batch.position)
-        if batch.read:  # a move past a header alone is no batch
-            qs.batches += 1
-            progress.add("batches", 1)
-        qs.status = "shipped"
-        qs.entries_read += batch.read
-        qs.bytes_read += batch.size
-        qs.entries_shipped += len(batch.entries) - stats.passed_over
-        qs.cells_shipped += stats.cells
-        qs.incompatible_skipped += stats.incompatible_skipped
-        qs.deadlettered += stats.deadlettered
-        qs.tags_dropped += stats.tags_dropped
-        qs.sink_retries += stats.retries
-        qs.positions[wal.name] = batch.position
-        if batch.entries:
-            qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch.entries[-1].entry.key.write_time)
-        progress.add("entries_shipped", len(batch.entries) - stats.passed_over)
-        progress.add("cells_shipped", stats.cells)
-        progress.add("bytes_shipped", batch.size)
-        progress.last_wal, progress.last_position = wal.name, batch.position
-        if batch.last_write_time is not None:
-            progress.last_write_time = batch.last_write_time
-        if stats.last_backoff is not None:
-            progress.backoff = stats.last_backoff
-        self._write_progress(feed.peer, feed.server, feed.queue_id, progress, qs, final=False)
-        log.info(
-            "queue %s/%s: batch of %d entries (%d shipped, %d bytes) applied; %s position %d",
-            feed.server,
-            feed.queue_id,
-            batch.read,
-            len(batch.entries),
-            batch.size,
-            wal.name,
-            batch.position,
-        )

@@ -1,13 +1,11 @@
-"""What shipping did: per-queue and per-peer summaries, and a queue's progress not yet written
-to its record (see :class:`~walship.zk.progress.ProgressStore`)."""
+"""What shipping did: per-queue and per-peer summaries."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SUMMED_FIELDS", "PeerSummary", "PendingProgress", "QueueSummary"]
+__all__ = ["SUMMED_FIELDS", "PeerSummary", "QueueSummary"]
 
 #: The counters of a queue summary that add up across batches, passes and queues.
 SUMMED_FIELDS = (
@@ -96,18 +94,3 @@ class PeerSummary:
         out["totals"] = self.totals()
         out["queue_states"] = self.queue_states()
         return out
-
-
-@dataclass
-class PendingProgress:
-    """Progress of one queue not yet written to its record."""
-
-    counters: dict[str, int] = field(default_factory=dict)
-    last_wal: str | None = None
-    last_position: int | None = None
-    last_write_time: int | None = None
-    backoff: tuple[float, str] | None = None
-    written_at: float = field(default_factory=time.monotonic)
-
-    def add(self, key: str, value: int) -> None:
-        self.counters[key] = self.counters.get(key, 0) + value

@@ -1,0 +1,244 @@
+"""One pass over a group of queues that hold the same WALs (see :mod:`walship.replicate.feeds`):
+each WAL read once, from the lowest position of the queues over it, every entry offered to each
+queue's filter and batch, each batch applied by its queue's sink and only then its position
+committed. A full batch may be applied in the background while the next is read (one batch in
+flight per queue; positions still committed in order). An error stops its queue only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from walship.errors import QueueNotFoundError, WalError, WalshipError
+from walship.replicate.feeds import Batch, Feed, Member, wal_order
+from walship.replicate.planning import Planner
+from walship.replicate.progressbook import PendingProgress, ProgressBook
+from walship.replicate.summary import QueueSummary
+from walship.replicate.walstore import ReadStats, WalLocation, WalStore
+from walship.sinks.base import ApplyStats
+from walship.wal.reader import WalReader
+from walship.zk.client import KAZOO_ERRORS, translate
+
+__all__ = ["STOP_ERRORS", "GroupPass"]
+
+log = logging.getLogger(__name__)
+
+#: What stops one queue of a pass (the others go on): walship's errors and ZooKeeper's.
+STOP_ERRORS: tuple[type[BaseException], ...] = (WalshipError, *KAZOO_ERRORS)
+
+
+class GroupPass:
+    """Ships a group of queues once over their WALs.
+
+    :param applier: the executor that applies full batches in the background, or ``None`` to
+        apply each batch before the next is read.
+    """
+
+    def __init__(
+        self,
+        walstore: WalStore,
+        planner: Planner,
+        book: ProgressBook,
+        read_stats: ReadStats,
+        *,
+        batch_entries: int,
+        batch_bytes: int,
+        applier: Callable[[], ThreadPoolExecutor] | None,
+    ) -> None:
+        self.walstore = walstore
+        self.planner = planner
+        self.queues = planner.queues
+        self.book = book
+        self.read_stats = read_stats
+        self.batch_entries = batch_entries
+        self.batch_bytes = batch_bytes
+        self.pipeline = applier is not None
+        self._executor = applier
+
+    def _applier(self) -> ThreadPoolExecutor:
+        assert self._executor is not None
+        return self._executor()
+
+    def stop(self, m: Member, exc: BaseException) -> None:
+        """Stop a member for this pass (the others go on)."""
+        m.stopped = True
+        self.stopped(m.feed, m.qs, m.progress, exc)
+
+    def stopped(self, feed: Feed, qs: QueueSummary, progress: PendingProgress, exc: BaseException) -> None:
+        """A queue moved (claimed or removed meanwhile) or failed: say so in its summary."""
+        name = f"queue {feed.server}/{feed.queue_id}"
+        if isinstance(exc, QueueNotFoundError):
+            qs.status = "moved"
+            qs.message = str(exc)
+            log.info("%s moved while shipping: %s", name, exc)
+        else:
+            err = exc if isinstance(exc, WalshipError) else translate(exc, name)
+            self.book.failed(feed.peer.peer_id, qs, err, progress)
+
+    def run(self, members: list[Member], max_batches: int | None) -> None:
+        """The pass: each WAL of the group once, in queue order, fed to the queues holding it."""
+        names = sorted({wp.name for m in members for wp in m.queue.wals}, key=wal_order)
+        for name in names:
+            part = [m for m in members if m.wants(name)]
+            for m in part:
+                if max_batches is not None and m.qs.batches >= max_batches:
+                    m.stopped = True
+            part = [m for m in part if not m.stopped]
+            if not part:
+                continue
+            try:
+                self._read_wal(name, part, max_batches)
+            except STOP_ERRORS as exc:
+                for m in part:
+                    if not m.stopped:
+                        self.stop(m, exc)
+        for m in members:
+            if m.qs.status in ("error", "moved") or not m.queue.recovered:
+                continue
+            if len(m.qs.wals_removed) == len(m.queue.wals):
+                # drained, or empty when claimed: HBase deletes such a recovered queue, so do we
+                try:
+                    self.queues.remove_queue(m.feed.server, m.feed.queue_id)
+                except STOP_ERRORS as exc:
+                    self.stop(m, exc)
+                    continue
+                m.qs.queue_removed = True
+                log.info("recovered queue %s/%s drained and removed", m.feed.server, m.feed.queue_id)
+
+    def _read_wal(self, name: str, part: list[Member], max_batches: int | None) -> None:
+        """Read one WAL once, from the lowest position of ``part``, feeding each member.
+
+        A full batch goes to its sink in the background while the reading goes on (one batch
+        in flight per queue); its position is committed before the queue's next batch is
+        handed over, and every batch is settled before the WAL's end is looked at.
+        """
+        loc = self.walstore.locate(name)
+        with self.walstore.open(loc, self.read_stats) as f:
+            reader = WalReader(f, loc.path)
+            for m in part:
+                m.begin(name)
+            start = min(m.position for m in part) or None
+            try:
+                for entry in reader.entries(start):
+                    live = False
+                    for m in part:
+                        if m.take(entry) and m.full(self.batch_entries, self.batch_bytes):
+                            self._hand_over(m, background=self.pipeline)
+                            if max_batches is not None and m.started >= max_batches:
+                                m.stopped = True
+                        live = live or not m.stopped
+                    if not live:
+                        return
+            except WalError:
+                # ship what was read before the bad entry, so each position points at it
+                for m in part:
+                    if not m.stopped and m.read:
+                        self._hand_over(m, background=False)
+                raise
+            finally:
+                for m in part:
+                    self._settle(m)
+            for m in part:
+                if m.stopped:
+                    continue
+                try:
+                    self._end_wal(m, loc, reader)
+                except STOP_ERRORS as exc:
+                    self.stop(m, exc)
+
+    def _end_wal(self, m: Member, loc: WalLocation, reader: WalReader) -> None:
+        """A member read a WAL to its end: commit the rest, and drop the WAL once finished."""
+        assert m.wal is not None
+        # past the header of a WAL with no entries yet, so its unshipped bytes read 0
+        m.position = max(m.position, reader.stop_offset)
+        why = self.planner.wal_finished(m.queue, m.index[m.wal.name], loc, reader.has_trailer, m.grace)
+        if reader.incomplete_tail and why is not None:
+            torn = reader.edits_end - reader.stop_offset
+            m.qs.torn_tail_bytes += torn
+            log.warning(
+                "%s: %d bytes after offset %d are a torn last write of a closed WAL (a crash "
+                "before the write was acknowledged); not shipped",
+                loc.path,
+                torn,
+                reader.stop_offset,
+            )
+        if m.read or m.position != m.wal.position:
+            self._hand_over(m, background=False)
+            if m.stopped:
+                return  # the batch failed: the WAL stays, at the position before it
+        if why is None:
+            m.stopped = True  # the current WAL, or a rolled one not closed yet: more may be appended
+            return
+        log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, m.wal.name, why)
+        self.queues.remove_wals(m.feed.server, m.feed.queue_id, [m.wal.name])
+        m.qs.wals_removed.append(m.wal.name)
+
+    def _hand_over(self, m: Member, *, background: bool) -> None:
+        """Give the member's batch to its sink, after settling the one before it. In the
+        background the reading goes on meanwhile; otherwise it is applied and committed now."""
+        batch = m.cut()
+        self._settle(m)
+        if m.stopped:
+            return  # the batch before failed: this one is dropped, read again next time
+        m.started += 1 if batch.read else 0
+        if background and batch.entries:
+            m.inflight = (self._applier().submit(m.feed.sink.apply, batch.entries, batch.wal.name), batch)
+            return
+        try:
+            stats = m.feed.sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
+            self._commit(m, batch, stats)
+        except STOP_ERRORS as exc:
+            self.stop(m, exc)
+
+    def _settle(self, m: Member) -> None:
+        """Wait for the member's batch in flight, if any, and commit its position."""
+        if m.inflight is None:
+            return
+        future, batch = m.inflight
+        m.inflight = None
+        try:
+            self._commit(m, batch, future.result())
+        except STOP_ERRORS as exc:
+            self.stop(m, exc)
+
+    def _commit(self, m: Member, batch: Batch, stats: ApplyStats) -> None:
+        """The batch is applied: only now may the queue's position move past it."""
+        feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
+        self.queues.set_position(feed.server, feed.queue_id, wal.name, batch.position)
+        if batch.read:  # a move past a header alone is no batch
+            qs.batches += 1
+            progress.add("batches", 1)
+        qs.status = "shipped"
+        qs.entries_read += batch.read
+        qs.bytes_read += batch.size
+        qs.entries_shipped += len(batch.entries) - stats.passed_over
+        qs.cells_shipped += stats.cells
+        qs.incompatible_skipped += stats.incompatible_skipped
+        qs.deadlettered += stats.deadlettered
+        qs.tags_dropped += stats.tags_dropped
+        qs.sink_retries += stats.retries
+        qs.positions[wal.name] = batch.position
+        if batch.entries:
+            qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch.entries[-1].entry.key.write_time)
+        progress.add("entries_shipped", len(batch.entries) - stats.passed_over)
+        progress.add("cells_shipped", stats.cells)
+        progress.add("bytes_shipped", batch.size)
+        progress.last_wal, progress.last_position = wal.name, batch.position
+        if batch.last_write_time is not None:
+            progress.last_write_time = batch.last_write_time
+        if stats.last_backoff is not None:
+            progress.backoff = stats.last_backoff
+        self.book.write(feed.peer.peer_id, progress, qs, final=False)
+        log.info(
+            "queue %s/%s: batch of %d entries (%d shipped, %d bytes) applied; %s position %d",
+            feed.server,
+            feed.queue_id,
+            batch.read,
+            len(batch.entries),
+            batch.size,
+            wal.name,
+            batch.position,
+        )

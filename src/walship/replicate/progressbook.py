@@ -1,0 +1,103 @@
+"""A shipper's per-queue progress records (:class:`~walship.zk.progress.ProgressStore`): what
+its passes did since the last write, written at most once a second while a queue ships and at
+the end of a pass, and a queue's last error."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+from walship.errors import WalshipError
+from walship.replicate.summary import QueueSummary
+from walship.zk.client import KAZOO_ERRORS
+from walship.zk.progress import ProgressStore
+
+__all__ = ["PROGRESS_INTERVAL", "PendingProgress", "ProgressBook"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two progress writes of one queue while it ships.
+PROGRESS_INTERVAL = 1.0
+
+
+@dataclass
+class PendingProgress:
+    """Progress of one queue not yet written to its record."""
+
+    counters: dict[str, int] = field(default_factory=dict)
+    last_wal: str | None = None
+    last_position: int | None = None
+    last_write_time: int | None = None
+    backoff: tuple[float, str] | None = None
+    written_at: float = field(default_factory=time.monotonic)
+
+    def add(self, key: str, value: int) -> None:
+        self.counters[key] = self.counters.get(key, 0) + value
+
+
+class ProgressBook:
+    """The progress of the queues one shipper ships, not yet written to their records."""
+
+    def __init__(self, store: ProgressStore) -> None:
+        self.store = store
+        self._pending: dict[tuple[str, str, str], PendingProgress] = {}
+
+    def pending(self, peer_id: str, server: str, queue_id: str) -> PendingProgress:
+        """The queue's progress not yet written (new, or left by an earlier pass)."""
+        return self._pending.setdefault((peer_id, server, queue_id), PendingProgress())
+
+    def failed(
+        self, peer_id: str, qs: QueueSummary, exc: WalshipError, progress: PendingProgress | None = None
+    ) -> QueueSummary:
+        """Record a queue's failure in its summary and (when ZooKeeper answers) its record."""
+        qs.status = "error"
+        qs.error = f"queue {qs.server}/{qs.queue_id} of peer {peer_id}: {exc}"
+        qs.exception = exc
+        log.error("%s", qs.error)
+        self._pending.pop((peer_id, qs.server, qs.queue_id), None)
+        with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
+            self._record(peer_id, qs.server, qs.queue_id, progress or PendingProgress(), error=qs.error)
+        return qs
+
+    def flush(self) -> None:
+        """Write every queue's progress not written yet."""
+        for (peer_id, server, queue_id), progress in list(self._pending.items()):
+            if progress.counters or progress.last_wal is not None:
+                with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
+                    self._record(peer_id, server, queue_id, progress)
+        self._pending.clear()
+
+    def write(self, peer_id: str, progress: PendingProgress, qs: QueueSummary, *, final: bool) -> None:
+        """Write the queue's progress record: at most every PROGRESS_INTERVAL, and at the end;
+        a removed queue's record goes with it."""
+        if qs.queue_removed:
+            self._pending.pop((peer_id, qs.server, qs.queue_id), None)
+            self.store.remove(peer_id, qs.server, qs.queue_id)
+            return
+        if not progress.counters and progress.last_wal is None:
+            return  # nothing new: the record stays as it is
+        if not final and time.monotonic() - progress.written_at < PROGRESS_INTERVAL:
+            return
+        self._record(peer_id, qs.server, qs.queue_id, progress)
+
+    def _record(
+        self, peer_id: str, server: str, queue_id: str, progress: PendingProgress, *, error: str | None = None
+    ) -> None:
+        """Write what ``progress`` holds into the queue's record, with ``error`` or clearing it."""
+        self.store.record(
+            peer_id,
+            server,
+            queue_id,
+            counters=progress.counters,
+            last_wal=progress.last_wal,
+            last_position=progress.last_position,
+            last_write_time=progress.last_write_time,
+            backoff=progress.backoff,
+            error=error,
+            clear_error=error is None,
+        )
+        progress.counters.clear()
+        progress.last_wal = progress.last_position = progress.last_write_time = progress.backoff = None
+        progress.written_at = time.monotonic()
