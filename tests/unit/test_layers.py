@@ -33,6 +33,7 @@ def test_every_exported_error_derives_from_the_root() -> None:
 #: Each part of the library and the parts below it that it may import; imports point down only.
 LAYERS: dict[str, set[str]] = {
     "errors": set(),
+    "files": set(),
     "defaults": {"errors"},
     "servername": {"errors"},
     "clusterids": {"errors"},
@@ -40,8 +41,8 @@ LAYERS: dict[str, set[str]] = {
     "thrift": {"errors"},
     "wal": {"errors", "protos", "servername"},
     "zk": {"errors", "defaults", "protos", "servername", "wal"},
-    "sep": {"errors", "defaults", "wal", "zk", "servername"},
-    "sinks": {"errors", "defaults", "clusterids", "thrift", "wal", "zk", "servername", "sep"},
+    "sep": {"errors", "defaults", "files", "wal", "zk", "servername"},
+    "sinks": {"errors", "defaults", "files", "clusterids", "thrift", "wal", "zk", "servername", "sep"},
     "replicate": {"errors", "defaults", "sinks", "wal", "zk", "servername", "clusterids"},
     "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal", "verify"},
     "status": {"errors", "defaults", "replicate", "sinks", "wal", "zk", "servername"},

@@ -42,9 +42,9 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
-from fsspec.implementations.local import LocalFileSystem
 
 from walship.errors import ChangeLogError
+from walship.files import sync_dir
 from walship.sep.events import SepEvent
 from walship.wal.names import parse_wal_name
 
@@ -183,20 +183,6 @@ def open_changelog(url: str) -> tuple[Any, str]:
     return fs, str(root).rstrip("/") or "/"
 
 
-def _sync_dir(fs: Any, directory: str) -> None:
-    """On a local file system, sync the directory so a rename survives a crash."""
-    if not isinstance(fs, LocalFileSystem):
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_parquet(fs: Any, directory: str, name: str, table: pa.Table) -> str:
     """Write ``table`` as ``directory/.name.<random>.tmp``, synced; return that temporary path
     (the caller moves it into place)."""
@@ -213,7 +199,7 @@ def write_parquet(fs: Any, directory: str, name: str, table: pa.Table) -> str:
 
 def move_into_place(fs: Any, tmp: str, path: str) -> None:
     fs.mv(tmp, path)
-    _sync_dir(fs, path.rsplit("/", 1)[0])
+    sync_dir(fs, path.rsplit("/", 1)[0])
 
 
 def read_parquet(fs: Any, path: str) -> pa.Table:

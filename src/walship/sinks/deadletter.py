@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
 from walship.errors import DeadLetterError
+from walship.files import sync_dir
 from walship.sinks.base import DEADLETTER_DIR_KEY, FilteredEntry
 from walship.wal.dump import to_string_binary
 from walship.wal.model import Cell, CellType, Tag, WalEntry, WalKey
@@ -227,7 +227,7 @@ class DeadLetterStore:
                     with contextlib.suppress(OSError, ValueError):
                         os.fsync(fileno())
             self.fs.mv(tmp, path)
-            _sync_dir(self.fs, path)
+            sync_dir(self.fs, path.rsplit("/", 1)[0])
         except OSError as exc:
             raise DeadLetterError(f"cannot write dead letters of peer {self.peer_id} to {path}: {exc}") from exc
         log.warning("peer %s: %d dead letters of %s written to %s", self.peer_id, len(letters), wal, path)
@@ -282,17 +282,3 @@ class DeadLetterStore:
             self.fs.mv(path, target)
         except OSError as exc:
             raise DeadLetterError(f"cannot move replayed dead letters {path} to {target}: {exc}") from exc
-
-
-def _sync_dir(fs: Any, path: str) -> None:
-    """On a local file system, sync the directory so the rename survives a crash."""
-    if not isinstance(fs, LocalFileSystem):
-        return
-    try:
-        fd = os.open(path.rsplit("/", 1)[0], os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
