@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-command set-up of a fresh machine: Java 17+, Debian's zookeeper, docker-compose and
-# chromium (with chromium-driver), and .venv with the pinned dependencies (constraints.txt).
+# chromium (with chromium-driver), a C compiler and the Python headers, and .venv with the
+# pinned dependencies (constraints.txt) and walship's compiled WAL decoder.
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,13 +74,27 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
   apt_install chromium chromium-driver
 fi
 
-# 6. The virtualenv with pinned versions
+# 6. A C compiler and the Python headers: pip compiles the WAL decoder
+#    (src/walship/wal/_walcodec.c) into the editable install
+py_include=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
+  say "installing gcc (for the compiled WAL decoder)"
+  apt_install gcc libc6-dev
+fi
+if [ ! -f "$py_include/Python.h" ]; then
+  case "$py_include" in
+    /usr/include/*) say "installing Debian's python3-dev (headers for the compiled WAL decoder)"; apt_install python3-dev ;;
+  esac
+  [ -f "$py_include/Python.h" ] || { say "no Python headers for $PYTHON (no $py_include/Python.h)"; exit 1; }
+fi
+
+# 7. The virtualenv with pinned versions
 if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   say "installing python3-venv"
   apt_install python3-venv
 fi
 PYTHON_REAL=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-stamp_of() { { cat pyproject.toml constraints.txt; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
+stamp_of() { { cat pyproject.toml constraints.txt src/walship/wal/_walcodec.c; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.walship-python" 2>/dev/null || true)" != "$PYTHON_REAL" ]; then
   say "recreating $VENV for $PYTHON_REAL"
   rm -rf "$VENV"
@@ -91,11 +106,20 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; then
   say "installing Python dependencies (pinned in constraints.txt)"
+  rm -f src/walship/wal/_walcodec.*.so  # a failed (optional) build must not leave an old one behind
   log="$VENV/pip-install.log"
   if ! { "$VENV/bin/python" -m pip install --upgrade pip \
          && "$VENV/bin/python" -m pip install -c constraints.txt -e ".[spark,airflow,dev]"; } >"$log" 2>&1; then
     tail -40 "$log"; say "pip install failed (full log: $log)"; exit 1
   fi
   stamp_of > "$VENV/.walship-stamp"
+fi
+decoder_built() { "$VENV/bin/python" -c 'from walship.wal.reader import default_decoder; import sys; sys.exit(default_decoder() != "c")' 2>/dev/null; }
+if ! decoder_built; then
+  say "building the compiled WAL decoder (src/walship/wal/_walcodec.c)"
+  rm -f src/walship/wal/_walcodec.*.so
+  log="$VENV/build-ext.log"
+  "$VENV/bin/python" -m pip install --no-deps -e . >"$log" 2>&1 || { tail -40 "$log"; say "pip install failed (full log: $log)"; exit 1; }
+  decoder_built || { grep -iE "error|warning: build_ext" "$log" | tail -20; say "the compiled WAL decoder did not build (full log: $log)"; exit 1; }
 fi
 say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present), docker-compose $(dpkg-query -W -f '${Version}' docker-compose 2>/dev/null || echo present), chromium $(dpkg-query -W -f '${Version}' chromium 2>/dev/null || echo present)"

@@ -1,9 +1,14 @@
-"""The WAL reader and writer against bytes built independently from the format reference."""
+"""The WAL reader and writer against bytes built independently from the format reference.
+
+Every test here runs once per decoder (the compiled ``_walcodec`` and the pure-Python one):
+the ``decoder`` fixture makes it the default of every :class:`WalReader` the test builds.
+"""
 
 from __future__ import annotations
 
 import io
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,8 +17,25 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from walship.errors import CorruptWalError, UnsupportedWalError, WalError
-from walship.wal import Cell, CellType, Tag, WalEntry, WalKey, WalReader, WalWriter
+from walship.wal import Cell, CellType, Tag, WalEntry, WalKey, WalReader, WalWriter, reader
 from walship.wal.writer import encode_cell
+
+
+@pytest.fixture(scope="module", params=reader.DECODERS, autouse=True)
+def decoder(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the module's tests with this decoder as every WalReader's default (module scope:
+    hypothesis tests take no function-scoped fixture)."""
+    name: str = request.param
+    if name == "c" and reader._C_UNAVAILABLE is not None:
+        pytest.fail(f"{reader._C_UNAVAILABLE}: `make setup` builds it")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reader, "default_decoder", lambda: name)
+        yield name
+
+
+def test_the_decoder_under_test_is_used(decoder: str) -> None:
+    entries, r = read_all(wal_bytes(sample_raw(2)))
+    assert r.decoder == decoder and len(entries) == 2
 
 
 def read_all(data: bytes, start: int | None = None, chunk_size: int = 4 << 20) -> tuple[list[WalEntry], WalReader]:
@@ -385,6 +407,28 @@ def test_bad_tags_length_is_corruption() -> None:
     bad[-5] = 0x09  # the first tag's length now overruns the tags area
     with pytest.raises(CorruptWalError, match="tag"):
         read_all(header() + bytes(bad) + raw)
+
+
+def test_header_string_that_is_not_utf8_is_corruption() -> None:
+    head = header(writer="ProtobufLogWriter").replace(b"Protobuf", b"Proto\xffuf")
+    with pytest.raises(CorruptWalError, match="writer_cls_name .* is not UTF-8") as err:
+        read_all(head)
+    assert err.value.offset == 4
+
+
+def test_attribute_name_that_is_not_utf8_is_corruption() -> None:
+    from hbase_bytes import varint
+
+    from walship.protos import WAL_pb2
+
+    k = WAL_pb2.WALKey(encoded_region_name=b"r", table_name=b"t", log_sequence_number=1, write_time=2)
+    k.extended_attributes.add(key="k\u00e9", value=b"v")
+    body = k.SerializeToString().replace("\u00e9".encode(), b"\xff\xfe")
+    data = wal_bytes(sample_raw(1), trailer=False) + varint(len(body)) + body
+    entries = []
+    with pytest.raises(CorruptWalError, match="WALKey does not parse: extended attribute name") as err:
+        entries.extend(WalReader(io.BytesIO(data), "mem.wal").entries())
+    assert len(entries) == 1 and err.value.offset == entries[0].end_offset
 
 
 def test_unseekable_file_is_refused() -> None:

@@ -14,6 +14,13 @@ Two ways a read can stop short, told apart on purpose:
   (one with a trailer) ends inside an entry. :class:`~walship.errors.CorruptWalError` names
   the file and the byte offset. Nothing is ever skipped.
 
+Entries are decoded by the compiled ``walship.wal._walcodec`` (src/walship/wal/_walcodec.c,
+built by ``make setup``) when it is there, else, with one log line saying so, by the
+pure-Python parser of this module (:func:`_parse_entries_py`). The compiled one decodes the
+plainly valid entries and leaves every other one (cut short, corrupt, a rare key shape) to the
+Python parser, so both give the same entries and the same errors; ``WalReader(...,
+decoder="python")`` picks the pure-Python one.
+
 Example::
 
     with open(path, "rb") as f:
@@ -25,13 +32,11 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import io
-import itertools
 import logging
 import struct
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, BinaryIO
 
@@ -42,7 +47,7 @@ from walship.protos import HBase_pb2, WAL_pb2
 from walship.wal.format import INT32, MAGIC, TRAILER_MAGIC, TRAILER_TAIL_SIZE, check_header
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "WalReader", "read_wal"]
+__all__ = ["DECODERS", "DEFAULT_CHUNK_SIZE", "WalReader", "default_decoder", "read_wal"]
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +58,11 @@ _TS_TYPE = struct.Struct(">qB")
 _INT16 = struct.Struct(">h")
 _TYPE_CODES = frozenset(t.value for t in CellType)
 _NO_TAGS: tuple[tuple[Tag, ...]] = ((),)
-_NO_TAGS_FOREVER = itertools.repeat(())
-_make_cell = functools.partial(tuple.__new__, Cell)
 _SHAPES: dict[tuple[int, int, int, int, int], struct.Struct] = {}
 _SHAPES_SEEN: dict[tuple[int, ...], int] = {}
-_RUNS: dict[tuple[int, int, int, int, int, int], struct.Struct] = {}
+_Regroup = Callable[[tuple[Any, ...]], tuple[Cell, ...]]
+_RUNS: dict[tuple[int, int, int, int, int, int], tuple[struct.Struct, _Regroup]] = {}
+_REGROUPERS: dict[int, _Regroup] = {}
 _SHAPES_MAX = 8192
 # Entries parsed per call: enough to spread the call's cost, few enough to stay in cache.
 _BATCH = 32
@@ -66,6 +71,10 @@ _SCOPES_CACHE: dict[Any, Mapping[bytes, int]] = {}
 _SCOPES_CACHE_MAX = 4096
 _key_from_string = WAL_pb2.WALKeyRaw.FromString
 _UUID_CACHE: dict[bytes, uuid.UUID] = {}
+
+#: The decoders :class:`WalReader` can use: ``"c"``, the compiled ``walship.wal._walcodec``
+#: (built by ``make setup``), and ``"python"``, the pure-Python parser of this module.
+DECODERS = ("c", "python")
 
 
 class _NeedMore(Exception):
@@ -78,19 +87,38 @@ class WalReader:
     :param fileobj: a seekable binary file object positioned anywhere.
     :param path: how the file is named in errors and logs.
     :param chunk_size: bytes read at a time; memory use stays near this plus one entry.
+    :param decoder: one of :data:`DECODERS`; default: :func:`default_decoder`, the compiled
+        one when it is built. Both decode the same bytes into the same entries and errors.
     :raises CorruptWalError: the file does not start with ``PWAL`` or its header is corrupt.
     :raises UnsupportedWalError: the header names compression, encryption, or an unknown
         writer or codec.
+    :raises ValueError: an unknown ``decoder``, or ``"c"`` when it is not built.
     """
 
-    def __init__(self, fileobj: BinaryIO, path: str = "<wal>", *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+    def __init__(
+        self,
+        fileobj: BinaryIO,
+        path: str = "<wal>",
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        decoder: str | None = None,
+    ) -> None:
         if chunk_size <= 0:
             raise ValueError(f"'chunk_size' must be > 0, got {chunk_size}")
+        if decoder is None:
+            decoder = default_decoder()
+        elif decoder not in DECODERS:
+            raise ValueError(f"'decoder' must be one of {list(DECODERS)}, got {decoder!r}")
+        elif decoder == "c" and _C_UNAVAILABLE is not None:
+            raise ValueError(f"'decoder' 'c' is not available: {_C_UNAVAILABLE}")
         if not fileobj.seekable():
             raise WalError(path, None, "the WAL must be opened as a seekable file")
         self._f = fileobj
         self.path = path
         self._chunk = chunk_size
+        #: The decoder in use: ``"c"`` or ``"python"``.
+        self.decoder = decoder
+        self._parse = _parse_entries_c if decoder == "c" else _parse_entries_py
         #: The decoded header, or ``None`` when the file is too short to hold one yet.
         self.header: WAL_pb2.WALHeader | None = None
         #: Offset of the first entry (just after the header); 0 while there is no header.
@@ -135,6 +163,10 @@ class WalReader:
             header.ParseFromString(head[pos:end])
         except DecodeError as exc:
             raise CorruptWalError(self.path, len(MAGIC), f"WALHeader does not parse: {exc}") from exc
+        for name in ("writer_cls_name", "cell_codec_cls_name"):
+            value = getattr(header, name)
+            if isinstance(value, bytes):  # protobuf hands a proto2 string that is not UTF-8 back as bytes
+                raise CorruptWalError(self.path, len(MAGIC), f"WALHeader does not parse: {name} {value!r} is not UTF-8")
         check_header(header, self.path)
         self.header = header
         self.header_end = end
@@ -184,7 +216,7 @@ class WalReader:
         self._f.seek(start)
         buf = self._f.read()
         self._f.seek(here)  # the caller reads on from where it was
-        batch, end, error = _parse_entries(buf, 0, start, self.path)
+        batch, end, error = self._parse(buf, 0, start, self.path, _BATCH)
         return bool(batch) and error is None and end == len(buf)
 
     def entries(self, start: int | None = None) -> Iterator[WalEntry]:
@@ -224,7 +256,7 @@ class WalReader:
         while True:
             n = len(buf)
             while p < n:
-                batch, p, error = _parse_entries(buf, p, buf_off, self.path)
+                batch, p, error = self._parse(buf, p, buf_off, self.path, _BATCH)
                 for entry in batch:
                     self.stop_offset = entry.end_offset
                     yield entry
@@ -289,8 +321,33 @@ def _varint(buf: bytes, p: int, path: str, file_off: int) -> tuple[int, int]:
     raise CorruptWalError(path, file_off, "malformed varint length prefix")
 
 
-def _parse_entries(buf: bytes, p: int, buf_off: int, path: str) -> tuple[list[WalEntry], int, CorruptWalError | None]:
-    """Parse every complete entry in ``buf`` from index ``p``.
+def _parse_entries_c(
+    buf: bytes, p: int, buf_off: int, path: str, limit: int
+) -> tuple[list[WalEntry], int, CorruptWalError | None]:
+    """:func:`_parse_entries_py` done by the compiled decoder, with the same results.
+
+    The compiled decoder decodes only whole, plainly valid entries; it stops before any other
+    (cut short by the end of ``buf``, corrupt, or a WALKey in a rarer protobuf shape) and
+    leaves it to :func:`_parse_entries_py`, which decodes it or names its corruption. So
+    every error message and offset comes from the Python parser.
+    """
+    assert _c_parse is not None
+    out, p, deferred = _c_parse(buf, p, buf_off, limit)
+    while deferred and len(out) < limit:
+        more, p, error = _parse_entries_py(buf, p, buf_off, path, 1)
+        out += more
+        if error is not None or not more:
+            return out, p, error
+        if len(out) < limit:
+            more, p, deferred = _c_parse(buf, p, buf_off, limit - len(out))
+            out += more
+    return out, p, None
+
+
+def _parse_entries_py(
+    buf: bytes, p: int, buf_off: int, path: str, limit: int
+) -> tuple[list[WalEntry], int, CorruptWalError | None]:
+    """Parse up to ``limit`` complete entries in ``buf`` from index ``p``.
 
     Returns the entries, the index where parsing stopped (the start of an entry cut short
     by the end of ``buf``, or ``len(buf)``) and the corruption that stopped it, if any: the
@@ -308,7 +365,7 @@ def _parse_entries(buf: bytes, p: int, buf_off: int, path: str) -> tuple[list[Wa
     shapes = _SHAPES
     runs = _RUNS
     try:
-        while p < n and len(out) < _BATCH:
+        while p < n and len(out) < limit:
             b0 = buf[p]
             if b0 < 0x80:
                 q = p + 1
@@ -466,7 +523,20 @@ def _learn_run(shape: tuple[int, int, int, int, int], count: int) -> None:
         return
     if len(_RUNS) >= _SHAPES_MAX:
         _RUNS.clear()
-    _RUNS[key] = struct.Struct(">" + fmt * count)
+    _RUNS[key] = (struct.Struct(">" + fmt * count), _regrouper(count))
+
+
+def _regrouper(count: int) -> _Regroup:
+    """A function turning the flat fields of ``count`` unpacked cells (six each) into their
+    Cells: one tuple display per cell, which builds them faster than any generic regrouping."""
+    found = _REGROUPERS.get(count)
+    if found is None:
+        cells = "".join(
+            f"new(Cell, (t[{i}], t[{i + 1}], t[{i + 2}], t[{i + 3}], t[{i + 4}], t[{i + 5}], ())), "
+            for i in range(0, 6 * count, 6)
+        )
+        found = _REGROUPERS[count] = eval(f"lambda t: ({cells})", {"new": _tuple_new, "Cell": Cell})
+    return found
 
 
 def _uniform_run(buf: bytes, c: int, n: int, count: int) -> tuple[tuple[Cell, ...], int] | None:
@@ -485,9 +555,10 @@ def _uniform_run(buf: bytes, c: int, n: int, count: int) -> tuple[tuple[Cell, ..
     if end > n or rowlen < 0 or fpos >= stride:
         return None
     famlen = buf[c + fpos]
-    run = _RUNS.get((total, klen, vlen, rowlen, famlen, count))
-    if run is None:
+    compiled = _RUNS.get((total, klen, vlen, rowlen, famlen, count))
+    if compiled is None:
         return None
+    run, regroup = compiled
     head = buf[c : c + 14]
     j = c + stride
     while j < end:
@@ -497,9 +568,7 @@ def _uniform_run(buf: bytes, c: int, n: int, count: int) -> tuple[tuple[Cell, ..
     t = run.unpack_from(buf, c)
     if not _TYPE_CODES.issuperset(t[4::6]):
         return None  # the cell-by-cell path names the bad cell
-    it = iter(t)
-    # zip regroups the flat tuple six fields at a time, adding the empty tags, all in C
-    return tuple(map(_make_cell, zip(it, it, it, it, it, it, _NO_TAGS_FOREVER, strict=False))), end
+    return regroup(t), end
 
 
 def _corrupt_cell(path: str, buf_off: int, p: int, c: int, i: int, what: str) -> CorruptWalError:
@@ -571,7 +640,10 @@ def _uuid(raw: bytes) -> uuid.UUID:
 
 def _attribute(raw: bytes) -> tuple[str, bytes]:
     a = WAL_pb2.Attribute.FromString(raw)
-    return a.key, a.value
+    key: str | bytes = a.key
+    if isinstance(key, bytes):  # protobuf hands a proto2 string that is not UTF-8 back as bytes
+        raise DecodeError(f"extended attribute name {key!r} is not UTF-8")
+    return key, a.value
 
 
 def _scopes(scopes: Any) -> Mapping[bytes, int]:
@@ -586,6 +658,37 @@ def _scopes(scopes: Any) -> Mapping[bytes, int]:
             _SCOPES_CACHE.clear()
         found = _SCOPES_CACHE[sig] = MappingProxyType({s.family: s.scope_type for s in parsed})
     return found
+
+
+# -- the compiled decoder -------------------------------------------------------------------
+
+#: ``walship.wal._walcodec.parse`` once configured, else ``None``
+_c_parse: Callable[[bytes, int, int, int], tuple[list[WalEntry], int, bool]] | None = None
+_C_UNAVAILABLE: str | None = None  # why the compiled decoder cannot be used, when it cannot
+_fallback_logged = False
+try:
+    from walship.wal import _walcodec
+except ImportError as exc:
+    _C_UNAVAILABLE = f"walship.wal._walcodec is not built ({exc})"
+else:
+    try:
+        _walcodec.configure(Cell, Tag, WalKey, WalEntry, _uuid, _scopes, _attribute, EMPTY_SCOPES, DecodeError)
+    except TypeError as exc:  # a model the compiled decoder cannot build: decode in Python
+        _C_UNAVAILABLE = f"walship.wal._walcodec refused the WAL model: {exc}"
+    else:
+        _c_parse = _walcodec.parse
+
+
+def default_decoder() -> str:
+    """The decoder a :class:`WalReader` uses when none is named: ``"c"`` when the compiled
+    decoder is built, else ``"python"`` (said once per process in the log, at INFO)."""
+    global _fallback_logged
+    if _C_UNAVAILABLE is None:
+        return "c"
+    if not _fallback_logged:
+        _fallback_logged = True
+        log.info("%s: WALs are decoded in pure Python, several times slower; `make setup` builds it", _C_UNAVAILABLE)
+    return "python"
 
 
 def read_wal(path: str, start: int | None = None) -> list[WalEntry]:

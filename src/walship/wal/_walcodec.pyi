@@ -1,0 +1,19 @@
+# The compiled WAL entry decoder (src/walship/wal/_walcodec.c), used by walship.wal.reader.
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from walship.wal.model import WalEntry
+
+def configure(
+    cell: type[Any],
+    tag: type[Any],
+    key: type[Any],
+    entry: type[Any],
+    uuid: Callable[[bytes], Any],
+    scopes: Callable[[Any], Mapping[bytes, int]],
+    attribute: Callable[[bytes], tuple[str, bytes]],
+    empty_scopes: Mapping[bytes, int],
+    decode_error: type[BaseException],
+    /,
+) -> None: ...
+def parse(buf: bytes, p: int, buf_off: int, limit: int, /) -> tuple[list[WalEntry], int, bool]: ...
