@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from walship.errors import CorruptWalError, UnsupportedWalError, WalError
 from walship.wal import Cell, CellType, Tag, WalEntry, WalKey, WalReader, WalWriter, reader
+from walship.wal import entries as wal_entries
 from walship.wal.writer import encode_cell
 
 
@@ -26,8 +27,8 @@ def decoder(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run the module's tests with this decoder as every WalReader's default (module scope:
     hypothesis tests take no function-scoped fixture)."""
     name: str = request.param
-    if name == "c" and reader._C_UNAVAILABLE is not None:
-        pytest.fail(f"{reader._C_UNAVAILABLE}: `make setup` builds it")
+    if name == "c" and wal_entries.C_UNAVAILABLE is not None:
+        pytest.fail(f"{wal_entries.C_UNAVAILABLE}: `make setup` builds it")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(reader, "default_decoder", lambda: name)
         yield name

@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 
 from walship.errors import WalError
 from walship.protos import HBase_pb2, WAL_pb2
-from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter, reader
+from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
+from walship.wal import entries as wal_entries
 
 needs_c = pytest.mark.skipif(
-    reader._c_parse is None, reason="the compiled decoder is not built (`make setup` builds it)"
+    wal_entries.c_parse is None, reason="the compiled decoder is not built (`make setup` builds it)"
 )
 
 HEAD = header()
@@ -53,7 +54,7 @@ def parse_both(buf: bytes, p: int, limit: int) -> tuple[Outcome, Outcome]:
         err = None if error is None else (type(error).__name__, error.offset, str(error))
         return entries, stop, err
 
-    return run(reader._parse_entries_c), run(reader._parse_entries_py)
+    return run(wal_entries.parse_entries_c), run(wal_entries.parse_entries_py)
 
 
 # -- the compiled decoder does the work ---------------------------------------------------------------
@@ -99,10 +100,10 @@ def test_common_entries_are_decoded_without_deferring() -> None:
     w.close(trailer=False)
     data = buf.getvalue()
     start = WalReader(io.BytesIO(data), "x", decoder="python").header_end
-    assert reader._c_parse is not None
-    entries, stop, deferred = reader._c_parse(data, start, 0, 10_000)
+    assert wal_entries.c_parse is not None
+    entries, stop, deferred = wal_entries.c_parse(data, start, 0, 10_000)
     assert not deferred and stop == len(data) and len(entries) == 40
-    py, py_stop, py_error = reader._parse_entries_py(data, start, 0, "x", 10_000)
+    py, py_stop, py_error = wal_entries.parse_entries_py(data, start, 0, "x", 10_000)
     assert entries == py and stop == py_stop and py_error is None
     assert [(e.key, list(e.cells)) for e in entries] == _varied_entries()
     # every field the same type as the Python decoder's, down to the records' classes
@@ -130,8 +131,8 @@ def test_an_odd_key_is_left_to_protobuf_and_the_rest_decoded() -> None:
         data = b"".join(varint(len(k)) + k + cell for k in (good, key, good))
         c, py = parse_both(data, 0, 32)
         assert c == py and len(py[0]) == 3 and py[2] is None, key
-        assert reader._c_parse is not None
-        first, _, deferred = reader._c_parse(data, 0, 0, 32)
+        assert wal_entries.c_parse is not None
+        first, _, deferred = wal_entries.c_parse(data, 0, 0, 32)
         assert len(first) == 1 and deferred, key
 
 
@@ -150,10 +151,10 @@ def test_a_nested_message_that_does_not_parse_is_named_by_python() -> None:
 def test_unbuilt_decoder_falls_back_once_with_a_log_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(reader, "_C_UNAVAILABLE", "walship.wal._walcodec is not built (test)")
-    monkeypatch.setattr(reader, "_fallback_logged", False)
+    monkeypatch.setattr(wal_entries, "C_UNAVAILABLE", "walship.wal._walcodec is not built (test)")
+    monkeypatch.setattr(wal_entries, "_fallback_logged", False)
     data = HEAD + b""
-    with caplog.at_level(logging.INFO, logger="walship.wal.reader"):
+    with caplog.at_level(logging.INFO, logger="walship.wal.entries"):
         assert WalReader(io.BytesIO(data), "a").decoder == "python"
         assert WalReader(io.BytesIO(data), "b").decoder == "python"
     lines = [r.getMessage() for r in caplog.records if "pure Python" in r.getMessage()]

@@ -1,5 +1,5 @@
 /*
- * walship.wal._walcodec: the compiled twin of walship.wal.reader._parse_entries_py.
+ * walship.wal._walcodec: the compiled twin of walship.wal.entries.parse_entries_py.
  *
  * parse(buf, p, buf_off, limit) decodes the complete, valid entries of a buffer of WAL bytes
  * (a delimited WALKey, then following_kv_count KeyValue cells) from index p into the same
@@ -459,7 +459,7 @@ fail:
 /* One entry at buf[p]: 1 with *entry set and *end after it, 0 to defer, -1 on an exception. */
 static int parse_entry(const uint8_t *buf, Py_ssize_t n, Py_ssize_t p, Py_ssize_t buf_off, Previous *prev,
                        PyObject **entry, Py_ssize_t *end) {
-    /* the key's length prefix, as reader._varint reads it (at most 5 bytes here) */
+    /* the key's length prefix, as entries.varint reads it (at most 5 bytes here) */
     uint64_t klen = 0;
     Py_ssize_t q = p;
     for (int i = 0;; i++) {

@@ -1,4 +1,4 @@
-# The compiled WAL entry decoder (src/walship/wal/_walcodec.c), used by walship.wal.reader.
+# The compiled WAL entry decoder (src/walship/wal/_walcodec.c), used by walship.wal.entries.
 from collections.abc import Callable, Mapping
 from typing import Any
 
