@@ -54,6 +54,14 @@ REPLICATED = AssetAlias("walship_replicated")
         "batch_entries": Param(defaults.BATCH_ENTRIES, type="integer", minimum=1, description="entries per batch"),
         "batch_bytes": Param(defaults.BATCH_BYTES, type="integer", minimum=1, description="bytes per batch"),
         "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
+        "linger": Param(
+            0,
+            type="number",
+            minimum=0,
+            maximum=3600,
+            description="seconds each Spark job goes on shipping new edits after its first pass (0: one pass); "
+            "pays its start-up once for more edits",
+        ),
         "max_parallel_jobs": Param(
             defaults.MAX_PARALLEL_JOBS, type="integer", minimum=1, description="Spark jobs at most, one per group"
         ),

@@ -32,6 +32,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-bytes", type=int, default=defaults.BATCH_BYTES)
     p.add_argument("--batch-entries", type=int, default=defaults.BATCH_ENTRIES)
     p.add_argument("--lock-wait", type=float, default=defaults.LOCK_WAIT)
+    p.add_argument(
+        "--linger", type=float, default=0.0, help="go on shipping the queues' new edits this many seconds (0: one pass)"
+    )
     p.add_argument("--job-id", default=None, help="record the summary in ZooKeeper under this id")
     return p.parse_args(argv)
 
@@ -60,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 batch_bytes=args.batch_bytes,
                 batch_entries=args.batch_entries,
                 lock_wait=args.lock_wait,
+                linger=args.linger,
                 job_id=args.job_id,
             )
     except WalshipError as exc:

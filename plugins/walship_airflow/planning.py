@@ -77,6 +77,7 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
             max_batches=int(params["max_batches"]) or None,
             batch_bytes=int(params["batch_bytes"]),
             batch_entries=int(params["batch_entries"]),
+            linger=float(params.get("linger") or 0),
             job_id=job_id(run_id, i),
             run_id=run_id,
         )

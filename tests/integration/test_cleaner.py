@@ -89,6 +89,7 @@ def test_never_deletes_what_it_must_keep(
     finally:
         client.stop()
         client.close()
+        client.close()
 
 
 def test_dry_run_deletes_nothing(zk: KazooClient, layout: ZnodeLayout, tmp_path: Path) -> None:
@@ -124,6 +125,7 @@ def test_zookeeper_down_deletes_nothing(tmp_path: Path) -> None:
             clean(client, ZnodeLayout("/hbase"), WalStore(str(tmp_path / "root")), ttl=TTL, now=NOW)
     finally:
         client.stop()
+        client.close()
         client.close()
     assert old.exists()
     code = main(["--zk", server.hosts, "--zk-timeout", "1", "--wal-root", str(tmp_path / "root"), "clean"])

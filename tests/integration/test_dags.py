@@ -49,7 +49,8 @@ def test_replicate_dag_structure(dagbag: Any) -> None:
     assert dag.task_dict["ship"].downstream_task_ids == {"report"}
     assert dag.max_active_runs == 1 and dag.catchup is False
     assert set(dag.params) == {
-        "peer_id", "queue", "max_batches", "batch_entries", "batch_bytes", "max_parallel_jobs", "spark_conn_id"
+        "peer_id", "queue", "max_batches", "batch_entries", "batch_bytes", "max_parallel_jobs", "spark_conn_id",
+        "linger",
     }  # fmt: skip
     assert dag.tags and dag.doc_md
     assert all(t.retries >= 1 for t in dag.tasks if t.task_id != "wait_for_unshipped")
@@ -63,6 +64,7 @@ REPLICATE_DEFAULTS = {
     "batch_bytes": 64 << 20,
     "max_parallel_jobs": 4,
     "spark_conn_id": "spark_default",
+    "linger": 0,
 }
 
 

@@ -155,6 +155,7 @@ def test_tail_follows_several_peers_with_one_read(
             out.append(tailer.run())
         finally:
             client.stop()
+            client.close()
 
     monkeypatch.setenv(FAIL_ENV, "fail-once")
     thread = threading.Thread(target=run)

@@ -313,6 +313,7 @@ def tailing(abc: tuple[Cluster, Cluster]) -> Iterator[tuple[threading.Event, lis
         finally:
             client.stop()
             client.close()
+            client.close()
 
     thread = threading.Thread(target=tail)
     thread.start()

@@ -6,16 +6,18 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from replication_helpers import Cluster, add_peer, contents, make_cluster
+from waiting import wait_until
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
-from walship.spark.ship import ShipJob
+from walship.spark.ship import ShipJob, plan_queues, ship_partition
 from walship.zk import ZnodeLayout, zk_client
 from walship.zk.progress import JobStore
 
@@ -116,3 +118,33 @@ def test_a_bad_job_description_is_refused_naming_the_field(tmp_path: Path) -> No
     output = done.stdout + done.stderr  # spark-submit passes the Python driver's stderr on its stdout
     assert done.returncode == 2 and "batch limits must be > 0" in output
     assert "Traceback" not in output
+
+
+def test_a_lingering_ship_task_ships_edits_written_after_its_first_pass(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str
+) -> None:
+    """The executor side of a job with ``linger``: it goes on shipping its queues' new edits,
+    pass after pass, and reports one summary per queue adding up every pass."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b, "1")
+    t = a.table()
+    for i in range(10):
+        t.put(b"early%02d" % i, {b"r:q": b"e"})
+    job = ShipJob(zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", linger=12)
+    _, tasks = plan_queues(job)
+    out: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: out.extend(ship_partition(job, iter(tasks))))
+    worker.start()
+    try:
+        wait_until(lambda: len(contents(b)) == 10, what="the first pass shipped the early rows")
+        for i in range(15):
+            t.put(b"late%02d" % i, {b"r:q": b"l"})
+        wait_until(lambda: len(contents(b)) == 25, what="a later pass shipped the late rows")
+        assert worker.is_alive()  # shipped by the lingering task, not by a new job
+    finally:
+        worker.join(120)
+    assert not worker.is_alive()
+    assert sorted((q["server"], q["queue_id"]) for q in out) == sorted(tasks)
+    assert sum(q["entries_shipped"] for q in out) == 25 and all(q["status"] == "shipped" for q in out if q["batches"])
+    assert contents(b) == contents(a, b"r")

@@ -39,6 +39,7 @@ def start_tail(a: Cluster, duration: float) -> tuple[threading.Thread, list[Tail
         finally:
             client.stop()
             client.close()
+            client.close()
 
     t = threading.Thread(target=run)
     t.start()

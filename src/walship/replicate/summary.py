@@ -55,6 +55,20 @@ class QueueSummary:
         out.pop("exception", None)  # the message is in "error"; exceptions need not pickle
         return out
 
+    def merge(self, later: QueueSummary) -> None:
+        """Add a later pass over the same queue: counters add up, the rest is the later pass's
+        (a pass that found nothing new leaves the status as it was)."""
+        for k in SUMMED_FIELDS:
+            setattr(self, k, int(getattr(self, k)) + int(getattr(later, k)))
+        self.positions.update(later.positions)
+        self.wals_removed.extend(later.wals_removed)
+        self.queue_removed = self.queue_removed or later.queue_removed
+        if later.age_of_last_shipped_op_ms is not None:
+            self.age_of_last_shipped_op_ms = later.age_of_last_shipped_op_ms
+        if later.status != "idle" or self.status == "idle":
+            self.status, self.holder, self.message = later.status, later.holder, later.message
+            self.error, self.exception = later.error, later.exception
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> QueueSummary:
         """The summary :meth:`to_json` wrote (unknown keys, from another version, are left out)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -31,6 +32,9 @@ __all__ = ["ShipJob", "plan_queues", "ship_with_spark"]
 
 log = logging.getLogger(__name__)
 
+#: Seconds a lingering ship task waits between two passes.
+LINGER_IDLE = 1.0
+
 
 @dataclass(frozen=True)
 class ShipJob:
@@ -47,6 +51,7 @@ class ShipJob:
     batch_bytes: int = defaults.BATCH_BYTES
     batch_entries: int = defaults.BATCH_ENTRIES
     lock_wait: float = defaults.LOCK_WAIT
+    linger: float = 0.0  # seconds a task goes on shipping its queues' new edits (0: one pass)
     job_id: str | None = None
     run_id: str | None = None
 
@@ -58,6 +63,8 @@ class ShipJob:
             raise ConfigError("ship job: 'wal_root' is empty")
         if self.batch_bytes <= 0 or self.batch_entries <= 0:
             raise ConfigError(f"ship job: batch limits must be > 0, got {self.batch_bytes} / {self.batch_entries}")
+        if not 0 <= self.linger <= 86_400:
+            raise ConfigError(f"ship job: 'linger' must be seconds between 0 and 86400, got {self.linger}")
         if self.max_batches is not None and self.max_batches <= 0:
             raise ConfigError(f"ship job: 'max_batches' must be > 0 or null, got {self.max_batches}")
         if self.job_id is not None:
@@ -127,14 +134,34 @@ def plan_queues(job: ShipJob) -> tuple[PeerSummary, list[tuple[str, str]]]:
 
 
 def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[dict[str, Any]]:
-    """On an executor: ship the queues of this partition, one after another."""
+    """On an executor: ship the queues of this partition, one after another; with
+    ``job.linger``, pass after pass until that many seconds from the first pass have gone
+    (a pass that finds nothing new waits a second), so that a job's start-up is paid once for
+    more edits. A queue that fails, moves or is busy leaves the passes."""
     todo = list(tasks)
     if not todo:
         return
+    deadline = time.monotonic() + job.linger
     with zk_client(job.zk) as client:
         shipper = _shipper(job, client)
         peer = shipper.peers.get(job.peer_id)
-        for qs in shipper.ship_queues(peer, todo, job.max_batches):
+        done: dict[tuple[str, str], QueueSummary] = {}
+        while todo:
+            read = 0
+            for qs in shipper.ship_queues(peer, todo, job.max_batches):
+                read += qs.entries_read
+                key = (qs.server, qs.queue_id)
+                if key in done:
+                    done[key].merge(qs)
+                else:
+                    done[key] = qs
+            todo = [k for k in todo if done[k].status in ("shipped", "idle") and not done[k].queue_removed]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if not read:
+                time.sleep(min(LINGER_IDLE, left))
+        for qs in done.values():
             yield qs.to_json()
 
 
