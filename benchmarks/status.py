@@ -115,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         zk = LocalZooKeeper(root / "zk", free_port())
         zk.start()
-        client = connect(zk.hosts)
+        client: KazooClient | None = None
         try:
+            client = connect(zk.hosts)
             started = time.perf_counter()
             build(client, root / "hbase", args.queues, args.wals)
             print(f"built {args.queues} queues x {args.wals} WALs in {time.perf_counter() - started:.1f} s")
@@ -151,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scrape: {t_scrape * 1000:8.1f} ms per /metrics scrape ({size:,} bytes)")
             print(f"target: status under 1 s: {'met' if t_status < 1.0 else 'NOT met'}")
         finally:
-            client.stop()
-            client.close()
+            if client is not None:
+                client.stop()
+                client.close()
             zk.stop()
     return 0
 

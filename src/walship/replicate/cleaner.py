@@ -90,6 +90,7 @@ def clean(
     current = time.time() if now is None else now
     archive = posixpath.join(walstore.base, "oldWALs") + "/"
     disabled_bytes: dict[str, int] = {}
+    expired: list[tuple[str, int]] = []
     for path, mtime, size in walstore.list_archive():
         name = posixpath.basename(path)
         if not path.startswith(archive):  # defensive: only ever the archive
@@ -106,13 +107,14 @@ def clean(
         if current - mtime <= ttl or mtime >= snapshot_time:
             report.kept_young.add(size)
             continue
-        if not dry_run:
-            try:
-                walstore.fs.rm(path)
-            except FileNotFoundError:
-                continue  # deleted meanwhile by another cleaner
-        report.deleted.add(size)
-        report.deleted_files.append(name)
+        expired.append((path, size))
+    # decided from the snapshot and the listing alone; deleted together (on HDFS, several
+    # deletes in flight at once); a file gone meanwhile was deleted by another cleaner
+    done = [True] * len(expired) if dry_run else walstore.delete([path for path, _ in expired])
+    for (path, size), deleted in zip(expired, done, strict=True):
+        if deleted:
+            report.deleted.add(size)
+            report.deleted_files.append(posixpath.basename(path))
     for peer_id, held in sorted(disabled_bytes.items()):
         if held > disabled_peer_limit:
             msg = (
@@ -135,12 +137,10 @@ def clean(
 
 def _disabled_peer_wals(client: KazooClient, layout: ZnodeLayout, queues: ReplicationQueues) -> dict[str, set[str]]:
     """WAL name -> the disabled peers whose queues hold it."""
-    disabled = {p.peer_id for p in ReplicationPeers(client, layout).list() if not p.enabled}
+    disabled = sorted(p.peer_id for p in ReplicationPeers(client, layout).list() if not p.enabled)
     out: dict[str, set[str]] = {}
-    if not disabled:
-        return out
-    for q in queues.list_queues():
-        if q.peer_id in disabled:
+    for peer_id in disabled:  # only their queues are read (a warning's figure, not a decision)
+        for q in queues.list_queues(peer_id):
             for w in q.wals:
-                out.setdefault(w.name, set()).add(q.peer_id)
+                out.setdefault(w.name, set()).add(peer_id)
     return out

@@ -3,11 +3,19 @@ reading each WAL once for all of them) and ship new entries within a second or t
 
 The tailer takes each queue's ZooKeeper lock and keeps it for its whole run, so the micro-batch
 shipper (``walship_replicate``) skips those queues and says so, and a queue is never shipped by
-two at once. It polls each held queue every ``idle_sleep`` seconds when nothing is new, looks
-for new queues (and claims dead servers' ones) every ``rediscover`` seconds, rides out a peer
-outage (or a subscription's listener that refuses a batch) by backing off and retrying from
-the committed position (nothing is lost, nothing skipped), and ends after ``duration`` seconds, releasing its locks so that the next run takes
-over.
+two at once. It looks for new queues (and claims dead servers' ones) every ``rediscover``
+seconds, rides out a peer outage (or a subscription's listener that refuses a batch) by backing
+off and retrying from the committed position (nothing is lost, nothing skipped), and ends after
+``duration`` seconds, releasing its locks so that the next run takes over.
+
+When a pass found nothing new it waits for the next one at most ``idle_sleep`` seconds, and
+less as soon as a WAL grows: meanwhile it lists the WAL folders of the servers whose queues it
+holds every ``probe_interval`` seconds (a listing each, no ZooKeeper read) and starts the next
+pass once a file there grew or appeared since the last pass began. So a write waits for a
+listing, not for the idle sleep; and an idle tailer does not read ZooKeeper more often than
+before. WALs on a local disk are probed by default; on HDFS a listing shows a WAL being
+written only as its blocks complete, so there the tailer waits ``idle_sleep``, as it always did
+(unless given a ``probe_interval``), and spares the NameNode the listings.
 
 Each rediscovery re-reads the peer: a peer changed meanwhile (``walship peer set``) gets a new
 filter chain and sink, built between two passes, when every batch read has been applied and its
@@ -28,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fsspec.implementations.local import LocalFileSystem
 from kazoo.client import KazooClient, KazooState
 
 from walship import defaults
@@ -48,6 +57,13 @@ log = logging.getLogger(__name__)
 #: Queue errors a tailer rides out (backing off, keeping the queue): the peer or ZooKeeper
 #: away, or a subscriber that did not take a batch yet.
 _RETRIED = (SinkUnavailableError, ZkUnavailableError, SubscriberError)
+
+#: Seconds between two listings of the WAL folders while a tailer waits for new entries
+#: (the default for WALs on a local disk).
+PROBE_INTERVAL = 0.005
+
+#: What the WAL folders held when a pass began: (path, size) of every file.
+_Listing = frozenset[tuple[str, int]]
 
 
 @dataclass
@@ -102,6 +118,7 @@ class Tailer:
         duration: float = defaults.TAIL_DURATION,
         idle_sleep: float = defaults.TAIL_IDLE_SLEEP,
         rediscover: float = defaults.TAIL_REDISCOVER,
+        probe_interval: float | None = None,
         max_backoff: float = 5.0,
         shipper: Shipper | None = None,
         run_id: str | None = None,
@@ -117,8 +134,14 @@ class Tailer:
         self.duration = duration
         self.idle_sleep = idle_sleep
         self.rediscover = rediscover
+        if probe_interval is not None and probe_interval < 0:
+            raise ConfigError(f"tail: the probe interval must be >= 0 seconds, got {probe_interval}")
         self.max_backoff = max_backoff
         self.shipper = shipper or Shipper(client, layout, walstore, holder=Holder.here(f"tail-{self.peer_id}", run_id))
+        if probe_interval is None:
+            local = isinstance(self.shipper.walstore.fs, LocalFileSystem)
+            probe_interval = PROBE_INTERVAL if local else 0.0
+        self.probe_interval = probe_interval  # 0: no probe, wait idle_sleep after an idle pass
         self.stop = stop or threading.Event()  # set it to end the run early (a signal, a test)
         self._locks: dict[tuple[str, str], Any] = {}
         self._tailed: dict[str, _Tailed] = {}
@@ -243,6 +266,46 @@ class Tailer:
     def _sleep(self, seconds: float, deadline: float) -> None:
         self.stop.wait(min(seconds, max(0.0, deadline - time.monotonic())))
 
+    def _listing(self) -> _Listing | None:
+        """(path, size) of every file in the WAL folders of the servers whose queues are held
+        (for a recovered queue, its claimer's: the dead server's WALs grow no more); ``None``
+        without a probe, or when a folder cannot be listed (then an idle pass waits
+        ``idle_sleep``)."""
+        if not self.probe_interval or not self._locks:
+            return None
+        walstore = self.shipper.walstore
+        out: set[tuple[str, int]] = set()
+        for server in sorted({server for server, _ in self._locks}):
+            folder = f"{walstore.base}/WALs/{server}"
+            try:
+                entries = walstore.fs.ls(folder, detail=True)
+            except FileNotFoundError:
+                out.add((folder, -1))  # not there (yet): its appearance is a change
+                continue
+            except OSError as exc:  # an unreachable file system: no probe, as before
+                log.debug("cannot list %s (%s): waiting the idle sleep", folder, exc)
+                return None
+            out.update((e["name"], int(e.get("size") or 0)) for e in entries)
+        return frozenset(out)
+
+    def _idle(self, before: _Listing | None, deadline: float) -> None:
+        """After a pass that found nothing new: wait at most ``idle_sleep`` seconds, less when
+        a WAL grew or appeared since ``before`` (the listing taken as that pass began, so a
+        write made during the pass ends the wait at once)."""
+        end = min(time.monotonic() + self.idle_sleep, deadline)
+        if before is None:
+            self.stop.wait(max(0.0, end - time.monotonic()))
+            return
+        while not self.stop.is_set():
+            started = time.monotonic()
+            if self._listing() != before:
+                return
+            now = time.monotonic()
+            if now >= end:
+                return
+            # keep the listing's share of an idle tailer's time small where listing is slow
+            self.stop.wait(min(max(self.probe_interval, 10 * (now - started)), end - now))
+
     def run(self) -> TailSummary:
         summary = TailSummary(self.peer_id)
         t0 = time.monotonic()
@@ -277,6 +340,7 @@ class Tailer:
                     first = False
                     next_discovery = now + self.rediscover
                 summary.passes += 1
+                listing = self._listing() if self.idle_sleep > 0 else None
                 shipped, retry = self._pass(enabled, summary)
                 if retry:
                     summary.outages += 1
@@ -290,7 +354,7 @@ class Tailer:
                     continue
                 backoff = self.idle_sleep
                 if not shipped:
-                    self._sleep(self.idle_sleep, deadline)
+                    self._idle(listing, deadline)
         finally:
             self.shipper.flush_progress()
             for key in list(self._locks):

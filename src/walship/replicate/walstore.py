@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, BinaryIO, cast
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from walship.errors import WalMissingError
 from walship.wal.names import parse_wal_name
@@ -15,6 +18,10 @@ from walship.wal.names import parse_wal_name
 __all__ = ["ReadStats", "WalLocation", "WalStore"]
 
 log = logging.getLogger(__name__)
+
+#: Deletes in flight at once on a remote file system (HDFS has no bulk delete: each is a call
+#: to the NameNode, so thousands of them one after another add up to many seconds).
+DELETE_WORKERS = 16
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,26 @@ class WalStore:
             else:
                 out.append((e["name"], _mtime(e), int(e.get("size") or 0)))
         return out
+
+    def delete(self, paths: Sequence[str]) -> list[bool]:
+        """Delete files: for each path, in order, whether it was deleted here (``False``: it
+        was gone already, deleted meanwhile by someone else). Local files are deleted one
+        after another; on a remote file system several deletes are in flight at once.
+
+        :raises OSError: a delete failed for another reason (those before it were done).
+        """
+
+        def one(path: str) -> bool:
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                return False
+            return True
+
+        if len(paths) < 2 or isinstance(self.fs, LocalFileSystem):
+            return [one(p) for p in paths]
+        with ThreadPoolExecutor(max_workers=min(DELETE_WORKERS, len(paths)), thread_name_prefix="walship-rm") as pool:
+            return list(pool.map(one, paths))
 
     def listing(self) -> dict[str, WalLocation]:
         """Every file under ``WALs/*/`` and ``oldWALs/`` by file name, from one listing of

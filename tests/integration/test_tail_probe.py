@@ -1,0 +1,95 @@
+"""An idle tailer's wait ends when a WAL grows: it lists the WAL folders of its queues'
+servers, so a write is shipped without waiting out ``idle_sleep``; while nothing grows it
+does not pass again before ``idle_sleep`` is out (no busy loop), and its deadline and stop
+event still end the wait. WALs on a local disk are probed by default, others not."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+from replication_helpers import Cluster, contents
+from waiting import wait_until
+
+from walship.errors import ConfigError
+from walship.replicate import WalStore
+from walship.replicate.tailer import PROBE_INTERVAL, Tailer, TailSummary
+from walship.zk import ZnodeLayout, connect
+
+pytestmark = pytest.mark.integration
+
+#: Far longer than any wait below: a row shipped within them was not shipped by the idle sleep.
+IDLE_SLEEP = 600.0
+
+
+@pytest.fixture
+def sink_protocol() -> str:
+    return "thrift1"
+
+
+def start(a: Cluster, duration: float, stop: threading.Event) -> tuple[threading.Thread, list[TailSummary]]:
+    out: list[TailSummary] = []
+
+    def run() -> None:
+        client = connect(a.zk_hosts)
+        try:
+            tailer = Tailer(
+                client,
+                ZnodeLayout(a.parent),
+                WalStore(str(a.mc.data_dir)),
+                "1",
+                duration=duration,
+                idle_sleep=IDLE_SLEEP,
+                stop=stop,
+            )
+            out.append(tailer.run())
+        finally:
+            client.stop()
+            client.close()
+            client.close()
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def test_a_write_ends_the_idle_wait(ab: tuple[Cluster, Cluster]) -> None:
+    a, b = ab
+    stop = threading.Event()
+    tailer, out = start(a, duration=120, stop=stop)
+    try:
+        tb = b.table()
+        for i in range(3):
+            time.sleep(0.5)  # the tailer waits, idle, between the writes
+            a.table().put(b"row-%d" % i, {b"r:q": b"%d" % i})
+            wait_until(lambda i=i: tb.row(b"row-%d" % i), timeout=30, what=f"row-{i} on B")
+    finally:
+        stop.set()  # ends the idle wait too
+        tailer.join(timeout=60)
+    assert not tailer.is_alive()
+    summary = out[0]
+    assert summary.status == "ok" and summary.seconds < 100
+    # a pass that ships and one that finds nothing, at the start and for each write (three
+    # for a write landing while a pass reads): a few passes in all, not a busy loop
+    assert summary.passes <= 3 * (1 + 3), summary
+    assert contents(b) == contents(a, b"r")
+
+
+def test_the_deadline_ends_the_idle_wait(ab: tuple[Cluster, Cluster]) -> None:
+    a, _ = ab
+    tailer, out = start(a, duration=2, stop=threading.Event())
+    tailer.join(timeout=60)
+    assert not tailer.is_alive()
+    # a pass ships what the setup wrote, the next finds nothing and waits for the deadline
+    assert out[0].status == "ok" and out[0].seconds < 30 and out[0].passes <= 3
+
+
+def test_local_wals_are_probed_by_default_others_not(zk: KazooClient, layout: ZnodeLayout, tmp_path: Path) -> None:
+    assert Tailer(zk, layout, WalStore(str(tmp_path)), "1").probe_interval == PROBE_INTERVAL
+    assert Tailer(zk, layout, WalStore("memory://walship-probe"), "1").probe_interval == 0
+    assert Tailer(zk, layout, WalStore("memory://walship-probe"), "1", probe_interval=0.05).probe_interval == 0.05
+    with pytest.raises(ConfigError, match="probe interval"):
+        Tailer(zk, layout, WalStore(str(tmp_path)), "1", probe_interval=-1)
