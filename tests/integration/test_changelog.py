@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -396,14 +397,16 @@ def test_compaction_merges_a_day_idempotently(tmp_path: Path, capsys: pytest.Cap
     assert "table=t date=2026-01-01: unchanged, one file (8 rows)" in out
 
 
-def test_spark_reads_the_log(tmp_path: Path) -> None:
+def test_spark_reads_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"file://{tmp_path}/log"
     s = sink(url)
     s.apply(entries(3), WAL)
     s.apply(entries(2, first=3, table=NS_TABLE, write_time=DAY2), WAL)
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    # py4j logs at INFO from a finalizer as the interpreter exits, after the log streams closed
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = (
         SparkSession.builder.master("local[1]")
         .appName("walship-changelog-test")
