@@ -52,8 +52,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
     from walship.replicate.tailer import Tailer
 
     with source(args) as (client, layout, walstore):
-        peers = args.peer[0] if len(args.peer) == 1 else args.peer
-        summary = Tailer(client, layout, walstore, peers, duration=args.duration, idle_sleep=args.idle_sleep).run()
+        summary = Tailer(client, layout, walstore, args.peer, duration=args.duration, idle_sleep=args.idle_sleep).run()
     print(json.dumps(summary.to_json()))
     return 1 if summary.status == "error" else 0
 

@@ -90,10 +90,6 @@ class Member:
     def __post_init__(self) -> None:
         self.index = {wp.name: i for i, wp in enumerate(self.queue.wals)}
 
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return self.feed.peer.peer_id, self.feed.server, self.feed.queue_id
-
     def wants(self, wal: str) -> bool:
         return not self.stopped and wal in self.index
 
@@ -132,7 +128,7 @@ class Member:
             self.batch.append(kept)
             # the kept cells' share of the entry's bytes: what the sink sends, near enough
             n = len(entry.cells)
-            self.wire += size if len(kept.cells) == n else size * len(kept.cells) // max(n, 1)
+            self.wire += size if len(kept.cells) == n else size * len(kept.cells) // n
         self.position = entry.end_offset
         self.last_write_time = entry.key.write_time
         return True

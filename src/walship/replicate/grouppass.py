@@ -84,7 +84,7 @@ class GroupPass:
         for name in names:
             part = [m for m in members if m.wants(name)]
             for m in part:
-                if max_batches is not None and m.qs.batches >= max_batches:
+                if max_batches is not None and m.started >= max_batches:
                     m.stopped = True
             part = [m for m in part if not m.stopped]
             if not part:

@@ -17,6 +17,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
@@ -237,7 +238,17 @@ class Planner:
     # -- queues and backlog --------------------------------------------------------------------
 
     def peer_queues(self, peer_id: str, queue_filter: str | None = None) -> list[QueueInfo]:
-        return [q for q in self.queues.list_queues(peer_id) if not queue_filter or matches_queue(q, queue_filter)]
+        return self.queues_of([peer_id], queue_filter)[peer_id]
+
+    def queues_of(self, peer_ids: Sequence[str], queue_filter: str | None = None) -> dict[str, list[QueueInfo]]:
+        """The queues of each peer (optionally only those matching ``queue_filter``), from one
+        listing of the queues."""
+        out: dict[str, list[QueueInfo]] = {pid: [] for pid in peer_ids}
+        only = next(iter(out)) if len(out) == 1 else None  # one peer: only its queues are read
+        for q in self.queues.list_queues(only):
+            if q.peer_id in out and (not queue_filter or matches_queue(q, queue_filter)):
+                out[q.peer_id].append(q)
+        return out
 
     def backlog(self, queue: QueueInfo, grace: float = DEFAULT_CLOSE_GRACE) -> int:
         """Bytes of the queue's WALs not yet shipped (1 for a drained queue that still has a

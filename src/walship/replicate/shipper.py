@@ -142,10 +142,8 @@ class Shipper:
             result = self.planner.failover()
             for summary in summaries.values():
                 summary.claimed, summary.claim_failures = list(result.claimed), list(result.failures)
-        todo = {
-            peer.peer_id: [(q.server, str(q.queue_id)) for q in self.planner.peer_queues(peer.peer_id, queue_filter)]
-            for peer in enabled
-        }
+        listed = self.planner.queues_of([peer.peer_id for peer in enabled], queue_filter)
+        todo = {pid: [(q.server, str(q.queue_id)) for q in queues] for pid, queues in listed.items()}
         for qs in self.ship_queues_of(enabled, todo, max_batches):
             summaries[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
         for summary in summaries.values():

@@ -153,10 +153,10 @@ class Tailer:
             self._session_lost = True  # our locks are gone: stop before someone else ships too
 
     def _take_new_queues(self, summary: TailSummary) -> None:
-        wanted = set(self.peer_ids)
-        for q in self.shipper.queues.list_queues():
+        listed = self.shipper.planner.queues_of(self.peer_ids)
+        for q in (q for queues in listed.values() for q in queues):
             key = (q.server, str(q.queue_id))
-            if q.peer_id not in wanted or key in self._locks:
+            if key in self._locks:
                 continue
             lock = self.client.Lock(self.layout.queue_lock(*key), identifier=self.shipper.holder.encode())
             if lock.acquire(blocking=False):
