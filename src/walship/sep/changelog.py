@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from walship.errors import ChangeLogError
-from walship.files import sync_dir
+from walship.files import fsync_file, move_into_place
 from walship.sep.events import SepEvent
 from walship.wal.names import parse_wal_name
 
@@ -56,7 +56,6 @@ __all__ = [
     "changelog_url",
     "check_url",
     "escape_path_name",
-    "move_into_place",
     "open_changelog",
     "partition_path",
     "read_parquet",
@@ -189,17 +188,8 @@ def write_parquet(fs: Any, directory: str, name: str, table: pa.Table) -> str:
     tmp = f"{directory}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
     with fs.open(tmp, "wb") as f:
         pq.write_table(table, f)
-        f.flush()
-        fileno = getattr(f, "fileno", None)
-        if callable(fileno):
-            with contextlib.suppress(OSError, ValueError):  # not a local file: close makes it durable
-                os.fsync(fileno())
+        fsync_file(f)
     return tmp
-
-
-def move_into_place(fs: Any, tmp: str, path: str) -> None:
-    fs.mv(tmp, path)
-    sync_dir(fs, path.rsplit("/", 1)[0])
 
 
 def read_parquet(fs: Any, path: str) -> pa.Table:

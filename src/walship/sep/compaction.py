@@ -31,16 +31,16 @@ import hashlib
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from walship.errors import ChangeLogError
+from walship.files import move_into_place
 from walship.sep.changelog import (
     BatchName,
-    move_into_place,
     open_changelog,
     read_parquet,
     unescape_path_name,
@@ -90,17 +90,7 @@ class PartitionCompaction:
     leftovers_removed: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            "date": self.date,
-            "path": self.path,
-            "action": self.action,
-            "inputs": self.inputs,
-            "output": self.output,
-            "rows": self.rows,
-            "duplicates_dropped": self.duplicates_dropped,
-            "leftovers_removed": self.leftovers_removed,
-        }
+        return asdict(self)
 
 
 @dataclass

@@ -24,10 +24,8 @@ byte offset, the table, region, sequence id, write time, cluster ids and the rea
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
-import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +33,7 @@ from typing import Any
 import fsspec
 
 from walship.errors import DeadLetterError
-from walship.files import sync_dir
+from walship.files import fsync_file, move_into_place
 from walship.sinks.base import DEADLETTER_DIR_KEY, FilteredEntry
 from walship.wal.dump import to_string_binary
 from walship.wal.model import Cell, CellType, Tag, WalEntry, WalKey
@@ -220,14 +218,8 @@ class DeadLetterStore:
             self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
             with self.fs.open(tmp, "w", encoding="utf-8") as f:
                 f.write(text)
-                f.flush()
-                fileno = getattr(f, "fileno", None)
-                if callable(fileno):
-                    # not a local file: the file system's close makes it durable
-                    with contextlib.suppress(OSError, ValueError):
-                        os.fsync(fileno())
-            self.fs.mv(tmp, path)
-            sync_dir(self.fs, path.rsplit("/", 1)[0])
+                fsync_file(f)
+            move_into_place(self.fs, tmp, path)
         except OSError as exc:
             raise DeadLetterError(f"cannot write dead letters of peer {self.peer_id} to {path}: {exc}") from exc
         log.warning("peer %s: %d dead letters of %s written to %s", self.peer_id, len(letters), wal, path)
