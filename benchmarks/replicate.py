@@ -14,21 +14,25 @@ A, then measures side by side:
 * ``ceiling thrift2``: the same cells written straight into C with ``putMultiple`` calls of
   1,000 rows.
 
-Prints cells/s of each, each sink's ratio to its own ceiling (target >= 0.8) and the Thrift2
-sink beside the Thrift1 sink, and Spark's start-up time for the ship job measured separately
-(spark-submit of the job with no queue to ship).
+Each round loads N more cells into A and measures all five; the medians over ``--rounds`` are
+printed: cells/s of each, each sink's ratio to its own ceiling (target >= 0.8; the median of the
+rounds' ratios, each taken back to back) and the Thrift2 sink beside the Thrift1 sink, and
+Spark's start-up time for the ship job measured separately (spark-submit of the job with no
+queue to ship).
 
-    .venv/bin/python benchmarks/replicate.py [--cells 1000000] [--no-spark]
+    .venv/bin/python benchmarks/replicate.py [--cells 1000000] [--rounds 3] [--no-spark]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import happybase
@@ -98,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cells", type=int, default=1_000_000)
     parser.add_argument("--no-spark", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of load, ship and ceiling; medians are printed")
     args = parser.parse_args(argv)
     rows = args.cells // len(QUALS)
     cells = rows * len(QUALS)
@@ -105,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         zk = LocalZooKeeper(root / "zk", free_port())
         zk.start()
+        rounds: list[dict[str, float]] = []
         clusters = {n: MiniClusterProcess(n, root / n, zk=zk.hosts, znode_parent=f"/hbase-{n}") for n in "abc"}
         a, b, c = clusters["a"], clusters["b"], clusters["c"]
         try:
@@ -134,38 +140,46 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
             time.sleep(0.5)
-            ca = happybase.Connection(*a.thrift)
-            load_s = write(ca, "bench", rows)
-            ca.close()
-            ship1_s, shipped1, batches1 = ship_peer(zk.hosts, a, "1")
-            ship3_s, shipped3, _ = ship_peer(zk.hosts, a, "3", pipeline=False)
-            ship2_s, shipped2, batches2 = ship_peer(zk.hosts, a, "2")
-            cb = happybase.Connection(*b.thrift)
-            ceiling1_s = write(cb, "ceiling", rows)
-            cb.close()
-            ceiling2_s = write_thrift2(c, "ceiling", rows)
+            for r in range(args.rounds):
+                ca = happybase.Connection(*a.thrift)
+                load_s = write(ca, "bench", rows)
+                ca.close()
+                secs: dict[str, float] = {}
+                secs["s1"], shipped1, batches1 = ship_peer(zk.hosts, a, "1")
+                secs["s3"], shipped3, _ = ship_peer(zk.hosts, a, "3", pipeline=False)
+                secs["s2"], shipped2, batches2 = ship_peer(zk.hosts, a, "2")
+                cb = happybase.Connection(*b.thrift)
+                secs["c1"] = write(cb, "ceiling", rows)
+                cb.close()
+                secs["c2"] = write_thrift2(c, "ceiling", rows)
+                if shipped1 != cells or shipped2 != cells or shipped3 != cells:
+                    print(f"FAIL: shipped {shipped1} cells over Thrift1 and {shipped2} over Thrift2, wrote {cells}")
+                    return 1
+                rounds.append({name: cells / t for name, t in secs.items()})
+                print(f"round {r + 1}: loading A took {load_s:.1f} s; " + ", ".join(
+                    f"{name} {cells / t:,.0f} cells/s" for name, t in secs.items()) + f"; batches {batches1}/{batches2}")  # fmt: skip
             startup = None if args.no_spark else spark_startup(zk.hosts, str(a.data_dir))
         finally:
             for mc in clusters.values():
                 mc.stop()
             zk.stop()
-    if shipped1 != cells or shipped2 != cells or shipped3 != cells:
-        print(f"FAIL: shipped {shipped1} cells over Thrift1 and {shipped2} over Thrift2, wrote {cells}")
-        return 1
-    rate = {
-        name: cells / secs
-        for name, secs in (("s1", ship1_s), ("c1", ceiling1_s), ("s2", ship2_s), ("c2", ceiling2_s), ("s3", ship3_s))
-    }
-    print(f"cells {cells:,} ({rows:,} rows x 3, 100-byte values); loading A took {load_s:.1f} s")
-    print(f"ship A -> B over Thrift1 (walship) : {rate['s1']:12,.0f} cells/s  ({ship1_s:.1f} s, {batches1} batches)")
-    print(f"  the same, one batch at a time      : {rate['s3']:12,.0f} cells/s  ({ship3_s:.1f} s)  <- no pipelining")
-    print(f"happybase straight into B (Thrift1): {rate['c1']:12,.0f} cells/s  ({ceiling1_s:.1f} s)  <- Thrift1 ceiling")
-    print(f"ship A -> C over Thrift2 (walship) : {rate['s2']:12,.0f} cells/s  ({ship2_s:.1f} s, {batches2} batches)")
-    print(f"putMultiple straight into C        : {rate['c2']:12,.0f} cells/s  ({ceiling2_s:.1f} s)  <- Thrift2 ceiling")
-    for sink, ratio in (("Thrift1", rate["s1"] / rate["c1"]), ("Thrift2", rate["s2"] / rate["c2"])):
+
+    def median(key: Callable[[dict[str, float]], float]) -> float:
+        return statistics.median(key(r) for r in rounds)
+
+    rate = {name: median(lambda r, n=name: r[n]) for name in ("s1", "s3", "c1", "s2", "c2")}  # type: ignore[misc]
+    print(f"cells {cells:,} a round ({rows:,} rows x 3, 100-byte values), {args.rounds} rounds; medians:")
+    print(f"ship A -> B over Thrift1 (walship) : {rate['s1']:12,.0f} cells/s")
+    print(f"  the same, one batch at a time      : {rate['s3']:12,.0f} cells/s  <- no pipelining")
+    print(f"happybase straight into B (Thrift1): {rate['c1']:12,.0f} cells/s  <- Thrift1 ceiling")
+    print(f"ship A -> C over Thrift2 (walship) : {rate['s2']:12,.0f} cells/s")
+    print(f"putMultiple straight into C        : {rate['c2']:12,.0f} cells/s  <- Thrift2 ceiling")
+    # each round's ratio, then their median: the two sides of a ratio ran back to back
+    for sink, ship_key, ceiling_key in (("Thrift1", "s1", "c1"), ("Thrift2", "s2", "c2")):
+        ratio = median(lambda r, s=ship_key, c=ceiling_key: r[s] / r[c])  # type: ignore[misc]
         print(f"ratio ship/ceiling {sink}: {ratio:.3f}  (target >= 0.8: {'met' if ratio >= 0.8 else 'NOT met'})")
-    print(f"Thrift2 sink / Thrift1 sink: {rate['s2'] / rate['s1']:.3f}")
-    print(f"Thrift1 pipelined / one batch at a time: {rate['s1'] / rate['s3']:.3f}")
+    print(f"Thrift2 sink / Thrift1 sink: {median(lambda r: r['s2'] / r['s1']):.3f}")
+    print(f"Thrift1 pipelined / one batch at a time: {median(lambda r: r['s1'] / r['s3']):.3f}")
     if startup is not None:
         print(f"Spark start-up (spark-submit of the ship job with nothing to ship, local[2]): {startup:.1f} s")
     return 0

@@ -6,6 +6,7 @@ significant 64 bits, big-endian.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Sequence
@@ -21,8 +22,12 @@ def encode_cluster_ids(ids: Sequence[uuid.UUID]) -> bytes:
     return struct.pack(">i", len(ids)) + b"".join(u.int.to_bytes(16, "big") for u in ids)
 
 
+@functools.lru_cache(maxsize=256)
 def decode_cluster_ids(data: bytes) -> tuple[uuid.UUID, ...]:
-    """:raises BadRequestError: not a count followed by that many UUIDs."""
+    """The UUIDs, decoded once for each distinct value (every mutation of a batch carries the
+    same few).
+
+    :raises BadRequestError: not a count followed by that many UUIDs."""
     if len(data) < 4:
         raise BadRequestError(f"attribute _cs.id: {len(data)} bytes, expected a 4-byte count")
     (count,) = struct.unpack_from(">i", data)

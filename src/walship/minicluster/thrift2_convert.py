@@ -241,9 +241,17 @@ def put_cells(tput: Any) -> list[Cell]:
     for cv in tput.columnValues:
         if not cv.family:
             raise BadRequestError(f"TPut of row {row!r}: a TColumnValue without a family")
-        cell_ts = _timestamp(cv.timestamp, ts, f"TPut of row {row!r}, family {cv.family!r}")
+        cell_ts = ts if cv.timestamp is None else cv.timestamp
+        if cell_ts < 0:  # the message is made only for a bad cell: this runs for every cell
+            _timestamp(cell_ts, ts, f"TPut of row {row!r}, family {cv.family!r}")
         cells.append(Cell(row, cv.family, cv.qualifier or b"", cell_ts, CellType.Put, cv.value or b""))
-    return sorted(cells, key=lambda c: c.family)  # stable: a family's cells keep their order
+    if len(cells) > 1:
+        cells.sort(key=_family)  # stable: a family's cells keep their order
+    return cells
+
+
+def _family(cell: Cell) -> bytes:
+    return cell.family
 
 
 def delete_cells(tdelete: Any, families: Iterable[bytes]) -> list[Cell]:

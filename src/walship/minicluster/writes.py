@@ -110,7 +110,7 @@ def resolve_cells(
             ts = now
         elif ts < 0:
             raise BadRequestError(f"timestamp must be >= 0, got {ts} (row {row!r}, family {c.family!r})")
-        out.append(c._replace(timestamp=ts))
+        out.append(c if ts == c.timestamp else c._replace(timestamp=ts))
     return out
 
 

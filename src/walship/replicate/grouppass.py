@@ -26,6 +26,11 @@ __all__ = ["STOP_ERRORS", "GroupPass"]
 
 log = logging.getLogger(__name__)
 
+#: Pipelined, a pass's first batches are smaller: 1/2**RAMP of the limits, doubling, but no
+#: smaller than RAMP_ENTRIES entries or RAMP_BYTES bytes (nor than the limits themselves).
+RAMP = 4
+RAMP_ENTRIES = 1000
+RAMP_BYTES = 1 << 20
 #: What stops one queue of a pass (the others go on): walship's errors and ZooKeeper's.
 STOP_ERRORS: tuple[type[BaseException], ...] = (WalshipError, *KAZOO_ERRORS)
 
@@ -125,7 +130,7 @@ class GroupPass:
                 for entry in reader.entries(start):
                     live = False
                     for m in part:
-                        if m.take(entry) and m.full(self.batch_entries, self.batch_bytes):
+                        if m.take(entry) and m.full(*self._limits(m)):
                             self._hand_over(m, background=self.pipeline)
                             if max_batches is not None and m.started >= max_batches:
                                 m.stopped = True
@@ -148,6 +153,18 @@ class GroupPass:
                     self._end_wal(m, loc, reader)
                 except STOP_ERRORS as exc:
                     self.stop(m, exc)
+
+    def _limits(self, m: Member) -> tuple[int, int]:
+        """The member's batch limits (entries, wire bytes): pipelined, a pass starts with small
+        batches, doubling up to the limits (1/16, 1/8, 1/4, 1/2), so that the sink starts work
+        while the rest of the first batch would still be read."""
+        shift = RAMP - m.started if self.pipeline else 0
+        if shift <= 0:
+            return self.batch_entries, self.batch_bytes
+        return (
+            max(min(self.batch_entries, RAMP_ENTRIES), self.batch_entries >> shift),
+            max(min(self.batch_bytes, RAMP_BYTES), self.batch_bytes >> shift),
+        )
 
     def _end_wal(self, m: Member, loc: WalLocation, reader: WalReader) -> None:
         """A member read a WAL to its end: commit the rest, and drop the WAL once finished."""

@@ -3,7 +3,8 @@
 * Servers come from the peer's ``walship.sink.thrift``; the transport, protocol and TLS they
   speak, failover and backoff are :mod:`walship.sinks.thriftconn`'s.
 * Cells keep their timestamps: Thrift1 takes one timestamp per call, so edits are grouped by
-  (table, cluster ids, timestamp) and each group is one ``mutateRowsTs`` call. Visibility in
+  (table, cluster ids, timestamp) and each group is ``mutateRowsTs`` calls of up to 1,000
+  rows, sent one at a time, each built while the one before is at the peer. Visibility in
   HBase depends on timestamps, not on the order of calls, so the regrouping changes nothing;
   within a group the order of the WAL is kept (the last put of a cell wins, as on HBase).
 * Every call carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer writes
@@ -20,16 +21,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import ConfigError, IncompatibleEditError
 from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
+from walship.sinks.encoded import EncodedCall, encode_call
+from walship.sinks.inorder import Sender
 from walship.sinks.thriftconn import THRIFT1_REFUSALS, ServerPool, ThriftOptions, open_connection
 from walship.thrift.hbase1 import Hbase_thrift
-from walship.wal.model import CellType
+from walship.wal.model import Cell, CellType
 from walship.zk.peers import PeerConfig, parse_host_ports
 
 __all__ = ["SINK_THRIFT_KEY", "ThriftSink", "thrift_servers"]
@@ -40,7 +43,22 @@ log = logging.getLogger(__name__)
 SINK_THRIFT_KEY = "walship.sink.thrift"
 SINK_KEY_HINT = f"{SINK_THRIFT_KEY}=host:port[,host:port...] configuration"
 _INCOMPATIBLE = (int(CellType.Delete), int(CellType.DeleteFamilyVersion))
-_ROWS_PER_CALL = 5000
+#: rows per mutateRowsTs call: small enough that building the next call overlaps this one
+_ROWS_PER_CALL = 1000
+
+
+def _mutation(cell: Cell) -> Any:
+    """A Put, DeleteColumn or DeleteFamily cell as a Thrift1 ``Mutation``."""
+    if cell.type == CellType.Put:
+        return Hbase_thrift.Mutation(isDelete=False, column=cell.family + b":" + cell.qualifier, value=cell.value)
+    if cell.type == CellType.DeleteColumn:
+        return Hbase_thrift.Mutation(isDelete=True, column=cell.family + b":" + cell.qualifier)
+    return Hbase_thrift.Mutation(isDelete=True, column=cell.family)  # DeleteFamily
+
+
+def _sending(call: EncodedCall) -> Callable[[Any], Any]:
+    """The encoded call, sent on a connection."""
+    return lambda conn: conn.client.send_encoded(call)
 
 
 def thrift_servers(peer: PeerConfig) -> list[tuple[str, int]]:
@@ -83,6 +101,7 @@ class ThriftSink:
             retries=retries,
             backoff=backoff,
         )
+        self.sender = Sender(self.pool.call, f"walship-thrift-{peer.peer_id}")
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
@@ -99,14 +118,8 @@ class ThriftSink:
         return thrift_servers(peer)
 
     def close(self) -> None:
+        self.sender.close()
         self.pool.drop()
-
-    def _call(self, table: bytes, rows: list[Any], ts: int, attributes: dict[bytes, bytes], stats: ApplyStats) -> None:
-        self.pool.call(
-            lambda conn: conn.client.mutateRowsTs(table, rows, ts, attributes),
-            f"edits to table {table.decode(errors='replace')}",
-            stats,
-        )
 
     # -- applying --------------------------------------------------------------------------------
 
@@ -128,7 +141,7 @@ class ThriftSink:
                             f"{fe.entry.key.table.decode(errors='replace')} cannot be applied over Thrift1 "
                             f"(peer {self.peer.peer_id}, {INCOMPATIBLE_KEY}=fail; set skip or deadletter to go on)"
                         )
-        groups: dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Any]]] = {}
+        groups: dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Cell]]] = {}
         letters: list[DeadLetter] = []
         for fe in entries:
             table = fe.entry.key.table
@@ -143,27 +156,23 @@ class ThriftSink:
                     continue
                 if cell.tags:
                     stats.tags_dropped += 1
-                rows = groups.setdefault((table, fe.cluster_ids, cell.timestamp), {})
-                muts = rows.setdefault(cell.row, [])
-                if cell.type == CellType.Put:
-                    muts.append(
-                        Hbase_thrift.Mutation(
-                            isDelete=False, column=cell.family + b":" + cell.qualifier, value=cell.value
-                        )
-                    )
-                elif cell.type == CellType.DeleteColumn:
-                    muts.append(Hbase_thrift.Mutation(isDelete=True, column=cell.family + b":" + cell.qualifier))
-                else:  # DeleteFamily
-                    muts.append(Hbase_thrift.Mutation(isDelete=True, column=cell.family))
+                groups.setdefault((table, fe.cluster_ids, cell.timestamp), {}).setdefault(cell.row, []).append(cell)
                 stats.cells += 1
         # durable before the batch counts as applied (and so before the position moves)
         written = self.deadletters.write(wal, letters)
-        for (table, cluster_ids, ts), rows in groups.items():
-            batch = [Hbase_thrift.BatchMutation(row=r, mutations=m) for r, m in rows.items()]
-            attributes = {b"_cs.id": encode_cluster_ids(cluster_ids)}
-            for i in range(0, len(batch), _ROWS_PER_CALL):
-                self._call(table, batch[i : i + _ROWS_PER_CALL], ts, attributes, stats)
-                stats.calls += 1
+        with self.sender.batch(stats) as calls:
+            for (table, cluster_ids, ts), rows in groups.items():
+                attributes = {b"_cs.id": encode_cluster_ids(cluster_ids)}
+                what = f"edits to table {table.decode(errors='replace')}"
+                items = list(rows.items())
+                for i in range(0, len(items), _ROWS_PER_CALL):
+                    batch = [
+                        Hbase_thrift.BatchMutation(row=row, mutations=[_mutation(c) for c in cells])
+                        for row, cells in items[i : i + _ROWS_PER_CALL]
+                    ]
+                    encoded = encode_call(Hbase_thrift.Hbase, self.options.protocol, "mutateRowsTs", tableName=table,
+                                          rowBatches=batch, timestamp=ts, attributes=attributes)  # fmt: skip
+                    calls.send(_sending(encoded), what)
         if stats.incompatible_skipped or stats.deadlettered:
             log.warning(
                 "peer %s: %s: %d incompatible cells skipped, %d dead-lettered to %s",

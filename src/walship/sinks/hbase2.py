@@ -10,9 +10,10 @@ sink applies each one exactly as written:
 * Deletes keep their type: ``Delete`` -> ``DELETE_COLUMN`` (one version), ``DeleteColumn`` ->
   ``DELETE_COLUMNS``, ``DeleteFamily`` -> ``DELETE_FAMILY``, ``DeleteFamilyVersion`` ->
   ``DELETE_FAMILY_VERSION``; ``walship.incompatible`` never applies.
-* Mutations go in WAL order: consecutive puts of one table and origin are one ``putMultiple``
-  call, consecutive deletes one ``deleteMultiple``; a WAL entry's cells of one row are one
-  ``TPut`` (and one ``TDelete`` per delete type).
+* Mutations go in WAL order: consecutive puts of one table and origin are ``putMultiple``
+  calls, consecutive deletes ``deleteMultiple`` calls (of up to 1,000 mutations or about 2 MiB
+  each); a WAL entry's cells of one row are one ``TPut`` (and one ``TDelete`` per delete type).
+  The calls go one at a time, in order; each is built while the one before is at the peer.
 * Every mutation carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer
   writes them into its own WAL and the edit never comes back (no loops).
 * Cell tags are counted as dropped (HBase's Thrift2 server ignores them).
@@ -22,13 +23,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import ConfigError
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
+from walship.sinks.encoded import EncodedCall, encode_call
+from walship.sinks.inorder import Sender
 from walship.sinks.thriftconn import THRIFT2_REFUSALS, ServerPool, ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
@@ -40,8 +43,10 @@ log = logging.getLogger(__name__)
 
 #: Peer configuration key naming the peer's Thrift2 servers: ``host:port[,host:port...]``.
 SINK_THRIFT2_KEY = "walship.sink.thrift2"
-#: Mutations per putMultiple / deleteMultiple call.
-MUTATIONS_PER_CALL = 5000
+#: A putMultiple / deleteMultiple call holds at most this many mutations, or about this many
+#: bytes of cells: small enough that building the next call overlaps this one at the server.
+MUTATIONS_PER_CALL = 1000
+CALL_BYTES = 2 << 20
 _DELETE_TYPES = {
     int(CellType.Delete): hbase2.TDeleteType.DELETE_COLUMN,
     int(CellType.DeleteColumn): hbase2.TDeleteType.DELETE_COLUMNS,
@@ -57,18 +62,22 @@ def thrift2_servers(peer: PeerConfig) -> list[tuple[str, int]]:
     return parse_host_ports(spec, f"{SINK_THRIFT2_KEY} of peer {peer.peer_id}") if spec else []
 
 
-def _calling(name: str, table: bytes, mutations: list[Any]) -> Callable[[Any], Any]:
-    """A call of ``name(table, mutations)`` on a connection."""
-    return lambda conn: getattr(conn.client, name)(table, mutations)
+def _sending(call: EncodedCall) -> Callable[[Any], Any]:
+    """The encoded call, sent on a connection."""
+    return lambda conn: conn.client.send_encoded(call)
 
 
 @dataclass
-class _Run:
-    """Consecutive mutations of one kind for one table and origin: one call (or a few)."""
+class _Call:
+    """Consecutive mutations of one kind for one table and origin, up to one call's worth."""
 
     table: bytes
     deletes: bool
     mutations: list[Any] = field(default_factory=list)
+    size: int = 0
+
+    def full(self) -> bool:
+        return len(self.mutations) >= MUTATIONS_PER_CALL or self.size >= CALL_BYTES
 
 
 class Thrift2Sink:
@@ -104,6 +113,9 @@ class Thrift2Sink:
             retries=retries,
             backoff=backoff,
         )
+        self.sender = Sender(self.pool.call, f"walship-thrift2-{peer.peer_id}")
+        self.service = hbase2.THBaseService
+        self.protocol = options.protocol
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
@@ -119,12 +131,14 @@ class Thrift2Sink:
         return thrift2_servers(peer)
 
     def close(self) -> None:
+        self.sender.close()
         self.pool.drop()
 
     @staticmethod
-    def runs(entries: Sequence[FilteredEntry], stats: ApplyStats) -> list[_Run]:
-        """The batch as calls, in WAL order (see the module's description)."""
-        runs: list[_Run] = []
+    def calls(entries: Sequence[FilteredEntry], stats: ApplyStats) -> Iterator[_Call]:
+        """The batch as calls, in WAL order (see the module's description), each yielded once
+        it is complete: nothing is added to a call after it was yielded."""
+        call: _Call | None = None
         key: tuple[bytes, tuple[uuid.UUID, ...], bool] | None = None
         attributes: dict[bytes, bytes] = {}
         for fe in entries:
@@ -138,9 +152,12 @@ class Thrift2Sink:
                 deletes = cell.type != CellType.Put
                 if key != (table, fe.cluster_ids, deletes):
                     key = (table, fe.cluster_ids, deletes)
-                    runs.append(_Run(table, deletes))
+                    if call is not None:
+                        yield call
+                    call = _Call(table, deletes)
                     last = None
-                mutations = runs[-1].mutations
+                assert call is not None
+                call.size += len(cell.row) + len(cell.family) + len(cell.qualifier) + len(cell.value) + 24
                 if not deletes:
                     value = hbase2.TColumnValue(
                         family=cell.family, qualifier=cell.qualifier, value=cell.value, timestamp=cell.timestamp
@@ -148,8 +165,11 @@ class Thrift2Sink:
                     if last is not None and last.row == cell.row:
                         last.columnValues.append(value)
                     else:
+                        if call.full():
+                            yield call
+                            call = _Call(table, deletes)
                         last = hbase2.TPut(row=cell.row, columnValues=[value], attributes=attributes)
-                        mutations.append(last)
+                        call.mutations.append(last)
                 else:
                     delete_type = _DELETE_TYPES[cell.type]
                     column = hbase2.TColumn(
@@ -160,25 +180,35 @@ class Thrift2Sink:
                     if last is not None and last.row == cell.row and last.deleteType == delete_type:
                         last.columns.append(column)
                     else:
+                        if call.full():
+                            yield call
+                            call = _Call(table, deletes)
                         last = hbase2.TDelete(
                             row=cell.row, columns=[column], deleteType=delete_type, attributes=attributes
                         )
-                        mutations.append(last)
+                        call.mutations.append(last)
                 stats.cells += 1
-        return runs
+        if call is not None and call.mutations:
+            yield call
 
     def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
-        """Apply entries exactly, in WAL order.
+        """Apply entries exactly, in WAL order; each call is built while the one before is at
+        the peer (:mod:`walship.sinks.inorder`).
 
         :raises SinkError: the peer refused the edits (e.g. an unknown table or family).
         :raises SinkUnavailableError: no server answered.
         """
         stats = ApplyStats()
-        for run in self.runs(entries, stats):
-            what = f"{'deletes' if run.deletes else 'puts'} to table {run.table.decode(errors='replace')} (from {wal})"
-            call = "deleteMultiple" if run.deletes else "putMultiple"
-            for i in range(0, len(run.mutations), MUTATIONS_PER_CALL):
-                chunk = run.mutations[i : i + MUTATIONS_PER_CALL]
-                self.pool.call(_calling(call, run.table, chunk), what, stats)
-                stats.calls += 1
+        with self.sender.batch(stats) as calls:
+            for call in self.calls(entries, stats):
+                table = call.table.decode(errors="replace")
+                if call.deletes:
+                    what = f"deletes to table {table} (from {wal})"
+                    encoded = encode_call(self.service, self.protocol, "deleteMultiple", table=call.table,
+                                          tdeletes=call.mutations)  # fmt: skip
+                else:
+                    what = f"puts to table {table} (from {wal})"
+                    encoded = encode_call(self.service, self.protocol, "putMultiple", table=call.table,
+                                          tputs=call.mutations)  # fmt: skip
+                calls.send(_sending(encoded), what)
         return stats

@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
 import happybase
-from happybase.connection import THRIFT_PROTOCOLS, THRIFT_TRANSPORTS
-from thriftpy2.thrift import TApplicationException, TClient
+from happybase.connection import THRIFT_TRANSPORTS
+from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TSocket, TSSLSocket, TTransportException
 
 from walship.errors import InvalidPeerConfigError, SinkError, SinkUnavailableError
 from walship.sinks.base import ApplyStats
+from walship.sinks.encoded import EncodingClient
 from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
@@ -70,6 +71,8 @@ THRIFT_SSL_KEY = "walship.sink.thrift.ssl"
 THRIFT_SSL_CA_KEY = "walship.sink.thrift.ssl.ca"
 THRIFT_SSL_VERIFY_KEY = "walship.sink.thrift.ssl.verify"
 _BOOLEANS = {"true": True, "false": False}
+#: A call to a peer goes out in pieces of at most this many bytes.
+WRITE_BUFFER = 4 << 20
 TRANSPORT_ERRORS = (TTransportException, TApplicationException, ConnectionError, socket.timeout, OSError, EOFError)
 T = TypeVar("T")
 #: The servers' own errors: a refusal of what was asked, not a failure to answer.
@@ -177,22 +180,29 @@ def open_connection(host: str, port: int, options: ThriftOptions | None = None, 
     :raises TTransportException: the server cannot be reached or the TLS handshake failed.
     """
     options = options or ThriftOptions()
-    if not options.ssl:
-        return happybase.Connection(
-            host,
-            port,
-            timeout=timeout_ms,
-            autoconnect=True,
-            transport=options.transport,
-            protocol=options.protocol,
-        )
     conn = happybase.Connection(
         host, port, timeout=timeout_ms, autoconnect=False, transport=options.transport, protocol=options.protocol
     )
-    transport = THRIFT_TRANSPORTS[options.transport](_tls_socket(host, port, options, timeout_ms))
+    transport = _transport(options, _socket(host, port, options, timeout_ms))
     conn.transport = transport
-    conn.client = TClient(Hbase_thrift.Hbase, THRIFT_PROTOCOLS[options.protocol](transport, decode_response=False))
+    conn.client = EncodingClient(Hbase_thrift.Hbase, options.protocol, transport)
     return conn
+
+
+def _socket(host: str, port: int, options: ThriftOptions, timeout_ms: int) -> Any:
+    """A connected socket to ``host:port``: TLS or plain, as ``options`` say."""
+    if options.ssl:
+        return _tls_socket(host, port, options, timeout_ms)
+    sock = TSocket(host, port, socket_timeout=timeout_ms, connect_timeout=timeout_ms)  # type: ignore[no-untyped-call]
+    sock.open()  # type: ignore[no-untyped-call]
+    return sock
+
+
+def _transport(options: ThriftOptions, sock: Any) -> Any:
+    """The transport ``options`` name over ``sock``, writing a call in one piece: a buffered
+    transport writes out whenever its buffer fills, and each write lets other threads take the
+    interpreter while the peer waits for the rest of the call."""
+    return THRIFT_TRANSPORTS[options.transport](sock, buf_size=WRITE_BUFFER)
 
 
 class Thrift2Client:
@@ -222,15 +232,8 @@ def open_thrift2(
     :raises TTransportException: the server cannot be reached or the TLS handshake failed.
     """
     options = options or ThriftOptions()
-    if options.ssl:
-        sock = _tls_socket(host, port, options, timeout_ms)
-    else:
-        sock = TSocket(host, port, socket_timeout=timeout_ms, connect_timeout=timeout_ms)  # type: ignore[no-untyped-call]
-    transport = THRIFT_TRANSPORTS[options.transport](sock)
-    if not options.ssl:
-        transport.open()
-    protocol = THRIFT_PROTOCOLS[options.protocol](transport, decode_response=False)
-    return Thrift2Client(transport, TClient(hbase2.THBaseService, protocol), (host, port))
+    transport = _transport(options, _socket(host, port, options, timeout_ms))
+    return Thrift2Client(transport, EncodingClient(hbase2.THBaseService, options.protocol, transport), (host, port))
 
 
 class ThriftSession:
