@@ -2,29 +2,34 @@
 process shipping the queues one after another, in one run.
 
 Starts ZooKeeper, a minicluster A with three region servers (three tables, one region on each
-server, so each server's queue holds a third of the edits) and a minicluster B, writes
-``--cells`` cells into A (100-byte values, 3 cells a row), then measures side by side:
+server, so each server's queue holds a third of the edits) and a minicluster B. Each round
+writes ``--cells`` more cells into A (100-byte values, 3 cells a row), then measures side by side:
 
-* ``spark start-up``: spark-submit of the ship job with no queue to ship (``local[2]``);
 * ``spark ship``: spark-submit of the ship job for peer 1 (A -> B over Thrift1), one Spark task
   per queue on ``local[2]``: the figure, with and without its start-up;
+* ``spark start-up``: the same job once more, its queues now drained: what a job costs with
+  nothing to ship (the JVM, the driver's plan, Python workers, ZooKeeper sessions, the queues'
+  locks); the driver alone (a job with no task) is printed once beside it;
 * ``one process``: walship ships peer 2 (A -> B, the same sink) in process, queue after queue;
 * ``ceiling``: the same cells written straight into B with happybase batches of 1,000 rows,
   one client: what one client gets out of B's Thrift1 server.
 
+Medians over ``--rounds`` are printed, and how busy B's server (one process) was in each.
 Target: the Spark job, start-up left out, above 1.0x the single-client ceiling.
 
-    .venv/bin/python benchmarks/spark_ship.py [--cells 600000]
+    .venv/bin/python benchmarks/spark_ship.py [--cells 600000] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import happybase
@@ -50,6 +55,12 @@ def write(conn: happybase.Connection, tables: tuple[str, ...], rows: int) -> flo
     return time.perf_counter() - t0
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) the process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def spark_submit(zk: str, wal_root: str, *args: str) -> float:
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
@@ -66,9 +77,11 @@ def spark_submit(zk: str, wal_root: str, *args: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cells", type=int, default=600_000)
+    p.add_argument("--rounds", type=int, default=3, help="rounds of load and the four measures; medians are printed")
     args = p.parse_args(argv)
     rows = args.cells // len(QUALS) // len(TABLES) * len(TABLES)
     cells = rows * len(QUALS)
+    rounds: list[tuple[dict[str, float], dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
         root = Path(tmp)
         zk = LocalZooKeeper(root / "zk", free_port())
@@ -96,42 +109,75 @@ def main(argv: list[str] | None = None) -> int:
                 deadline = time.monotonic() + 30
                 while len({q.server for q in queues.list_queues("2")}) < 3 and time.monotonic() < deadline:
                     time.sleep(0.05)
-            ca = happybase.Connection(*a.thrift)
-            load_s = write(ca, TABLES, rows)
-            ca.close()
             wal_root = str(a.data_dir)
-            startup_s = spark_submit(zk.hosts, wal_root, "--peer", "1", "--queues", "nothing/none")
-            spark_s = spark_submit(zk.hosts, wal_root, "--peer", "1")
-            with zk_client(zk.hosts) as client:
-                shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(wal_root))
-                t0 = time.perf_counter()
-                summary = shipper.ship_peer("2")
-                one_s = time.perf_counter() - t0
-            shipped = summary.totals()["cells_shipped"]
-            cb = happybase.Connection(*b.thrift)
-            ceiling_s = write(cb, ("ceiling",), rows)
-            cb.close()
+            assert b.proc is not None
+            driver_s = spark_submit(zk.hosts, wal_root, "--peer", "1", "--queues", "nothing/none")
+            for r in range(args.rounds):
+                ca = happybase.Connection(*a.thrift)
+                load_s = write(ca, TABLES, rows)
+                ca.close()
+                secs: dict[str, float] = {}
+                busy: dict[str, float] = {}  # CPU seconds of B's server in each phase
+                cpu0 = cpu_seconds(b.proc.pid)
+                secs["spark"] = spark_submit(zk.hosts, wal_root, "--peer", "1")
+                busy["spark"] = cpu_seconds(b.proc.pid) - cpu0
+                # the same job again, its queues drained: its start-up, task launches included
+                secs["startup"] = spark_submit(zk.hosts, wal_root, "--peer", "1")
+                with zk_client(zk.hosts) as client:
+                    shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(wal_root))
+                    cpu0 = cpu_seconds(b.proc.pid)
+                    t0 = time.perf_counter()
+                    summary = shipper.ship_peer("2")
+                    secs["one"] = time.perf_counter() - t0
+                    busy["one"] = cpu_seconds(b.proc.pid) - cpu0
+                if summary.totals()["cells_shipped"] != cells:
+                    print(f"FAIL: shipped {summary.totals()['cells_shipped']} cells in process, wrote {cells}")
+                    return 1
+                cb = happybase.Connection(*b.thrift)
+                cpu0 = cpu_seconds(b.proc.pid)
+                secs["ceiling"] = write(cb, ("ceiling",), rows)
+                busy["ceiling"] = cpu_seconds(b.proc.pid) - cpu0
+                cb.close()
+                secs["work"] = max(secs["spark"] - secs["startup"], 1e-9)
+                busy["work"] = busy["spark"]
+                rounds.append((secs, busy))
+                print(f"round {r + 1}: loading A took {load_s:.1f} s; spark job {secs['spark']:.1f} s, the same job "
+                      f"drained {secs['startup']:.1f} s, one process {secs['one']:.1f} s, ceiling {secs['ceiling']:.1f} s")  # fmt: skip
         finally:
             for mc in (a, b):
                 mc.stop()
             zk.stop()
-    if shipped != cells:
-        print(f"FAIL: shipped {shipped} cells in process, wrote {cells}")
-        return 1
-    work_s = max(spark_s - startup_s, 1e-9)
-    rate = {"spark": cells / work_s, "spark_all": cells / spark_s, "one": cells / one_s, "ceiling": cells / ceiling_s}
-    print(f"cells {cells:,} over {len(servers)} region servers' queues; loading A took {load_s:.1f} s")
-    print(f"spark start-up (ship job, nothing to ship)  : {startup_s:8.1f} s")
-    print(f"spark ship job, local[2], one task a queue   : {spark_s:8.1f} s")
-    print(f"  without its start-up                      : {rate['spark']:10,.0f} cells/s")
-    print(f"  with it                                   : {rate['spark_all']:10,.0f} cells/s")
-    print(f"one process, queue after queue              : {rate['one']:10,.0f} cells/s  ({one_s:.1f} s)")
-    print(f"happybase straight into B, one client       : {rate['ceiling']:10,.0f} cells/s  <- ceiling")
-    ratio = rate["spark"] / rate["ceiling"]
-    print(f"spark (start-up left out) / ceiling: {ratio:.3f}  (target > 1.0: {'met' if ratio > 1.0 else 'NOT met'})")
-    print(f"spark with start-up / ceiling: {rate['spark_all'] / rate['ceiling']:.3f}")
-    print(f"one process / ceiling: {rate['one'] / rate['ceiling']:.3f}")
-    print(f"start-up share of the job: {startup_s / spark_s:.0%}")
+
+    def median(key: Callable[[dict[str, float], dict[str, float]], float]) -> float:
+        return statistics.median(key(secs, busy) for secs, busy in rounds)
+
+    def rate(name: str) -> float:
+        return median(lambda secs, _, n=name: cells / secs[n])  # type: ignore[misc]
+
+    def ratio(name: str) -> float:
+        return median(lambda secs, _, n=name: secs["ceiling"] / secs[n])  # type: ignore[misc]
+
+    startup = median(lambda secs, _: secs["startup"])
+    print(f"cells {cells:,} a round over {len(servers)} region servers' queues, {args.rounds} rounds; medians:")
+    print(f"spark-submit of the ship job, no task (driver only): {driver_s:8.1f} s")
+    print(f"spark start-up (the same job, queues drained)      : {startup:8.1f} s")
+    print(f"spark ship job, local[2], one task a queue          : {median(lambda secs, _: secs['spark']):8.1f} s")
+    print(f"  without its start-up                             : {rate('work'):10,.0f} cells/s")
+    print(f"  with it                                          : {rate('spark'):10,.0f} cells/s")
+    print(f"one process, queue after queue                     : {rate('one'):10,.0f} cells/s")
+    print(f"happybase straight into B, one client              : {rate('ceiling'):10,.0f} cells/s  <- ceiling")
+    target = ratio("work")
+    print(f"spark (start-up left out) / ceiling: {target:.3f}  (target > 1.0: {'met' if target > 1.0 else 'NOT met'})")
+    print(f"spark with start-up / ceiling: {ratio('spark'):.3f}")
+    print(f"one process / ceiling: {ratio('one'):.3f}")
+    print(f"start-up share of the job: {median(lambda secs, _: secs['startup'] / secs['spark']):.0%}")
+    # how much of its time B's server (one process) was busy, and its CPU per cell: a parallel
+    # job can gain over one client only as far as one client leaves the server idle
+    for name in ("work", "one", "ceiling"):
+        share = median(lambda secs, busy, n=name: min(busy[n], secs[n]) / secs[n])  # type: ignore[misc]
+        per_cell = median(lambda secs, busy, n=name: busy[n] / cells * 1e6)  # type: ignore[misc]
+        label = "spark" if name == "work" else name
+        print(f"B's server, {label:8}: busy {share:4.0%} of the time, {per_cell:5.1f} us CPU a cell")
     return 0
 
 

@@ -15,6 +15,10 @@ Spark (connection `spark_default`):
    interpreter on the Spark hosts comes from its extra `pyspark_python`.
 4. **report** — reads the jobs' summaries from ZooKeeper and records an asset event for the peer.
 
+Each Spark job lingers (Param `linger`, default 30 s): after its first pass it goes on shipping
+new edits, so that its start-up is paid once for more of them, and ends early once no new edit
+came for 10 s. `linger` 0 makes one pass.
+
 Every minute, one run at a time, no catch-up. Trigger it from the UI with other Params.
 """
 
@@ -55,12 +59,12 @@ REPLICATED = AssetAlias("walship_replicated")
         "batch_bytes": Param(defaults.BATCH_BYTES, type="integer", minimum=1, description="bytes per batch"),
         "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
         "linger": Param(
-            0,
+            defaults.LINGER,
             type="number",
             minimum=0,
             maximum=3600,
-            description="seconds each Spark job goes on shipping new edits after its first pass (0: one pass); "
-            "pays its start-up once for more edits",
+            description="seconds each Spark job goes on shipping new edits after its first pass, ending "
+            "early after 10 s without any (0: one pass); pays its start-up once for more edits",
         ),
         "max_parallel_jobs": Param(
             defaults.MAX_PARALLEL_JOBS, type="integer", minimum=1, description="Spark jobs at most, one per group"

@@ -9,6 +9,7 @@ __all__ = [
     "BATCH_BYTES",
     "BATCH_ENTRIES",
     "CLEAN_TTL",
+    "LINGER",
     "LOCK_WAIT",
     "MAX_PARALLEL_JOBS",
     "TAIL_DURATION",
@@ -24,6 +25,10 @@ BATCH_BYTES = 64 * 1024 * 1024
 BATCH_ENTRIES = 25_000
 #: Seconds to wait for a queue another shipper holds (0: skip it and say who holds it).
 LOCK_WAIT = 0.0
+#: Seconds a ``walship_replicate`` run's Spark job goes on shipping new edits after its first
+#: pass (its start-up, about 14 s on two cores, is then paid once for more edits); it ends
+#: early once no new edits came for 10 s.
+LINGER = 30.0
 #: Spark jobs a ``walship_replicate`` run starts at most (one per group of queues).
 MAX_PARALLEL_JOBS = 4
 #: Seconds a ``walship tail`` run lasts before it hands over.

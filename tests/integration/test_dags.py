@@ -64,7 +64,7 @@ REPLICATE_DEFAULTS = {
     "batch_bytes": 64 << 20,
     "max_parallel_jobs": 4,
     "spark_conn_id": "spark_default",
-    "linger": 0,
+    "linger": 30,
 }
 
 
@@ -136,7 +136,7 @@ def test_a_manual_run_ships_at_once_or_says_why_not(
     ship(a)  # the scheduled run shipped everything
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
     dag = dagbag.dags["walship_replicate"]
-    run = dag.test(run_conf={"peer_id": "1", "batch_entries": 7, "max_parallel_jobs": 1})
+    run = dag.test(run_conf={"peer_id": "1", "batch_entries": 7, "max_parallel_jobs": 1, "linger": 0})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success" and states["ship"] == "success" and states["report"] == "success", states
     plan = next(ti for ti in run.get_task_instances() if ti.task_id == "plan")
@@ -190,7 +190,7 @@ def test_dag_ships_in_cluster_deploy_mode_on_a_standalone_master(
             ),
         )
         # every Param given: dag.test() keeps an earlier run's conf in the DAG object's Params
-        conf = {**REPLICATE_DEFAULTS, "max_parallel_jobs": 1, "spark_conn_id": "spark_standalone"}
+        conf = {**REPLICATE_DEFAULTS, "max_parallel_jobs": 1, "spark_conn_id": "spark_standalone", "linger": 0}
         run = dagbag.dags["walship_replicate"].test(run_conf=conf)
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
         assert run.state == "success", states
@@ -221,7 +221,7 @@ def test_dag_replicates_from_a_source_behind_a_digest_acl(
     conn = json.loads(source_conn(a))
     dag = dagbag.dags["walship_replicate"]
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps({**conn, "login": "walship", "password": "s3cret"}))
-    run = dag.test(run_conf={**REPLICATE_DEFAULTS, "max_parallel_jobs": 1})
+    run = dag.test(run_conf={**REPLICATE_DEFAULTS, "max_parallel_jobs": 1, "linger": 0})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 100

@@ -17,6 +17,7 @@ from waiting import wait_until
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.spark import ship as spark_ship
 from walship.spark.ship import ShipJob, plan_queues, ship_partition
 from walship.zk import ZnodeLayout, zk_client
 from walship.zk.progress import JobStore
@@ -121,17 +122,19 @@ def test_a_bad_job_description_is_refused_naming_the_field(tmp_path: Path) -> No
 
 
 def test_a_lingering_ship_task_ships_edits_written_after_its_first_pass(
-    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The executor side of a job with ``linger``: it goes on shipping its queues' new edits,
-    pass after pass, and reports one summary per queue adding up every pass."""
+    pass after pass, reports one summary per queue adding up every pass, and ends once no new
+    edits came for LINGER_QUIET seconds, long before its linger is up."""
+    monkeypatch.setattr(spark_ship, "LINGER_QUIET", 5.0)
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = make_cluster(minicluster_factory, zk_hosts, "B")
     add_peer(a, b, "1")
     t = a.table()
     for i in range(10):
         t.put(b"early%02d" % i, {b"r:q": b"e"})
-    job = ShipJob(zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", linger=12)
+    job = ShipJob(zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", linger=600)
     _, tasks = plan_queues(job)
     out: list[dict[str, Any]] = []
     worker = threading.Thread(target=lambda: out.extend(ship_partition(job, iter(tasks))))
@@ -144,7 +147,7 @@ def test_a_lingering_ship_task_ships_edits_written_after_its_first_pass(
         assert worker.is_alive()  # shipped by the lingering task, not by a new job
     finally:
         worker.join(120)
-    assert not worker.is_alive()
+    assert not worker.is_alive()  # quiet for 5 s: it stopped lingering (its linger was 600 s)
     assert sorted((q["server"], q["queue_id"]) for q in out) == sorted(tasks)
     assert sum(q["entries_shipped"] for q in out) == 25 and all(q["status"] == "shipped" for q in out if q["batches"])
     assert contents(b) == contents(a, b"r")

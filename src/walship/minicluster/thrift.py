@@ -24,7 +24,7 @@ from typing import Any
 
 from thriftpy2.protocol import TCompactProtocolFactory, TCyBinaryProtocolFactory
 from thriftpy2.thrift import TProcessor
-from thriftpy2.transport import TCyBufferedTransportFactory, TCyFramedTransportFactory, TSocket, TTransportException
+from thriftpy2.transport import TCyBufferedTransport, TCyFramedTransport, TSocket, TTransportException
 
 from walship.errors import ConfigError
 from walship.minicluster.thrift1 import HbaseHandler
@@ -34,6 +34,9 @@ from walship.thrift.hbase1 import Hbase_thrift
 __all__ = ["PROTOCOLS", "TRANSPORTS", "HbaseHandler", "ThriftServer", "server_tls_context"]
 
 log = logging.getLogger(__name__)
+
+#: Bytes a client connection reads at once.
+READ_BUFFER = 1 << 20
 
 _HANDSHAKE_TIMEOUT = 30.0
 _HEADER_TIMEOUT = 5.0
@@ -260,7 +263,9 @@ class ThriftServer:
             )
             return
         tsock = TSocket(sock=_PrefixedSocket(sock, head))
-        trans = (TCyFramedTransportFactory() if framed else TCyBufferedTransportFactory()).get_transport(tsock)
+        # a large buffer reads a call in few pieces: each read lets another client's thread
+        # take the interpreter, and waiting to get it back costs up to a switch interval
+        trans = (TCyFramedTransport if framed else TCyBufferedTransport)(tsock, buf_size=READ_BUFFER)
         proto_factory = TCompactProtocolFactory() if seen_protocol == "compact" else TCyBinaryProtocolFactory()
         iprot = proto_factory.get_protocol(trans)
         oprot = proto_factory.get_protocol(trans)

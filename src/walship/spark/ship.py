@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds a lingering ship task waits between two passes.
 LINGER_IDLE = 1.0
+#: A lingering ship task ends early once its passes found nothing new for this many seconds:
+#: it lingers while edits keep coming, and frees its executor when they stop.
+LINGER_QUIET = 10.0
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,8 @@ def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[d
     """On an executor: ship the queues of this partition, one after another; with
     ``job.linger``, pass after pass until that many seconds from the first pass have gone
     (a pass that finds nothing new waits a second), so that a job's start-up is paid once for
-    more edits. A queue that fails, moves or is busy leaves the passes."""
+    more edits, or until passes found nothing new for :data:`LINGER_QUIET` seconds. A queue
+    that fails, moves or is busy leaves the passes."""
     todo = list(tasks)
     if not todo:
         return
@@ -146,6 +150,7 @@ def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[d
         shipper = _shipper(job, client)
         peer = shipper.peers.get(job.peer_id)
         done: dict[tuple[str, str], QueueSummary] = {}
+        quiet_since: float | None = None
         while todo:
             read = 0
             for qs in shipper.ship_queues(peer, todo, job.max_batches):
@@ -156,11 +161,19 @@ def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[d
                 else:
                     done[key] = qs
             todo = [k for k in todo if done[k].status in ("shipped", "idle") and not done[k].queue_removed]
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 break
-            if not read:
-                time.sleep(min(LINGER_IDLE, left))
+            if read:
+                quiet_since = None
+                continue
+            if quiet_since is None:
+                quiet_since = now
+            elif now - quiet_since >= LINGER_QUIET:
+                log.info("no new edits for %.0f s: the ship task stops lingering", now - quiet_since)
+                break
+            time.sleep(min(LINGER_IDLE, left))
         for qs in done.values():
             yield qs.to_json()
 
