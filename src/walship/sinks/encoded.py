@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import types
+from collections.abc import Callable
 from typing import Any
 
 from happybase.connection import THRIFT_PROTOCOLS
@@ -18,7 +19,7 @@ from thriftpy2.protocol import TCyBinaryProtocol
 from thriftpy2.thrift import TClient, TMessageType
 from thriftpy2.transport import TCyMemoryBuffer, TMemoryBuffer
 
-__all__ = ["EncodedCall", "EncodingClient", "encode_call"]
+__all__ = ["EncodedCall", "EncodingClient", "encode_call", "sending"]
 
 log = logging.getLogger(__name__)
 
@@ -68,3 +69,9 @@ class EncodingClient(TClient):
         transport.write(call.data)
         transport.flush()
         return self._recv(call.api)
+
+
+def sending(call: EncodedCall) -> Callable[[Any], Any]:
+    """The encoded call, sent on a sink's connection (whose ``client`` is an
+    :class:`EncodingClient`)."""
+    return lambda conn: conn.client.send_encoded(call)

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import ConfigError, IncompatibleEditError
 from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
-from walship.sinks.encoded import EncodedCall, encode_call
+from walship.sinks.encoded import encode_call, sending
 from walship.sinks.inorder import Sender
 from walship.sinks.thriftconn import THRIFT1_REFUSALS, ServerPool, ThriftOptions, open_connection
 from walship.thrift.hbase1 import Hbase_thrift
@@ -54,11 +54,6 @@ def _mutation(cell: Cell) -> Any:
     if cell.type == CellType.DeleteColumn:
         return Hbase_thrift.Mutation(isDelete=True, column=cell.family + b":" + cell.qualifier)
     return Hbase_thrift.Mutation(isDelete=True, column=cell.family)  # DeleteFamily
-
-
-def _sending(call: EncodedCall) -> Callable[[Any], Any]:
-    """The encoded call, sent on a connection."""
-    return lambda conn: conn.client.send_encoded(call)
 
 
 def thrift_servers(peer: PeerConfig) -> list[tuple[str, int]]:
@@ -172,7 +167,7 @@ class ThriftSink:
                     ]
                     encoded = encode_call(Hbase_thrift.Hbase, self.options.protocol, "mutateRowsTs", tableName=table,
                                           rowBatches=batch, timestamp=ts, attributes=attributes)  # fmt: skip
-                    calls.send(_sending(encoded), what)
+                    calls.send(sending(encoded), what)
         if stats.incompatible_skipped or stats.deadlettered:
             log.warning(
                 "peer %s: %s: %d incompatible cells skipped, %d dead-lettered to %s",

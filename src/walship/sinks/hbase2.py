@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import ConfigError
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
-from walship.sinks.encoded import EncodedCall, encode_call
+from walship.sinks.encoded import encode_call, sending
 from walship.sinks.inorder import Sender
 from walship.sinks.thriftconn import THRIFT2_REFUSALS, ServerPool, ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2
@@ -60,11 +60,6 @@ def thrift2_servers(peer: PeerConfig) -> list[tuple[str, int]]:
     """The peer's Thrift2 servers from ``walship.sink.thrift2`` (empty when not set)."""
     spec = peer.configuration.get(SINK_THRIFT2_KEY)
     return parse_host_ports(spec, f"{SINK_THRIFT2_KEY} of peer {peer.peer_id}") if spec else []
-
-
-def _sending(call: EncodedCall) -> Callable[[Any], Any]:
-    """The encoded call, sent on a connection."""
-    return lambda conn: conn.client.send_encoded(call)
 
 
 @dataclass
@@ -210,5 +205,5 @@ class Thrift2Sink:
                     what = f"puts to table {table} (from {wal})"
                     encoded = encode_call(self.service, self.protocol, "putMultiple", table=call.table,
                                           tputs=call.mutations)  # fmt: skip
-                calls.send(_sending(encoded), what)
+                calls.send(sending(encoded), what)
         return stats
