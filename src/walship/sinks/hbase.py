@@ -1,7 +1,8 @@
 """Apply filtered edits to a peer HBase cluster through its Thrift1 servers (sink ``thrift1``).
 
 * Servers come from the peer's ``walship.sink.thrift``; the transport, protocol and TLS they
-  speak, failover and backoff are :mod:`walship.sinks.thriftconn`'s.
+  speak are :mod:`walship.sinks.thriftconn`'s, failover and backoff
+  :mod:`walship.sinks.serverpool`'s.
 * Cells keep their timestamps: Thrift1 takes one timestamp per call, so edits are grouped by
   (table, cluster ids, timestamp) and each group is ``mutateRowsTs`` calls of up to 1,000
   rows, sent one at a time, each built while the one before is at the peer. Visibility in
@@ -30,7 +31,8 @@ from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, Sink
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.sinks.encoded import encode_call, sending
 from walship.sinks.inorder import Sender
-from walship.sinks.thriftconn import THRIFT1_REFUSALS, ServerPool, ThriftOptions, open_connection
+from walship.sinks.serverpool import ServerPool
+from walship.sinks.thriftconn import THRIFT1_REFUSALS, ThriftOptions, open_connection
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.wal.model import Cell, CellType
 from walship.zk.peers import PeerConfig, parse_host_ports

@@ -5,7 +5,7 @@ sink applies each one exactly as written:
 
 * Servers come from the peer's ``walship.sink.thrift2`` (``host:port[,...]``); transport,
   protocol and TLS are the ``walship.sink.thrift.*`` keys, failover and backoff
-  :class:`~walship.sinks.thriftconn.ServerPool`'s.
+  :class:`~walship.sinks.serverpool.ServerPool`'s.
 * Every cell keeps its own timestamp (``TColumnValue.timestamp``, ``TColumn.timestamp``).
 * Deletes keep their type: ``Delete`` -> ``DELETE_COLUMN`` (one version), ``DeleteColumn`` ->
   ``DELETE_COLUMNS``, ``DeleteFamily`` -> ``DELETE_FAMILY``, ``DeleteFamilyVersion`` ->
@@ -32,7 +32,8 @@ from walship.errors import ConfigError
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.encoded import encode_call, sending
 from walship.sinks.inorder import Sender
-from walship.sinks.thriftconn import THRIFT2_REFUSALS, ServerPool, ThriftOptions, open_thrift2
+from walship.sinks.serverpool import ServerPool
+from walship.sinks.thriftconn import THRIFT2_REFUSALS, ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
 from walship.zk.peers import PeerConfig, parse_host_ports

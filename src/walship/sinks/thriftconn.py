@@ -14,18 +14,14 @@
 * :class:`ThriftSession`: one connection to the first answering of a cluster's servers, for
   reading and changing its tables (``walship scope``, ``walship verify``); its errors are the
   caller's own.
-* :class:`ServerPool`: one of the servers picked at random, a failed one left for another,
-  with exponential backoff between rounds; refusals (the server's own errors) are not retried.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import socket
 import ssl
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,8 +32,7 @@ from happybase.connection import THRIFT_TRANSPORTS
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TSocket, TSSLSocket, TTransportException
 
-from walship.errors import InvalidPeerConfigError, SinkError, SinkUnavailableError
-from walship.sinks.base import ApplyStats
+from walship.errors import InvalidPeerConfigError
 from walship.sinks.encoded import EncodingClient
 from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.thrift.hbase1 import Hbase_thrift
@@ -53,7 +48,6 @@ __all__ = [
     "THRIFT_SSL_VERIFY_KEY",
     "THRIFT_TRANSPORT_KEY",
     "TRANSPORT_ERRORS",
-    "ServerPool",
     "Thrift2Client",
     "ThriftOptions",
     "ThriftSession",
@@ -328,134 +322,3 @@ class ThriftSession:
                 f"{self.label}: {self.service} server {self.server} failed to {what}: {describe_error(exc)} "
                 f"({self.hint}, {self.options.describe()})"
             ) from None
-
-
-class ServerPool:
-    """Calls on one of a peer's Thrift servers, failing over between them.
-
-    :param opener: ``opener(host, port)`` -> an open connection with ``close()``.
-    :param refusals: the server's own exceptions: a call raising one is not retried.
-    :param service: what the servers are, for messages (``Thrift``, ``Thrift2``).
-    :param retries: rounds over all servers before giving up.
-    """
-
-    def __init__(
-        self,
-        peer_id: str,
-        servers: Sequence[tuple[str, int]],
-        options: ThriftOptions,
-        opener: Callable[[str, int], Any],
-        refusals: tuple[type[BaseException], ...],
-        *,
-        service: str = "Thrift",
-        retries: int = 6,
-        backoff: float = 0.2,
-    ) -> None:
-        self.peer_id = peer_id
-        self.servers = list(servers)
-        self.options = options
-        self.opener = opener
-        self.refusals = refusals
-        self.service = service
-        self.retries = retries
-        self.backoff = backoff
-        self._conn: Any = None
-        self.server: tuple[str, int] | None = None
-
-    def names(self) -> str:
-        return ", ".join(f"{h}:{p}" for h, p in self.servers)
-
-    def connection(self) -> Any:
-        """The open connection, opening one on a random answering server if needed.
-
-        :raises SinkUnavailableError: no server answered.
-        """
-        if self._conn is None:
-            choices = list(self.servers)
-            random.shuffle(choices)
-            last: Exception | None = None
-            for host, port in choices:
-                try:
-                    conn = self.opener(host, port)
-                except TRANSPORT_ERRORS as exc:
-                    last = exc
-                    log.warning(
-                        "peer %s: %s server %s:%d (%s) unreachable: %s",
-                        self.peer_id,
-                        self.service,
-                        host,
-                        port,
-                        self.options.describe(),
-                        describe_error(exc),
-                    )
-                    continue
-                self._conn, self.server = conn, (host, port)
-                break
-            if self._conn is None:
-                raise SinkUnavailableError(
-                    f"peer {self.peer_id}: no {self.service} server answered ({self.names()}, "
-                    f"{self.options.describe()}): {describe_error(last)}"
-                )
-        return self._conn
-
-    def drop(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-        self._conn = None
-
-    def call(self, func: Callable[[Any], T], what: str, stats: ApplyStats) -> T:
-        """``func(connection)`` on an answering server, retried on another after a transport
-        error, with backoff.
-
-        :param what: what the call does, for a refusal's message (e.g. ``edits to table t``).
-        :raises SinkError: the server refused (one of ``refusals``): not retried.
-        :raises SinkUnavailableError: no server answered within the retries.
-        """
-        delay = self.backoff
-        last: Exception | None = None
-        for attempt in range(self.retries * max(1, len(self.servers))):
-            try:
-                return func(self.connection())
-            except self.refusals as exc:
-                raise SinkError(f"peer {self.peer_id} refused {what}: {describe_error(exc)}") from None
-            except SinkUnavailableError:
-                if attempt + 1 >= self.retries:
-                    raise
-                stats.retries += 1
-            except TRANSPORT_ERRORS as exc:
-                last = exc
-                log.warning(
-                    "peer %s: %s call to %s failed (%s); retrying",
-                    self.peer_id,
-                    self.service,
-                    self.server,
-                    describe_error(exc),
-                )
-                self.drop()
-                stats.retries += 1
-                stats.last_backoff = (
-                    min(delay, 10.0),
-                    f"{self.service} call to {self.server} failed: {describe_error(exc)}",
-                )
-            time.sleep(min(delay, 10.0))
-            delay *= 2
-        raise SinkUnavailableError(
-            f"peer {self.peer_id}: gave up after {self.retries} rounds over {self.service} servers {self.names()} "
-            f"({self.options.describe()}){self._explain(last)}"
-        )
-
-    def _explain(self, exc: Exception | None) -> str:
-        """The last error of a call, and what a connection closed at once may mean."""
-        if exc is None:
-            return ""
-        closed = isinstance(exc, (ConnectionError, EOFError)) or (
-            isinstance(exc, TTransportException) and exc.type == TTransportException.END_OF_FILE
-        )
-        hint = (
-            f"; the server closed the connection: does it expect TLS ({THRIFT_SSL_KEY}) or another transport "
-            f"({THRIFT_TRANSPORT_KEY}) or protocol ({THRIFT_PROTOCOL_KEY})?"
-            if closed
-            else ""
-        )
-        return f": last error: {describe_error(exc)}{hint}"
