@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import happybase
 from waiting import wait_until
@@ -11,6 +13,7 @@ from waiting import wait_until
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import PeerSummary, Shipper, WalStore
+from walship.replicate.tailer import Tailer, TailSummary
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 
 TABLE = b"t"
@@ -91,6 +94,23 @@ def ship(source: Cluster, peer_id: str = "1", **kwargs: object) -> PeerSummary:
     with zk_client(source.zk_hosts) as client:
         shipper = Shipper(client, ZnodeLayout(source.parent), WalStore(str(source.mc.data_dir)))
         return shipper.ship_peer(peer_id, **kwargs)  # type: ignore[arg-type]
+
+
+def tail_in_thread(
+    source: Cluster, peers: str | list[str] = "1", **options: Any
+) -> tuple[threading.Thread, list[TailSummary]]:
+    """A tailer of the source's peer(s) with ``options`` (``duration``, ``stop``, ...), run in
+    a thread of its own over its own ZooKeeper client; its summary lands in the list when it ends."""
+    out: list[TailSummary] = []
+
+    def run() -> None:
+        with zk_client(source.zk_hosts) as client:
+            tailer = Tailer(client, ZnodeLayout(source.parent), WalStore(str(source.mc.data_dir)), peers, **options)
+            out.append(tailer.run())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
 
 
 def contents(

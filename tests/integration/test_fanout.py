@@ -11,16 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from replication_helpers import Cluster, add_peer, contents, current_wals_enqueued, make_cluster
+from replication_helpers import Cluster, add_peer, contents, current_wals_enqueued, make_cluster, tail_in_thread
 from sep_listeners import FAIL_ENV, OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
-from walship.replicate import WalStore
-from walship.replicate.tailer import Tailer, TailSummary
-from walship.zk import ReplicationQueues, ZnodeLayout, connect, zk_client
+from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 
 pytestmark = pytest.mark.integration
 
@@ -137,29 +135,8 @@ def test_tail_follows_several_peers_with_one_read(
 ) -> None:
     a, b, _ = abc
     stop = threading.Event()
-    out: list[TailSummary] = []
-
-    def run() -> None:
-        client = connect(a.zk_hosts)
-        try:
-            tailer = Tailer(
-                client,
-                ZnodeLayout(a.parent),
-                WalStore(str(a.mc.data_dir)),
-                ["1", "subs"],
-                duration=60,
-                rediscover=0.5,
-                idle_sleep=0.05,
-                stop=stop,
-            )
-            out.append(tailer.run())
-        finally:
-            client.stop()
-            client.close()
-
     monkeypatch.setenv(FAIL_ENV, "fail-once")
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, out = tail_in_thread(a, ["1", "subs"], duration=60, rediscover=0.5, idle_sleep=0.05, stop=stop)
     try:
         t = a.table()
         t.put(b"fail-once", {b"r:a": b"x"})

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 from kazoo.client import KazooClient
-from replication_helpers import TABLE, Cluster, contents, current_wals_enqueued, make_cluster
+from replication_helpers import TABLE, Cluster, contents, current_wals_enqueued, make_cluster, tail_in_thread
 from waiting import wait_until
 
 from walship.cli import main
@@ -20,8 +20,7 @@ from walship.errors import InvalidPeerConfigError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.protos import Replication_pb2
-from walship.replicate import WalStore
-from walship.replicate.tailer import Tailer, TailSummary
+from walship.replicate.tailer import TailSummary
 from walship.sinks.base import validate_sink_config
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
 from walship.zk.encoding import PB_MAGIC, encode_peer_state
@@ -295,28 +294,7 @@ def tailing(abc: tuple[Cluster, Cluster]) -> Iterator[tuple[threading.Event, lis
     """Tail peer 1 of A in a thread (rediscovery every 0.3 s) until the test sets the event."""
     a, _ = abc
     stop = threading.Event()
-    out: list[TailSummary] = []
-
-    def tail() -> None:
-        client = connect(a.zk_hosts)
-        try:
-            tailer = Tailer(
-                client,
-                ZnodeLayout(a.parent),
-                WalStore(str(a.mc.data_dir)),
-                "1",
-                duration=120,
-                rediscover=0.3,
-                stop=stop,
-            )
-            out.append(tailer.run())
-        finally:
-            client.stop()
-            client.close()
-            client.close()
-
-    thread = threading.Thread(target=tail)
-    thread.start()
+    thread, out = tail_in_thread(a, duration=120, rediscover=0.3, stop=stop)
     yield stop, out, thread
     stop.set()
     thread.join(timeout=60)

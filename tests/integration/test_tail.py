@@ -7,13 +7,12 @@ import logging
 import threading
 
 import pytest
-from replication_helpers import SINK_PROTOCOLS, Cluster, contents, ship
+from replication_helpers import SINK_PROTOCOLS, Cluster, contents, ship, tail_in_thread
 from waiting import wait_until
 
 from walship.minicluster import AdminClient
-from walship.replicate import WalStore
-from walship.replicate.tailer import Tailer, TailSummary
-from walship.zk import ReplicationQueues, ZnodeLayout, connect, zk_client
+from walship.replicate.tailer import TailSummary
+from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.locks import read_holder
 
 pytestmark = pytest.mark.integration
@@ -26,24 +25,7 @@ def sink_protocol(request: pytest.FixtureRequest) -> str:
 
 
 def start_tail(a: Cluster, duration: float) -> tuple[threading.Thread, list[TailSummary]]:
-    out: list[TailSummary] = []
-
-    def run() -> None:
-        client = connect(a.zk_hosts)
-        try:
-            out.append(
-                Tailer(
-                    client, ZnodeLayout(a.parent), WalStore(str(a.mc.data_dir)), "1", duration=duration, rediscover=0.5
-                ).run()
-            )
-        finally:
-            client.stop()
-            client.close()
-            client.close()
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, out
+    return tail_in_thread(a, duration=duration, rediscover=0.5)
 
 
 def tailer_holds_every_queue(a: Cluster, peer_id: str = "1") -> bool:

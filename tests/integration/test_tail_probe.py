@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-from replication_helpers import Cluster, contents
+from replication_helpers import Cluster, contents, tail_in_thread
 from waiting import wait_until
 
 from walship.errors import ConfigError
 from walship.replicate import WalStore
 from walship.replicate.tailer import PROBE_INTERVAL, Tailer, TailSummary
-from walship.zk import ZnodeLayout, connect
+from walship.zk import ZnodeLayout
 
 pytestmark = pytest.mark.integration
 
@@ -31,29 +31,7 @@ def sink_protocol() -> str:
 
 
 def start(a: Cluster, duration: float, stop: threading.Event) -> tuple[threading.Thread, list[TailSummary]]:
-    out: list[TailSummary] = []
-
-    def run() -> None:
-        client = connect(a.zk_hosts)
-        try:
-            tailer = Tailer(
-                client,
-                ZnodeLayout(a.parent),
-                WalStore(str(a.mc.data_dir)),
-                "1",
-                duration=duration,
-                idle_sleep=IDLE_SLEEP,
-                stop=stop,
-            )
-            out.append(tailer.run())
-        finally:
-            client.stop()
-            client.close()
-            client.close()
-
-    t = threading.Thread(target=run)
-    t.start()
-    return t, out
+    return tail_in_thread(a, duration=duration, idle_sleep=IDLE_SLEEP, stop=stop)
 
 
 def test_a_write_ends_the_idle_wait(ab: tuple[Cluster, Cluster]) -> None:

@@ -7,14 +7,11 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from replication_helpers import add_peer, contents, make_cluster
+from replication_helpers import add_peer, contents, make_cluster, tail_in_thread
 from waiting import wait_until
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
-from walship.replicate import WalStore
-from walship.replicate.tailer import Tailer, TailSummary
-from walship.zk import ZnodeLayout, zk_client
 
 pytestmark = pytest.mark.integration
 
@@ -28,16 +25,7 @@ def test_nothing_is_lost_when_wals_roll_in_hbase_order_while_tailing(
     b = make_cluster(minicluster_factory, zk_hosts, "B", regionservers=1)
     add_peer(a, b)
     stop = threading.Event()
-    result: list[TailSummary] = []
-
-    def tail() -> None:
-        with zk_client(a.zk_hosts) as client:
-            walstore = WalStore(str(a.mc.data_dir))
-            tailer = Tailer(client, ZnodeLayout(a.parent), walstore, "1", duration=300, idle_sleep=0.02, stop=stop)
-            result.append(tailer.run())
-
-    tailing = threading.Thread(target=tail)
-    tailing.start()
+    tailing, result = tail_in_thread(a, duration=300, idle_sleep=0.02, stop=stop)
     try:
         table = a.table()
         for i in range(ROWS):  # one put at a time: many rolls, each leaving the old WAL open a moment
