@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_env
+import fsspec
 import pytest
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, add_peer, make_cluster
@@ -57,6 +58,16 @@ def wal_name(server: str, ts: int) -> str:
     from walship.wal import build_wal_name
 
     return build_wal_name(ServerName.parse(server), ts)
+
+
+@pytest.fixture
+def memory_root() -> Iterator[str]:
+    """A fresh root on fsspec's in-memory file system (a remote store, for the WAL store), removed afterwards."""
+    root = f"memory://walship-{uuid.uuid4().hex}"
+    yield root
+    fs = fsspec.filesystem("memory")
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
 
 
 @pytest.fixture

@@ -5,11 +5,8 @@ deleted meanwhile is not counted as deleted by this one."""
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import fsspec
 import pytest
 from kazoo.client import KazooClient
 
@@ -23,15 +20,6 @@ pytestmark = pytest.mark.integration
 
 SERVER = ServerName("rs1.example.com", 16020, 1)
 TTL = 600.0
-
-
-@pytest.fixture
-def memory_root() -> Iterator[str]:
-    root = f"memory://walship-clean-{uuid.uuid4().hex}"
-    yield root
-    fs = fsspec.filesystem("memory")
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
 
 
 def test_remote_archive(zk: KazooClient, layout: ZnodeLayout, memory_root: str) -> None:

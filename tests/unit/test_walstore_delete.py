@@ -3,23 +3,9 @@ file system (fsspec's memory one here) with several deletes in flight."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import fsspec
-import pytest
-
 from walship.replicate.walstore import WalStore
-
-
-@pytest.fixture
-def memory_root() -> Iterator[str]:
-    root = f"memory://walship-{uuid.uuid4().hex}"
-    yield root
-    fs = fsspec.filesystem("memory")
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
 
 
 def test_local_files_are_deleted_in_order(tmp_path: Path) -> None:
