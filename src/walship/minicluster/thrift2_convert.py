@@ -243,7 +243,9 @@ def put_cells(tput: Any) -> list[Cell]:
             raise BadRequestError(f"TPut of row {row!r}: a TColumnValue without a family")
         cell_ts = ts if cv.timestamp is None else cv.timestamp
         if cell_ts < 0:  # the message is made only for a bad cell: this runs for every cell
-            _timestamp(cell_ts, ts, f"TPut of row {row!r}, family {cv.family!r}")
+            raise BadRequestError(
+                f"TPut of row {row!r}, family {cv.family!r}: timestamp cannot be negative, got {cell_ts}"
+            )
         cells.append(Cell(row, cv.family, cv.qualifier or b"", cell_ts, CellType.Put, cv.value or b""))
     if len(cells) > 1:
         cells.sort(key=_family)  # stable: a family's cells keep their order

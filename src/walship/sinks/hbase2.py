@@ -55,6 +55,8 @@ _DELETE_TYPES = {
     int(CellType.DeleteFamilyVersion): hbase2.TDeleteType.DELETE_FAMILY_VERSION,
 }
 _WITH_QUALIFIER = (int(CellType.Delete), int(CellType.DeleteColumn))
+#: A call of puts or of deletes: what it holds, its THBaseService call and its list argument.
+_APIS = {False: ("puts", "putMultiple", "tputs"), True: ("deletes", "deleteMultiple", "tdeletes")}
 
 
 def thrift2_servers(peer: PeerConfig) -> list[tuple[str, int]]:
@@ -110,7 +112,6 @@ class Thrift2Sink:
             backoff=backoff,
         )
         self.sender = Sender(self.pool.call, f"walship-thrift2-{peer.peer_id}")
-        self.service = hbase2.THBaseService
         self.protocol = options.protocol
 
     @classmethod
@@ -197,14 +198,8 @@ class Thrift2Sink:
         stats = ApplyStats()
         with self.sender.batch(stats) as calls:
             for call in self.calls(entries, stats):
-                table = call.table.decode(errors="replace")
-                if call.deletes:
-                    what = f"deletes to table {table} (from {wal})"
-                    encoded = encode_call(self.service, self.protocol, "deleteMultiple", table=call.table,
-                                          tdeletes=call.mutations)  # fmt: skip
-                else:
-                    what = f"puts to table {table} (from {wal})"
-                    encoded = encode_call(self.service, self.protocol, "putMultiple", table=call.table,
-                                          tputs=call.mutations)  # fmt: skip
-                calls.send(sending(encoded), what)
+                kind, api, argument = _APIS[call.deletes]
+                args = {"table": call.table, argument: call.mutations}
+                encoded = encode_call(hbase2.THBaseService, self.protocol, api, **args)
+                calls.send(sending(encoded), f"{kind} to table {call.table.decode(errors='replace')} (from {wal})")
         return stats
