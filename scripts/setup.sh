@@ -122,4 +122,26 @@ if ! decoder_built; then
   "$VENV/bin/python" -m pip install --no-deps -e . >"$log" 2>&1 || { tail -40 "$log"; say "pip install failed (full log: $log)"; exit 1; }
   decoder_built || { grep -iE "error|warning: build_ext" "$log" | tail -20; say "the compiled WAL decoder did not build (full log: $log)"; exit 1; }
 fi
-say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present), docker-compose $(dpkg-query -W -f '${Version}' docker-compose 2>/dev/null || echo present), chromium $(dpkg-query -W -f '${Version}' chromium 2>/dev/null || echo present)"
+
+# 8. The real-HBase harness (harness/: HBase 2.6's own test cluster and Thrift servers, from
+#    Maven Central): the first build resolves into the local Maven repository, later ones
+#    build offline. Tests and `make demo HBASE=real` run it.
+if ! command -v javac >/dev/null 2>&1; then
+  say "installing Debian's openjdk-17-jdk-headless (compiles the real-HBase harness)"
+  apt_install openjdk-17-jdk-headless
+fi
+if ! command -v mvn >/dev/null 2>&1; then
+  say "installing Debian's maven package (builds the real-HBase harness)"
+  apt_install maven
+fi
+harness_stamp() { cat harness/pom.xml $(find harness/src -type f | sort) | sha256sum | cut -d' ' -f1; }
+if [ "$(cat harness/target/.walship-stamp 2>/dev/null || true)" != "$(harness_stamp)" ] \
+   || [ ! -f harness/target/classpath.txt ] || [ ! -f harness/target/classes/walship/harness/Launcher.class ]; then
+  say "building the real-HBase harness (harness/, HBase 2.6 from Maven Central on the first run)"
+  log="$VENV/harness-build.log"
+  if ! (cd harness && mvn -B -q -o package) >"$log" 2>&1; then
+    (cd harness && mvn -B -q package) >"$log" 2>&1 || { tail -40 "$log"; say "the harness did not build (full log: $log)"; exit 1; }
+  fi
+  harness_stamp > harness/target/.walship-stamp
+fi
+say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present), docker-compose $(dpkg-query -W -f '${Version}' docker-compose 2>/dev/null || echo present), chromium $(dpkg-query -W -f '${Version}' chromium 2>/dev/null || echo present), HBase harness $(sed -n 's:.*<hbase.version>\(.*\)</hbase.version>.*:\1:p' harness/pom.xml)"

@@ -12,6 +12,8 @@ catch the whole family in one place and let programming errors through::
     │   ├── SinkNotFoundError        a peer names a sink protocol no sink is registered for
     │   └── FilterSyntaxError        a Thrift filter string that does not parse (minicluster)
     ├── ZooKeeperServerError         the local ZooKeeper server could not be started or stopped
+    ├── HarnessError                 the real-HBase harness is not built, did not start, or
+    │                                refused a command (names the cluster and the command)
     ├── MiniClusterError             the embedded cluster refused a request: TableNotFoundError,
     │                                TableExistsError, TableDisabledError, NoSuchFamilyError,
     │                                BadRequestError (also a ValueError)
@@ -154,6 +156,11 @@ class PositionBackwardsError(QueueError):
 
 class InvalidQueueIdError(QueueError, ConfigError):
     """A queue id that HBase's ReplicationQueueInfo would not parse."""
+
+
+class HarnessError(WalshipError):
+    """The real-HBase harness (``harness/``, HBase's own test cluster) is not built, did not
+    start, or refused a command; the message names the cluster and the command."""
 
 
 class MiniClusterError(WalshipError):

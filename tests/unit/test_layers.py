@@ -47,6 +47,7 @@ LAYERS: dict[str, set[str]] = {
     "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal", "verify"},
     "status": {"errors", "defaults", "replicate", "sinks", "wal", "zk", "servername"},
     "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk"},
+    "harness": {"errors"},
     "scope": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal"},
     "verify": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal", "status", "scope"},
     "cli": {
@@ -60,6 +61,7 @@ LAYERS: dict[str, set[str]] = {
         "sep",
         "replicate",
         "minicluster",
+        "harness",
         "spark",
         "status",
         "scope",

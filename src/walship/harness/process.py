@@ -1,0 +1,278 @@
+"""Run one real HBase 2.6 cluster (the Maven project in ``harness/``: HBase's own test cluster
+with its Thrift1 and Thrift2 servers) as a child JVM, and send it commands.
+
+The JVM prints one JSON ready line, then answers one JSON line per command line it reads on
+stdin. :class:`HBaseProcess` has the shape of
+:class:`walship.minicluster.process.MiniClusterProcess` (``start``, ``stop``, ``kill``,
+``thrift``, ``thrift2``, ``cluster_id``, ``znode_parent``, ``wal_root``), so a test can run on
+either backend.
+
+Example::
+
+    with HBaseProcess("A", data_dir, zk="127.0.0.1:2181", znode_parent="/hbase-a") as a:
+        a.call("create_table", table="t", families={"r": {"scope": 1}})
+        happybase.Connection(*a.thrift)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from walship.errors import HarnessError
+
+__all__ = ["HBaseProcess", "harness_dir", "java_command"]
+
+log = logging.getLogger(__name__)
+
+#: What HBase's ``bin/hbase`` passes a JDK 17 (and what HBase's netty needs).
+JDK17_FLAGS = (
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules", "jdk.unsupported",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.dns=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
+)  # fmt: skip
+
+LAUNCHER = "walship.harness.Launcher"
+
+
+def harness_dir() -> Path:
+    """The harness's Maven project: ``$WALSHIP_HARNESS_DIR``, else ``harness/`` of this checkout."""
+    env = os.environ.get("WALSHIP_HARNESS_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "harness"
+
+
+def java_command(heap: str = "768m") -> list[str]:
+    """The ``java ...`` command line that runs the launcher (without its own arguments).
+
+    :raises HarnessError: the harness is not built (``make setup`` builds it) or there is no java.
+    """
+    root = harness_dir()
+    classes = root / "target" / "classes"
+    classpath_file = root / "target" / "classpath.txt"
+    if not (classes / "walship" / "harness" / "Launcher.class").is_file() or not classpath_file.is_file():
+        raise HarnessError(f"the real-HBase harness is not built in {root} (run `make setup`)")
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java:
+        raise HarnessError("no java on PATH (the real-HBase harness needs Java 17)")
+    classpath = f"{classes}{os.pathsep}{classpath_file.read_text().strip()}"
+    return [
+        java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+        *JDK17_FLAGS, "-cp", classpath, LAUNCHER,
+    ]  # fmt: skip
+
+
+class HBaseProcess:
+    """One real HBase cluster in its own JVM; :meth:`start` returns once it serves.
+
+    :param zk: an external ZooKeeper ``host:port`` (no chroot: HBase's cluster keys have
+        none), or ``None`` for a MiniZooKeeperCluster of its own.
+    :param wal_fs: ``local`` (``hbase.wal.dir`` is a local directory, read as a path) or
+        ``hdfs`` (WALs on a MiniDFSCluster, read over WebHDFS).
+    :param conf: any HBase settings, as ``--conf key=value``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        data_dir: Path,
+        *,
+        zk: str | None = None,
+        znode_parent: str = "/hbase",
+        regionservers: int = 3,
+        wal_fs: str = "local",
+        conf: dict[str, str] | None = None,
+        heap: str = "768m",
+    ) -> None:
+        self.name = name
+        self.data_dir = Path(data_dir)
+        self.zk = zk
+        self.znode_parent = znode_parent
+        self.regionservers = regionservers
+        self.wal_fs = wal_fs
+        self.conf = dict(conf or {})
+        self.heap = heap
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready: dict[str, Any] = {}
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._log: IO[str] | None = None
+
+    # -- the shape of MiniClusterProcess ----------------------------------------------------
+
+    @property
+    def thrift(self) -> tuple[str, int]:
+        return _address(self.ready["thrift"])
+
+    @property
+    def thrift2(self) -> tuple[str, int]:
+        return _address(self.ready["thrift2"])
+
+    @property
+    def cluster_id(self) -> str:
+        return str(self.ready["cluster_id"])
+
+    @property
+    def cluster_key(self) -> str:
+        """HBase's cluster key of this cluster (``host:port:/parent``)."""
+        return str(self.ready["cluster_key"])
+
+    @property
+    def zk_hosts(self) -> str:
+        """The ZooKeeper connect string walship uses for this cluster."""
+        return str(self.ready["zk"])
+
+    @property
+    def wal_root(self) -> str:
+        """Where walship reads this cluster's WALs: the folder or URL holding ``WALs/`` and ``oldWALs/``."""
+        return str(self.ready["wal_url"])
+
+    @property
+    def log_file(self) -> Path:
+        return self.data_dir.parent / f"{self.name}.hbase.log"
+
+    def servers(self) -> list[str]:
+        """The live region servers' names, asked now."""
+        return list(self.call("info")["regionservers"])
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def command(self) -> list[str]:
+        cmd = [*java_command(self.heap), "--name", self.name, "--data-dir", str(self.data_dir)]
+        cmd += ["--regionservers", str(self.regionservers), "--znode-parent", self.znode_parent]
+        cmd += ["--wal-fs", self.wal_fs]
+        if self.zk:
+            cmd += ["--zk", self.zk]
+        for key, value in self.conf.items():
+            cmd += ["--conf", f"{key}={value}"]
+        return cmd
+
+    def start(self, timeout: float = 300.0) -> HBaseProcess:
+        """Start the JVM and wait for its ready line.
+
+        :raises HarnessError: it exited or did not get ready in time (the message names its log).
+        """
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = self.command()
+        self._log = open(self.log_file, "a")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1
+        )
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True, name=f"hbase-{self.name}").start()
+        try:
+            first = self._next_line(timeout, "start")
+        except HarnessError:
+            self.kill()
+            raise
+        answer = json.loads(first)
+        if not answer.get("ready"):
+            self.kill()
+            raise HarnessError(f"HBase cluster {self.name} did not start: {answer.get('error')}; see {self.log_file}")
+        self.ready = answer
+        log.info("HBase %s (%s) ready: %s", self.name, answer.get("hbase_version"), answer.get("regionservers"))
+        return self
+
+    def _read(self, stream: IO[str] | None) -> None:
+        if stream is None:
+            return
+        for line in stream:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def _next_line(self, timeout: float, what: str) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise HarnessError(
+                f"HBase cluster {self.name}: no answer to {what} within {timeout:.0f} s; see {self.log_file}"
+            ) from None
+        if line is None:
+            self._lines.put(None)
+            raise HarnessError(f"HBase cluster {self.name} exited during {what}; see {self.log_file}")
+        return line
+
+    def call(self, cmd: str, timeout: float = 180.0, **args: Any) -> Any:
+        """Send one command and return its result.
+
+        :raises HarnessError: HBase refused it (the message is HBase's exception), or the JVM is gone.
+        """
+        if self.proc is None or self.proc.stdin is None:
+            raise HarnessError(f"HBase cluster {self.name} is not running ({cmd})")
+        with self._lock:
+            try:
+                self.proc.stdin.write(json.dumps({"cmd": cmd, **args}) + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                raise HarnessError(f"HBase cluster {self.name} exited before {cmd}; see {self.log_file}") from None
+            answer = json.loads(self._next_line(timeout, cmd))
+        if not answer.get("ok"):
+            raise HarnessError(f"HBase cluster {self.name}: {cmd} failed: {answer.get('error')}")
+        return answer.get("result")
+
+    def stop(self, timeout: float = 120.0) -> int:
+        """Stop HBase cleanly (the ``stop`` command), killing the JVM if it lingers."""
+        if self.proc is None:
+            return 0
+        try:
+            self.call("stop", timeout=timeout)
+        except HarnessError as e:
+            log.warning("%s", e)
+        proc = self.proc
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        self._close()
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL the whole JVM."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        if self.proc is not None:
+            for stream in (self.proc.stdin, self.proc.stdout):
+                if stream is not None:
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
+        self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> HBaseProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _address(value: object) -> tuple[str, int]:
+    host, port = str(value).rsplit(":", 1)
+    return host, int(port)
