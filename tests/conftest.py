@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_env
+import real_hbase as real_hbase_helpers
 import fsspec
 import pytest
 from kazoo.client import KazooClient
@@ -25,6 +26,17 @@ def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeep
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def real_hbase(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+    """Real HBase 2.6 clusters A (three region servers) and B (one) from the harness, on the
+    session's ZooKeeper: started once per run, in parallel; tests use tables and peers of
+    their own (``real_hbase.unique``)."""
+    a, b = real_hbase_helpers.start_pair(tmp_path_factory.mktemp("hbase"), zk_server.hosts)
+    yield a, b
+    for hb in (a, b):
+        hb.stop()
 
 
 @pytest.fixture

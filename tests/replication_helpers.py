@@ -10,6 +10,7 @@ from typing import Any
 import happybase
 from waiting import wait_until
 
+from walship.harness import HBaseProcess
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import PeerSummary, Shipper, WalStore
@@ -23,8 +24,12 @@ SINK_PROTOCOLS = ("thrift1", "thrift2")
 
 @dataclass
 class Cluster:
-    mc: MiniClusterProcess
+    """A source or peer cluster of a test: a minicluster, or a real HBase of the harness
+    (:class:`walship.harness.HBaseProcess`, which has the same shape)."""
+
+    mc: MiniClusterProcess | HBaseProcess
     zk_hosts: str  # with the test's chroot
+    table_name: bytes = TABLE
 
     @property
     def parent(self) -> str:
@@ -39,7 +44,7 @@ class Cluster:
         return happybase.Connection(*self.mc.thrift)
 
     def table(self) -> happybase.Table:
-        return self.conn().table(TABLE)
+        return self.conn().table(self.table_name)
 
     def thrift_address(self) -> str:
         host, port = self.mc.thrift
@@ -92,7 +97,7 @@ def add_peer(source: Cluster, target: Cluster, peer_id: str = "1", protocol: str
 
 def ship(source: Cluster, peer_id: str = "1", **kwargs: object) -> PeerSummary:
     with zk_client(source.zk_hosts) as client:
-        shipper = Shipper(client, ZnodeLayout(source.parent), WalStore(str(source.mc.data_dir)))
+        shipper = Shipper(client, ZnodeLayout(source.parent), WalStore(source.mc.wal_root))
         return shipper.ship_peer(peer_id, **kwargs)  # type: ignore[arg-type]
 
 
@@ -105,7 +110,7 @@ def tail_in_thread(
 
     def run() -> None:
         with zk_client(source.zk_hosts) as client:
-            tailer = Tailer(client, ZnodeLayout(source.parent), WalStore(str(source.mc.data_dir)), peers, **options)
+            tailer = Tailer(client, ZnodeLayout(source.parent), WalStore(source.mc.wal_root), peers, **options)
             out.append(tailer.run())
 
     thread = threading.Thread(target=run)
@@ -118,7 +123,7 @@ def contents(
 ) -> dict[bytes, dict[bytes, list[tuple[bytes, int]]]]:
     """Every visible cell of every row (all versions), optionally of one family."""
     conn = cluster.conn()
-    t = conn.table(TABLE)
+    t = conn.table(cluster.table_name)
     out: dict[bytes, dict[bytes, list[tuple[bytes, int]]]] = {}
     for row, data in t.scan(columns=[family] if family else None):
         out[row] = {col: t.cells(row, col, versions=versions, include_timestamp=True) for col in sorted(data)}

@@ -100,6 +100,11 @@ class MiniClusterProcess:
         return host, int(port)
 
     @property
+    def wal_root(self) -> str:
+        """Where walship reads this cluster's WALs (its data dir holds ``WALs/`` and ``oldWALs/``)."""
+        return str(self.data_dir)
+
+    @property
     def admin(self) -> str:
         return str(self.ready["admin"])
 

@@ -258,8 +258,10 @@ def _family(cell: Cell) -> bytes:
 
 def delete_cells(tdelete: Any, families: Iterable[bytes]) -> list[Cell]:
     """``deleteFromThrift`` and ``HRegion.prepareDelete``: no columns deletes the whole row
-    (a ``DeleteFamily`` per family of the table); with columns, each by ``deleteType``. A
-    column without a timestamp takes the delete's, else LATEST (resolved by the cluster)."""
+    (a ``DeleteFamily`` per family of the table) at the delete's timestamp; with columns, each
+    by ``deleteType`` at the column's own timestamp, else LATEST (resolved by the cluster): the
+    delete's timestamp is not used then, as HBase 2.6's ``deleteFromThrift`` builds the
+    ``Delete`` without it."""
     row = tdelete.row
     if not row:
         raise BadRequestError("TDelete: the row key must not be empty")
@@ -275,7 +277,7 @@ def delete_cells(tdelete: Any, families: Iterable[bytes]) -> list[Cell]:
         if not col.family:
             raise BadRequestError(f"TDelete of row {row!r}: a TColumn without a family")
         what = f"TDelete of row {row!r}, family {col.family!r}"
-        ts = _timestamp(col.timestamp, base, what)
+        ts = _timestamp(col.timestamp, LATEST_TIMESTAMP, what)
         qualifier = col.qualifier or b""
         if kind == types.DELETE_COLUMN:
             cells.append(Cell(row, col.family, qualifier, ts, CellType.Delete))

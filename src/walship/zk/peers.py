@@ -443,7 +443,7 @@ class ReplicationPeers:
             raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
         current = self._config(peer_id, decode_peer(data, path))
         if current.managed:
-            raise PeerError(f"peer {peer_id} is managed by walship already")
+            return self._complete_adoption(current)
         adopted = replace(current, configuration={**current.configuration, MANAGED_KEY: "true"})
         state_path = self.layout.peer_state(peer_id)
         self.client.ensure_path(self.layout.walship_peer(peer_id))
@@ -460,6 +460,23 @@ class ReplicationPeers:
             raise PeerError(f"peer {peer_id} changed while it was adopted ({type(failed[0]).__name__}); try again")
         log.info("adopted peer %s: managed by walship, HBase peer-state DISABLED", peer_id)
         return self.get(peer_id)
+
+    def _complete_adoption(self, current: PeerConfig) -> PeerConfig:
+        """A peer that carries ``walship.managed`` already: one added through HBase's own
+        Admin (``add_peer ... STATE => DISABLED, CONFIG => {'walship.managed' => 'true', ...}``),
+        which a running HBase 2.x learns through its master, with no restart. Adopting it
+        creates walship's switch, ENABLED; the peer znode is left as HBase's master wrote it.
+
+        :raises DoubleShippingError: its HBase peer-state is ENABLED.
+        :raises PeerError: walship's switch exists already: it is managed by walship already.
+        """
+        current.check_ownership()
+        try:
+            self.client.create(self.layout.walship_peer_state(current.peer_id), encode_peer_state(True), makepath=True)
+        except NodeExistsError:
+            raise PeerError(f"peer {current.peer_id} is managed by walship already") from None
+        log.info("adopted peer %s (marked managed in HBase's configuration): walship's switch ENABLED", current.peer_id)
+        return self.get(current.peer_id)
 
     def enable(self, peer_id: str) -> None:
         self.set_enabled(peer_id, True)

@@ -1,0 +1,152 @@
+"""Helpers for the tests that run on real HBase 2.6 (the harness in ``harness/``): a session
+pair of clusters A and B on the test session's ZooKeeper, and per-test tables and peers, so
+the JVMs start once per run and the tests stay apart."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from replication_helpers import Cluster
+from waiting import wait_until
+
+from walship.harness import HBaseProcess
+from walship.replicate import WalStore
+from walship.wal import WalReader
+from walship.wal.model import WalEntry
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+
+#: Source A: three region servers, HBase's log cleaner every second with a 2 s TTL, so a test
+#: sees archived WALs deleted once no queue holds them.
+A_CONF = {
+    "hbase.master.logcleaner.ttl": "2000",
+    "hbase.master.cleaner.interval": "1000",
+}
+#: Peer B: one region server is enough to receive.
+B_CONF: dict[str, str] = {}
+
+_counter = itertools.count(1)
+
+
+def start_pair(base: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
+    """Start A and B side by side (their JVMs start in parallel) on one ZooKeeper."""
+    import threading
+
+    a = HBaseProcess("A", base / "A", zk=zk, znode_parent="/hbase-real-a", regionservers=3, conf=A_CONF)
+    b = HBaseProcess("B", base / "B", zk=zk, znode_parent="/hbase-real-b", regionservers=1, conf=B_CONF)
+    errors: list[BaseException] = []
+
+    def start(hb: HBaseProcess) -> None:
+        try:
+            hb.start()
+        except BaseException as e:  # re-raised below, after both are up or down
+            errors.append(e)
+
+    threads = [threading.Thread(target=start, args=(hb,)) for hb in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        for hb in (a, b):
+            hb.kill()
+        raise errors[0]
+    return a, b
+
+
+def unique(prefix: str) -> str:
+    """A name no other test of this run uses (tables, peers: no '-' in peer ids)."""
+    return f"{prefix}{next(_counter)}x{uuid.uuid4().hex[:6]}"
+
+
+def cluster(hb: HBaseProcess, table: str) -> Cluster:
+    return Cluster(hb, hb.zk_hosts, table.encode())
+
+
+def create_table(hb: HBaseProcess, table: str, splits: list[bytes] | None = None, **families: dict[str, int]) -> None:
+    """Create ``table`` with ``families`` (``r={"scope": 1, "versions": 5}``) through HBase's Admin."""
+    families = families or {"r": {"scope": 1, "versions": 5}, "l": {"scope": 0, "versions": 5}}
+    hb.call("create_table", table=table, families=families, splits=[s.hex() for s in splits or []])
+
+
+def layout(c: Cluster) -> ZnodeLayout:
+    return ZnodeLayout(c.parent)
+
+
+def add_managed_peer(
+    source: Cluster, target: Cluster, peer_id: str, protocol: str = "thrift1", tables: list[str] | None = None
+) -> None:
+    """The production path on a running HBase: the peer is added through HBase's own Admin
+    (STATE DISABLED, ``walship.managed=true`` and the sink in its configuration, table-cfs
+    limited to ``tables``), then adopted by walship, which creates its ENABLED switch."""
+    hb = source.mc
+    assert isinstance(hb, HBaseProcess)
+    config = {"walship.managed": "true", **target.sink_config(protocol)}
+    hb.call(
+        "add_peer",
+        peer=peer_id,
+        cluster_key=target.mc.cluster_key if isinstance(target.mc, HBaseProcess) else target.cluster_key,
+        state="DISABLED",
+        configuration=config,
+        table_cfs={t: [] for t in tables or [source.table_name.decode()]},
+    )
+    with zk_client(source.zk_hosts) as client:
+        ReplicationPeers(client, layout(source)).adopt(peer_id)
+
+
+def remove_peer(source: Cluster, peer_id: str) -> None:
+    """Remove the peer through HBase's Admin (the master removes its queues)."""
+    hb = source.mc
+    assert isinstance(hb, HBaseProcess)
+    hb.call("remove_peer", peer=peer_id)
+
+
+@contextmanager
+def managed_peer(
+    source: Cluster, target: Cluster, peer_id: str, protocol: str = "thrift1", tables: list[str] | None = None
+) -> Iterator[str]:
+    add_managed_peer(source, target, peer_id, protocol, tables)
+    try:
+        yield peer_id
+    finally:
+        remove_peer(source, peer_id)
+
+
+def queued_wals(source: Cluster, peer_id: str) -> dict[str, list[str]]:
+    """Queue id -> its WALs, for every queue of the peer (normal and recovered)."""
+    with zk_client(source.zk_hosts) as client:
+        return {
+            f"{q.server}/{q.queue_id}": [w.name for w in q.wals]
+            for q in ReplicationQueues(client, layout(source)).list_queues(peer_id)
+        }
+
+
+def wait_queues_hold_current_wals(source: Cluster, peer_id: str) -> None:
+    """Wait until every live region server has a queue for the peer (HBase adds one per server
+    when the peer is added)."""
+    hb = source.mc
+    assert isinstance(hb, HBaseProcess)
+
+    def ready() -> bool:
+        servers = set(hb.servers())
+        queued = {key.split("/", 1)[0] for key, wals in queued_wals(source, peer_id).items() if wals}
+        return servers <= queued
+
+    wait_until(ready, what=f"peer {peer_id}'s queues on every live server of {hb.name}")
+
+
+def all_wal_entries(source: Cluster, decoder: str | None = None) -> list[WalEntry]:
+    """Every entry of every WAL under the cluster's WALs/ and oldWALs/ (open WALs included)."""
+    store = WalStore(source.mc.wal_root)
+    out: list[WalEntry] = []
+    for path, _archived in store.wal_files():
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith(".") and name.endswith(".crc"):
+            continue  # Hadoop's checksum files beside every file on a local file system
+        with store.fs.open(path, "rb") as f:
+            out.extend(WalReader(f, path, decoder=decoder).entries())
+    return out
+
