@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import airflow_env
-import real_hbase as real_hbase_helpers
 import fsspec
 import pytest
+import real_hbase as real_hbase_helpers
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, add_peer, make_cluster
 
@@ -118,15 +118,27 @@ def sink_protocol() -> str:
 
 
 @pytest.fixture
-def ab(
-    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, sink_protocol: str
-) -> tuple[Cluster, Cluster]:
-    """Source A and peer B (table t: family r scoped 1, l scoped 0), peer 1 from A to B over
-    the ``sink_protocol`` sink."""
-    a = make_cluster(minicluster_factory, zk_hosts, "A")
-    b = make_cluster(minicluster_factory, zk_hosts, "B")
+def backend() -> str:
+    """What the source and peer clusters are: ``mini`` (walship's minicluster, the fast
+    default) or ``real`` (real HBase 2.6 from the harness). A behaviour suite that runs on
+    both overrides it with one parametrized over ``real_hbase.BACKENDS``."""
+    return "mini"
+
+
+@pytest.fixture
+def ab(request: pytest.FixtureRequest, backend: str, sink_protocol: str) -> Iterator[tuple[Cluster, Cluster]]:
+    """Source A and peer B (a table of the test's: family r scoped 1, l scoped 0), peer 1 from
+    A to B over the ``sink_protocol`` sink. On real HBase the table is the test's own (A and
+    B are shared by the session) and peer 1 is added through HBase's Admin, then adopted."""
+    if backend == "real":
+        yield from real_hbase_helpers.real_ab(request.getfixturevalue("real_hbase"), sink_protocol)
+        return
+    factory = request.getfixturevalue("minicluster_factory")
+    zk_hosts = request.getfixturevalue("zk_hosts")
+    a = make_cluster(factory, zk_hosts, "A")
+    b = make_cluster(factory, zk_hosts, "B")
     add_peer(a, b, protocol=sink_protocol)
-    return a, b
+    yield a, b
 
 
 @pytest.fixture(scope="module")

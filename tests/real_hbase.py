@@ -18,6 +18,7 @@ from walship.replicate import WalStore
 from walship.wal import WalReader
 from walship.wal.model import WalEntry
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk.progress import ProgressStore
 
 #: Source A: three region servers, HBase's log cleaner every second with a 2 s TTL, so a test
 #: sees archived WALs deleted once no queue holds them.
@@ -29,6 +30,9 @@ A_CONF = {
 B_CONF: dict[str, str] = {}
 
 _counter = itertools.count(1)
+
+#: The backends a behaviour suite runs on (see the ``backend`` fixture).
+BACKENDS = ("mini", "real")
 
 
 def start_pair(base: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
@@ -98,10 +102,33 @@ def add_managed_peer(
 
 
 def remove_peer(source: Cluster, peer_id: str) -> None:
-    """Remove the peer through HBase's Admin (the master removes its queues)."""
+    """Remove the peer through HBase's Admin (the master removes its queues), then walship's
+    own znodes of it (its switch, progress records), so a later test may use the id again."""
     hb = source.mc
     assert isinstance(hb, HBaseProcess)
     hb.call("remove_peer", peer=peer_id)
+    with zk_client(source.zk_hosts) as client:
+        path = layout(source).walship_peer(peer_id)
+        if client.exists(path) is not None:
+            client.delete(path, recursive=True)
+        ProgressStore(client, layout(source)).remove_peer(peer_id)
+
+
+def real_ab(real: tuple[HBaseProcess, HBaseProcess], protocol: str) -> Iterator[tuple[Cluster, Cluster]]:
+    """The ``ab`` fixture on real HBase: a table of the test's own on A and B (r scoped 1 on
+    both, l scoped 0), peer 1 from A to B added through HBase's Admin and adopted; the peer
+    is removed afterwards."""
+    a_hb, b_hb = real
+    table = unique("t")
+    for hb in real:
+        create_table(hb, table)
+    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    add_managed_peer(a, b, "1", protocol)
+    wait_queues_hold_current_wals(a, "1")
+    try:
+        yield a, b
+    finally:
+        remove_peer(a, "1")
 
 
 @contextmanager
@@ -149,4 +176,3 @@ def all_wal_entries(source: Cluster, decoder: str | None = None) -> list[WalEntr
         with store.fs.open(path, "rb") as f:
             out.extend(WalReader(f, path, decoder=decoder).entries())
     return out
-

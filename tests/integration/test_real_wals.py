@@ -50,7 +50,10 @@ def write_workload(hb: HBaseProcess, table: str) -> Cells:
     t.delete(binary_row, columns=[b"r:a"], timestamp=200)  # DeleteColumn (all versions <= 200)
     expected.append((binary_row, b"r", b"a", 200, CellType.DeleteColumn, b""))
     t.delete(b"big", timestamp=600)  # the whole row: a DeleteFamily per family
-    expected += [(b"big", b"l", b"", 600, CellType.DeleteFamily, b""), (b"big", b"r", b"", 600, CellType.DeleteFamily, b"")]
+    expected += [
+        (b"big", b"l", b"", 600, CellType.DeleteFamily, b""),
+        (b"big", b"r", b"", 600, CellType.DeleteFamily, b""),
+    ]
     conn.close()
 
     c2 = thrift2_client(hb)
@@ -58,11 +61,17 @@ def write_workload(hb: HBaseProcess, table: str) -> Cells:
     c2.put(name, T.TPut(row=b"t2", columnValues=[T.TColumnValue(b"r", b"q", b"v1", 700)]))
     c2.put(name, T.TPut(row=b"t2", columnValues=[T.TColumnValue(b"r", b"q", b"v2", 800)]))
     expected += [(b"t2", b"r", b"q", 700, CellType.Put, b"v1"), (b"t2", b"r", b"q", 800, CellType.Put, b"v2")]
-    c2.deleteSingle(name, T.TDelete(row=b"t2", columns=[T.TColumn(b"r", b"q", 700)], deleteType=T.TDeleteType.DELETE_COLUMN))
+    c2.deleteSingle(
+        name, T.TDelete(row=b"t2", columns=[T.TColumn(b"r", b"q", 700)], deleteType=T.TDeleteType.DELETE_COLUMN)
+    )
     expected.append((b"t2", b"r", b"q", 700, CellType.Delete, b""))
-    c2.deleteSingle(name, T.TDelete(row=b"t2", columns=[T.TColumn(b"r", None, 800)], deleteType=T.TDeleteType.DELETE_FAMILY_VERSION))
+    c2.deleteSingle(
+        name, T.TDelete(row=b"t2", columns=[T.TColumn(b"r", None, 800)], deleteType=T.TDeleteType.DELETE_FAMILY_VERSION)
+    )
     expected.append((b"t2", b"r", b"", 800, CellType.DeleteFamilyVersion, b""))
-    c2.deleteSingle(name, T.TDelete(row=b"t2", columns=[T.TColumn(b"l", None, 900)], deleteType=T.TDeleteType.DELETE_FAMILY))
+    c2.deleteSingle(
+        name, T.TDelete(row=b"t2", columns=[T.TColumn(b"l", None, 900)], deleteType=T.TDeleteType.DELETE_FAMILY)
+    )
     expected.append((b"t2", b"l", b"", 900, CellType.DeleteFamily, b""))
     c2.close()
     return expected
@@ -79,7 +88,9 @@ def logged_cells(entries: list[Any], table: bytes) -> tuple[Cells, list[Any]]:
     return cells, keys
 
 
-def test_every_wal_hbase_wrote_decodes_to_exactly_the_cells_written(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
+def test_every_wal_hbase_wrote_decodes_to_exactly_the_cells_written(
+    real_hbase: tuple[HBaseProcess, HBaseProcess],
+) -> None:
     a, _ = real_hbase
     a.call("create_namespace", namespace=(ns := unique("ns")))
     table = f"{ns}:walt"

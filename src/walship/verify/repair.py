@@ -26,7 +26,7 @@ __all__ = ["MASKED_REASON", "MASKED_REMEDY", "repair_row"]
 log = logging.getLogger(__name__)
 
 MASKED_REASON = "masked by a delete marker on the peer"
-MASKED_REMEDY = "major-compact the peer table, then repair again"
+MASKED_REMEDY = "flush and major-compact the peer table, then repair again"
 _ROUNDS = 3
 
 

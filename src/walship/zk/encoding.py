@@ -1,5 +1,11 @@
 """Znode data as HBase 2.x writes it: ``PBUF`` + a protobuf message.
 
+HBase's own servers write every znode through ``RecoverableZooKeeper``, which puts a
+metadata header before the data (``ZKMetadata.appendMetaData``: ``0xFF``, a 4-byte
+big-endian length, that many bytes of writer id and salt); its readers take it off again
+(``removeMetaData``), and so does every decoder here. Data without the header (older
+HBase, HBase's tools, walship's own writes) is read as it is, as HBase does.
+
 Every decoder takes the znode path so that malformed data is reported with it.
 """
 
@@ -22,11 +28,29 @@ __all__ = [
     "encode_peer_state",
     "encode_position",
     "strip_pb_magic",
+    "strip_zk_metadata",
 ]
 
 PB_MAGIC = b"PBUF"
+#: The first byte of the metadata header HBase's servers put before znode data.
+ZK_METADATA_MAGIC = 0xFF
 _ENABLED = Replication_pb2.ReplicationState.ENABLED
 _DISABLED = Replication_pb2.ReplicationState.DISABLED
+
+
+def strip_zk_metadata(data: bytes, path: str) -> bytes:
+    """The data after HBase's ``RecoverableZooKeeper`` metadata header, if it has one.
+
+    :raises ZkDataError: a header whose length runs past the data.
+    """
+    if not data or data[0] != ZK_METADATA_MAGIC:
+        return data
+    if len(data) < 5:
+        raise ZkDataError(path, f"metadata header cut short (0xFF and {len(data) - 1} of 4 length bytes)")
+    (id_length,) = struct.unpack_from(">i", data, 1)
+    if id_length < 0 or 5 + id_length > len(data):
+        raise ZkDataError(path, f"metadata header claims {id_length} bytes of writer id; the data holds {len(data) - 5}")
+    return data[5 + id_length :]
 
 
 def strip_pb_magic(data: bytes, path: str, what: str) -> bytes:
@@ -37,6 +61,7 @@ def strip_pb_magic(data: bytes, path: str, what: str) -> bytes:
 
 
 def _parse(message: Message, data: bytes, path: str, what: str) -> None:
+    data = strip_zk_metadata(data, path)
     try:
         message.ParseFromString(strip_pb_magic(data, path, what))
     except DecodeError as exc:
@@ -67,6 +92,7 @@ def encode_peer_state(enabled: bool) -> bytes:
 
 def decode_peer_state(data: bytes, path: str) -> bool:
     """True for ENABLED. HBase compares the bytes exactly; so do we, naming what we saw."""
+    data = strip_zk_metadata(data, path)
     if data == encode_peer_state(True):
         return True
     if data == encode_peer_state(False):
@@ -90,6 +116,7 @@ def decode_position(data: bytes, path: str) -> int:
     HBase falls back to 0 on data it cannot parse; walship refuses it, since restarting a
     queue from the beginning silently is a decision for an operator, not a parser.
     """
+    data = strip_zk_metadata(data, path)
     if not data:
         return 0
     if data.startswith(PB_MAGIC):
@@ -112,6 +139,7 @@ def decode_position(data: bytes, path: str) -> int:
 def decode_peer(data: bytes, path: str) -> Replication_pb2.ReplicationPeer:
     """The ReplicationPeer message of a peer znode; legacy data is a bare cluster key."""
     msg = Replication_pb2.ReplicationPeer()
+    data = strip_zk_metadata(data, path)
     if data.startswith(PB_MAGIC):
         _parse(msg, data, path, "ReplicationPeer")
         return msg

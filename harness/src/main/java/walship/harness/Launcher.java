@@ -283,6 +283,14 @@ public final class Launcher {
           util.flush();
         }
         return null;
+      case "major_compact": {
+        // flush, then a major compaction of every region of the table, done when this returns
+        // (HBase 2.6's Thrift1 majorCompact runs a minor compaction, and Admin's is asynchronous)
+        TableName table = TableName.valueOf(str(req, "table"));
+        admin.flush(table);
+        cluster.compact(table, true);
+        return null;
+      }
       case "roll": {
         List<String> rolled = new ArrayList<>();
         for (RegionServerThread t : cluster.getLiveRegionServerThreads()) {
