@@ -10,71 +10,13 @@ from typing import Any
 
 import happybase
 import pytest
-from real_hbase import all_wal_entries, cluster, create_table, unique
-from thriftpy2.rpc import make_client
+from real_hbase import Cells, all_wal_entries, cluster, create_table, unique, write_workload
 
 from walship.harness import HBaseProcess
 from walship.replicate import WalStore
-from walship.thrift.hbase2 import hbase2 as T
-from walship.wal import CellType
 from walship.wal.model import METAFAMILY
 
 pytestmark = pytest.mark.integration
-
-BIG = bytes(range(256)) * (6 * 1024)  # 1.5 MiB
-Cells = list[tuple[bytes, bytes, bytes, int, int, bytes]]
-
-
-def thrift2_client(hb: HBaseProcess) -> Any:
-    host, port = hb.thrift2
-    return make_client(T.THBaseService, host, port, timeout=60000)
-
-
-def write_workload(hb: HBaseProcess, table: str) -> Cells:
-    """Puts and deletes of every kind through HBase's Thrift1 and Thrift2 servers, every
-    timestamp explicit; returns the cells HBase must have logged, in the order written."""
-    expected: Cells = []
-    conn = happybase.Connection(*hb.thrift)
-    t = conn.table(table)
-    binary_row = b"\x00\xff\x10bin\x80"
-    for ts in (100, 200, 300):  # several versions, two families (scope 1 and 0)
-        t.put(binary_row, {b"r:a": b"a%d" % ts, b"l:x": b"local%d" % ts}, timestamp=ts)
-        expected += [
-            (binary_row, b"r", b"a", ts, CellType.Put, b"a%d" % ts),
-            (binary_row, b"l", b"x", ts, CellType.Put, b"local%d" % ts),
-        ]
-    t.put(b"empty", {b"r:": b"", b"r:e": b""}, timestamp=400)  # empty qualifier and values
-    expected += [(b"empty", b"r", b"", 400, CellType.Put, b""), (b"empty", b"r", b"e", 400, CellType.Put, b"")]
-    t.put(b"big", {b"r:v": BIG}, timestamp=500)  # > 1 MiB value
-    expected.append((b"big", b"r", b"v", 500, CellType.Put, BIG))
-    t.delete(binary_row, columns=[b"r:a"], timestamp=200)  # DeleteColumn (all versions <= 200)
-    expected.append((binary_row, b"r", b"a", 200, CellType.DeleteColumn, b""))
-    t.delete(b"big", timestamp=600)  # the whole row: a DeleteFamily per family
-    expected += [
-        (b"big", b"l", b"", 600, CellType.DeleteFamily, b""),
-        (b"big", b"r", b"", 600, CellType.DeleteFamily, b""),
-    ]
-    conn.close()
-
-    c2 = thrift2_client(hb)
-    name = table.encode()
-    c2.put(name, T.TPut(row=b"t2", columnValues=[T.TColumnValue(b"r", b"q", b"v1", 700)]))
-    c2.put(name, T.TPut(row=b"t2", columnValues=[T.TColumnValue(b"r", b"q", b"v2", 800)]))
-    expected += [(b"t2", b"r", b"q", 700, CellType.Put, b"v1"), (b"t2", b"r", b"q", 800, CellType.Put, b"v2")]
-    c2.deleteSingle(
-        name, T.TDelete(row=b"t2", columns=[T.TColumn(b"r", b"q", 700)], deleteType=T.TDeleteType.DELETE_COLUMN)
-    )
-    expected.append((b"t2", b"r", b"q", 700, CellType.Delete, b""))
-    c2.deleteSingle(
-        name, T.TDelete(row=b"t2", columns=[T.TColumn(b"r", None, 800)], deleteType=T.TDeleteType.DELETE_FAMILY_VERSION)
-    )
-    expected.append((b"t2", b"r", b"", 800, CellType.DeleteFamilyVersion, b""))
-    c2.deleteSingle(
-        name, T.TDelete(row=b"t2", columns=[T.TColumn(b"l", None, 900)], deleteType=T.TDeleteType.DELETE_FAMILY)
-    )
-    expected.append((b"t2", b"l", b"", 900, CellType.DeleteFamily, b""))
-    c2.close()
-    return expected
 
 
 def logged_cells(entries: list[Any], table: bytes) -> tuple[Cells, list[Any]]:

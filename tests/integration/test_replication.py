@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from real_hbase import BACKENDS
 from replication_helpers import SINK_PROTOCOLS, Cluster, add_peer, contents, make_cluster, ship
 from waiting import wait_until
 
@@ -42,6 +43,7 @@ def wal_entries(cluster: Cluster) -> list:  # type: ignore[type-arg]
     return out
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_puts_and_deletes_of_every_kind_arrive(ab: tuple[Cluster, Cluster]) -> None:
     a, b = ab
     t = a.table()
@@ -66,6 +68,7 @@ def test_puts_and_deletes_of_every_kind_arrive(ab: tuple[Cluster, Cluster]) -> N
     assert contents(b) == contents(a, b"r")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_thousand_rows(ab: tuple[Cluster, Cluster]) -> None:
     a, b = ab
     with a.table().batch(batch_size=100) as batch:
@@ -94,6 +97,7 @@ def test_small_batches_commit_positions_as_they_go(ab: tuple[Cluster, Cluster], 
     assert contents(b) == contents(a, b"r")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_disabled_peer_gets_nothing_until_enabled(ab: tuple[Cluster, Cluster]) -> None:
     a, b = ab
     with zk_client(a.zk_hosts) as client:

@@ -49,7 +49,9 @@ def strip_zk_metadata(data: bytes, path: str) -> bytes:
         raise ZkDataError(path, f"metadata header cut short (0xFF and {len(data) - 1} of 4 length bytes)")
     (id_length,) = struct.unpack_from(">i", data, 1)
     if id_length < 0 or 5 + id_length > len(data):
-        raise ZkDataError(path, f"metadata header claims {id_length} bytes of writer id; the data holds {len(data) - 5}")
+        raise ZkDataError(
+            path, f"metadata header claims {id_length} bytes of writer id; the data holds {len(data) - 5}"
+        )
     return data[5 + id_length :]
 
 

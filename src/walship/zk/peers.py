@@ -441,9 +441,18 @@ class ReplicationPeers:
             data, stat = self.client.get(path)
         except NoNodeError:
             raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
-        current = self._config(peer_id, decode_peer(data, path))
+        pb = decode_peer(data, path)
+        if (
+            PeerConfig.from_proto(peer_id, pb, enabled=False).managed
+            and self.client.exists(self.layout.walship_peer_state(peer_id)) is None
+        ):
+            hbase_enabled = self._enabled(peer_id)
+            return self._complete_adoption(
+                PeerConfig.from_proto(peer_id, pb, enabled=False, hbase_enabled=hbase_enabled)
+            )
+        current = self._config(peer_id, pb)
         if current.managed:
-            return self._complete_adoption(current)
+            raise PeerError(f"peer {peer_id} is managed by walship already")
         adopted = replace(current, configuration={**current.configuration, MANAGED_KEY: "true"})
         state_path = self.layout.peer_state(peer_id)
         self.client.ensure_path(self.layout.walship_peer(peer_id))
@@ -468,7 +477,7 @@ class ReplicationPeers:
         creates walship's switch, ENABLED; the peer znode is left as HBase's master wrote it.
 
         :raises DoubleShippingError: its HBase peer-state is ENABLED.
-        :raises PeerError: walship's switch exists already: it is managed by walship already.
+        :raises PeerError: walship's switch was created meanwhile: it is managed by walship already.
         """
         current.check_ownership()
         try:
