@@ -1,0 +1,168 @@
+"""On real HBase 2.6: what HBase does beside walship. A managed peer's WALs are enqueued and
+kept by HBase but never shipped by it; HBase's own log cleaner deletes them once walship has
+shipped them; a peer written straight into ZooKeeper is not seen by a running HBase; a region
+server aborted under load has its queues claimed and drained, losing no acknowledged write."""
+
+from __future__ import annotations
+
+import threading
+
+import happybase
+import pytest
+from real_hbase import (
+    cluster,
+    create_table,
+    layout,
+    managed_peer,
+    queued_wals,
+    unique,
+    wait_queues_hold_current_wals,
+)
+from replication_helpers import contents, ship, tail_in_thread
+from waiting import wait_until
+
+from walship.cli import main
+from walship.harness import HBaseProcess
+from walship.replicate import WalStore
+from walship.zk import ReplicationQueues, zk_client
+
+pytestmark = pytest.mark.integration
+
+
+def wal_names(hb: HBaseProcess, archived: bool | None = None) -> set[str]:
+    """Names of the cluster's WAL files (no checksum files, no hbase:meta WALs)."""
+    out = set()
+    for path, is_archived in WalStore(hb.wal_root).wal_files():
+        name = path.rsplit("/", 1)[-1]
+        if name.startswith(".") or name.endswith(".meta") or (archived is not None and is_archived != archived):
+            continue
+        out.add(name)
+    return out
+
+
+def test_hbase_keeps_a_managed_peers_wals_never_ships_them_and_cleans_them_once_shipped(
+    real_hbase: tuple[HBaseProcess, HBaseProcess],
+) -> None:
+    a_hb, b_hb = real_hbase
+    table = unique("keep")
+    for hb in real_hbase:
+        create_table(hb, table)
+    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    # WALs from before the peer: once rolled (everything flushed), archived and held by no queue
+    before = wal_names(a_hb, archived=False)
+    a_hb.call("flush")
+    a_hb.call("roll")
+    with managed_peer(a, b, unique("keep")) as peer:
+        wait_queues_hold_current_wals(a, peer)
+        held = {w for wals in queued_wals(a, peer).values() for w in wals}
+        assert held and not held & before
+        conn = a.conn()
+        for i in range(50):
+            conn.table(table).put(b"row%02d" % i, {b"r:q": b"v%d" % i})
+        conn.close()
+        a_hb.call("flush")
+        a_hb.call("roll")  # the held WALs are rolled, flushed, so archived
+        wait_until(lambda: held <= wal_names(a_hb, archived=True), what="the held WALs archived")
+        # HBase's log cleaner (TTL 2 s) deletes the WALs no queue holds, and keeps the held ones
+        wait_until(lambda: not before & wal_names(a_hb), timeout=60, what="HBase's cleaner deleting unheld WALs")
+        assert held <= wal_names(a_hb, archived=True)
+        assert contents(b) == {}  # HBase did not ship the managed peer (its peer-state is DISABLED)
+        (listed,) = [p for p in a_hb.call("list_peers") if p["peer"] == peer]
+        assert listed["state"] == "DISABLED" and listed["configuration"]["walship.managed"] == "true"
+
+        summary = ship(a, peer)
+        assert summary.status == "ok", summary.error
+        assert len(contents(b)) == 50 and contents(b) == contents(a, b"r")
+        # shipped and archived: out of the queue, then deleted by HBase's own cleaner
+        assert not held & {w for wals in queued_wals(a, peer).values() for w in wals}
+        wait_until(lambda: not held & wal_names(a_hb), timeout=60, what="HBase's cleaner deleting shipped WALs")
+
+
+def test_a_peer_written_into_zookeeper_is_not_seen_by_a_running_hbase(
+    real_hbase: tuple[HBaseProcess, HBaseProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_hb, b_hb = real_hbase
+    table = unique("zkpeer")
+    create_table(a_hb, table)
+    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    peer = unique("zk")
+    flags = ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", a_hb.wal_root]
+    add = [*flags, "peer", "add", peer, "--cluster-key", b_hb.cluster_key, "--table-cfs", table]
+    assert main([*add, "--config", f"walship.sink.thrift={b.thrift_address()}"]) == 0
+    try:
+        a_hb.call("roll")
+        # HBase 2.x's master keeps peers in memory and region servers learn them through its
+        # procedures: this peer is in ZooKeeper only, so no server enqueues a WAL for it
+        assert peer not in {p["peer"] for p in a_hb.call("list_peers")}
+        with zk_client(a.zk_hosts) as client:
+            assert ReplicationQueues(client, layout(a)).list_queues(peer) == []
+    finally:
+        assert main([*flags, "peer", "remove", peer]) == 0
+    capsys.readouterr()
+
+
+def test_an_aborted_region_server_loses_no_acknowledged_write(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
+    a_hb, b_hb = real_hbase
+    table = unique("abort")
+    splits = [b"row%04d" % i for i in range(100, 1000, 100)]
+    create_table(a_hb, table, splits=splits)
+    create_table(b_hb, table)
+    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    regions = a_hb.call("regions", table=table)
+    meta = {r["server"] for r in a_hb.call("regions", table="hbase:meta")}
+    victim = next(r["server"] for r in regions if r["server"] not in meta)
+    acknowledged: list[bytes] = []
+    errors: list[str] = []
+    stop_writing = threading.Event()
+
+    def write() -> None:
+        i = 0
+        while not stop_writing.is_set() and i < 1000:
+            row = b"row%04d" % i
+            conn = happybase.Connection(*a_hb.thrift, timeout=60000)
+            try:
+                conn.table(table).put(row, {b"r:q": b"v%d" % i})
+                acknowledged.append(row)
+            except Exception as e:  # the write failed; it is not acknowledged
+                errors.append(f"{row!r}: {e}")
+            finally:
+                conn.close()
+            i += 1
+
+    with managed_peer(a, b, unique("ab")) as peer:
+        wait_queues_hold_current_wals(a, peer)
+        stop_tailing = threading.Event()
+        tailer, summaries = tail_in_thread(a, peer, duration=600, stop=stop_tailing)
+        writer = threading.Thread(target=write)
+        writer.start()
+        try:
+            wait_until(lambda: len(acknowledged) >= 200, timeout=120, what="200 writes before the abort")
+            a_hb.call("abort_rs", server=victim)
+            writer.join(timeout=300)
+            assert not writer.is_alive()
+
+            def all_on_b() -> bool:
+                return set(acknowledged) <= set(contents(b))
+
+            wait_until(all_on_b, timeout=180, interval=1.0, what="every acknowledged write on B")
+            # the dead server's queue was claimed as a recovered queue, shipped and removed once drained
+            wait_until(
+                lambda: not any(victim in key for key in queued_wals(a, peer)),
+                timeout=120,
+                interval=0.5,
+                what=f"no queue of {victim} left for peer {peer}",
+            )
+        finally:
+            stop_writing.set()
+            stop_tailing.set()
+            tailer.join(timeout=120)
+            writer.join(timeout=120)
+        (summary,) = summaries
+        assert summary.status == "ok", summary.errors
+        # walship shipped the dead server's queue (in place, its server no longer live, or as the
+        # recovered queue HBase's master claimed it into); HBase's claim finished after it
+        assert any(victim in key for key in summary.queues), (victim, list(summary.queues))
+        assert not summary.claimed  # walship left the claim to HBase's ServerCrashProcedure
+        assert len(acknowledged) >= 200
+        assert contents(b) == contents(a, b"r")
+    a_hb.call("start_rs")  # back to three region servers for the tests after this one
