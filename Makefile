@@ -22,8 +22,9 @@ pytest: setup
 
 test: lint typecheck pytest
 
+# HBASE=real: the same demo on two real HBase 2.6 clusters from the harness (harness/)
 demo: setup
-	@scripts/demo.sh
+	@HBASE=$(HBASE) scripts/demo.sh
 
 bench: setup
 	$(PY) benchmarks/wal_read.py

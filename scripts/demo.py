@@ -7,6 +7,10 @@ some deletes) and single-version deletes through Thrift2,
 runs the ``walship_replicate`` DAG with ``airflow dags test``, prints the queues, and checks
 that family ``r`` is identical on A and B and family ``l`` absent on B. Ends with one line,
 PASS or FAIL, and leaves nothing running.
+
+``HBASE=real`` (``make demo HBASE=real``) runs the same steps on two real HBase 2.6 clusters
+from the harness (``harness/``): the tables are created and peer 1 is added through HBase's
+own Admin (peer-state DISABLED, ``walship.managed=true``), then adopted by walship.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 
 import happybase
 
+from walship.harness import HBaseProcess
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.sinks.thriftconn import open_thrift2
@@ -31,6 +36,7 @@ from walship.zk.localserver import LocalZooKeeper, free_port
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / ".demo"
 ROWS = int(os.environ.get("WALSHIP_DEMO_ROWS", "100000"))
+REAL = os.environ.get("HBASE", "") == "real"
 #: the timestamp of the older versions the demo writes
 BASE = int(time.time() * 1000) - 10_000
 
@@ -65,7 +71,7 @@ def load(conn: happybase.Connection) -> None:
             b.delete(b"row-%06d" % i)
 
 
-def single_version_deletes(mc: MiniClusterProcess) -> None:
+def single_version_deletes(mc: MiniClusterProcess | HBaseProcess) -> None:
     """Over Thrift2, what Thrift1 cannot say: every 7th even row loses its oldest version of r:a
     (a single-version Delete), every 13th even row every column of r at that timestamp
     (DeleteFamilyVersion)."""
@@ -126,20 +132,38 @@ def main() -> int:
     try:
         zk.start()
         say(f"ZooKeeper on {zk.hosts}")
-        a = MiniClusterProcess("a", DEMO / "a", zk=zk.hosts, znode_parent="/hbase-a").start()
-        b = MiniClusterProcess("b", DEMO / "b", zk=zk.hosts, znode_parent="/hbase-b").start()
+        a: MiniClusterProcess | HBaseProcess
+        b: MiniClusterProcess | HBaseProcess
+        if REAL:
+            say("starting two real HBase 2.6 clusters (HBase's test cluster and Thrift servers, harness/)")
+            a = HBaseProcess("a", DEMO / "a", zk=zk.hosts, znode_parent="/hbase-a", regionservers=3).start()
+            b = HBaseProcess("b", DEMO / "b", zk=zk.hosts, znode_parent="/hbase-b", regionservers=1).start()
+        else:
+            a = MiniClusterProcess("a", DEMO / "a", zk=zk.hosts, znode_parent="/hbase-a").start()
+            b = MiniClusterProcess("b", DEMO / "b", zk=zk.hosts, znode_parent="/hbase-b").start()
         say(f"source A: thrift {a.ready['thrift']}, cluster {a.cluster_id}")
         say(f"peer   B: thrift {b.ready['thrift']}, thrift2 {b.ready['thrift2']}, cluster {b.cluster_id}")
         ca, cb = happybase.Connection(*a.thrift), happybase.Connection(*b.thrift)
-        for conn, mc in ((ca, a), (cb, b)):
-            conn.create_table("demo", {"r": {"max_versions": 3}, "l": {"max_versions": 3}})
-            AdminClient(mc.admin).set_scope("demo", "r", 1)
         bhost, bport = b.thrift2
         sink = {"walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{bhost}:{bport}"}
-        with zk_client(zk.hosts) as client:
-            ReplicationPeers(client, ZnodeLayout("/hbase-a")).add(
-                PeerConfig("1", f"{zk.hosts}:/hbase-b", configuration=sink)
-            )
+        if isinstance(a, HBaseProcess) and isinstance(b, HBaseProcess):
+            families = {"r": {"scope": 1, "versions": 3}, "l": {"scope": 0, "versions": 3}}
+            for hb in (a, b):
+                hb.call("create_table", table="demo", families=families)
+            # HBase's own add_peer (no restart needed), then walship adopts it
+            config = {"walship.managed": "true", **sink}
+            a.call("add_peer", peer="1", cluster_key=b.cluster_key, state="DISABLED", configuration=config)
+            with zk_client(zk.hosts) as client:
+                ReplicationPeers(client, ZnodeLayout("/hbase-a")).adopt("1")
+        else:
+            assert isinstance(a, MiniClusterProcess) and isinstance(b, MiniClusterProcess)
+            for conn, mc in ((ca, a), (cb, b)):
+                conn.create_table("demo", {"r": {"max_versions": 3}, "l": {"max_versions": 3}})
+                AdminClient(mc.admin).set_scope("demo", "r", 1)
+            with zk_client(zk.hosts) as client:
+                ReplicationPeers(client, ZnodeLayout("/hbase-a")).add(
+                    PeerConfig("1", f"{zk.hosts}:/hbase-b", configuration=sink)
+                )
         say("peer 1 added: A -> B over Thrift2 (family r has REPLICATION_SCOPE 1, l has 0)")
         time.sleep(0.5)
         t0 = time.time()
@@ -147,7 +171,7 @@ def main() -> int:
         single_version_deletes(a)
         say(f"wrote {ROWS:,} rows into A in {time.time() - t0:.1f} s")
         t0 = time.time()
-        code = run_dag(zk.hosts, str(a.data_dir))
+        code = run_dag(zk.hosts, a.wal_root)
         say(
             f"airflow dags test walship_replicate: exit {code} in {time.time() - t0:.1f} s "
             f"(log: {DEMO / 'airflow-dags-test.log'})"

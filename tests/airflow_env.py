@@ -50,8 +50,8 @@ def source_conn(cluster: Any) -> str:
     return json.dumps(
         {
             "conn_type": "walship",
-            "host": f"{host}:{port}/{chroot}",
+            "host": f"{host}:{port}/{chroot}" if chroot else host,
             "port": int(port),
-            "extra": {"znode_parent": cluster.parent, "wal_root": str(cluster.mc.data_dir)},
+            "extra": {"znode_parent": cluster.parent, "wal_root": cluster.mc.wal_root},
         }
     )

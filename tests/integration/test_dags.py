@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from airflow_env import source_conn
-from replication_helpers import add_peer, contents, make_cluster, ship
+from real_hbase import BACKENDS
+from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 
 from walship.minicluster.process import MiniClusterProcess
 
@@ -104,12 +105,11 @@ def test_trigger_fires_only_when_there_is_work(
     assert failed["status"] == "error" and "peer nosuchpeer does not exist" in failed["message"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_dag_test_replicates_through_spark(
-    dagbag: Any, minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+    dagbag: Any, ab: tuple[Cluster, Cluster], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = make_cluster(minicluster_factory, zk_hosts, "A")
-    b = make_cluster(minicluster_factory, zk_hosts, "B")
-    add_peer(a, b)
+    a, b = ab
     with a.table().batch() as batch:
         for i in range(500):
             batch.put(b"row-%03d" % i, {b"r:q": b"%d" % i, b"l:q": b"local"})

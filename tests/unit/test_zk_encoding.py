@@ -15,6 +15,7 @@ from walship.zk.encoding import (
     encode_cluster_id,
     encode_peer_state,
     encode_position,
+    strip_zk_metadata,
 )
 from walship.zk.peers import PeerConfig, format_table_cfs, parse_cluster_key, parse_table_cfs, validate_peer_id
 from walship.zk.queues import QueueId
@@ -179,3 +180,26 @@ def test_claimed_from_chains() -> None:
     q = QueueId.parse("1").claimed_from("a-1,1,1").claimed_from("b,2,2")
     assert str(q) == "1-a-1,1,1-b,2,2"
     assert QueueId.parse(str(q)) == q
+
+
+#: The metadata header HBase 2.6's master put before a peer-state it wrote (RecoverableZooKeeper:
+#: 0xFF, a 4-byte length, "master:41207" and an 8-byte salt), as read from a real cluster's znode.
+HBASE_HEADER = b"\xff\x00\x00\x00\x14master:41207\xf3\xfa\x94\xf5\xad\x01E5"
+
+
+def test_hbase_servers_metadata_header_is_taken_off_every_znode() -> None:
+    path = "/hbase/replication/peers/1/peer-state"
+    assert decode_peer_state(HBASE_HEADER + encode_peer_state(False), path) is False
+    assert decode_peer_state(HBASE_HEADER + encode_peer_state(True), path) is True
+    assert decode_position(HBASE_HEADER + encode_position(254), path) == 254
+    assert decode_cluster_id(HBASE_HEADER + encode_cluster_id("c0ffee"), path) == "c0ffee"
+    peer = PeerConfig("1", "zk1:2181:/hbase-b", configuration={"walship.managed": "true"})
+    assert decode_peer(HBASE_HEADER + peer.to_bytes(), path).clusterkey == "zk1:2181:/hbase-b"
+    assert strip_zk_metadata(b"PBUF\x08\x00", path) == b"PBUF\x08\x00"  # no header: as it is
+    assert strip_zk_metadata(b"", path) == b""
+
+
+@pytest.mark.parametrize("bad", [b"\xff\x00\x00", b"\xff\x00\x00\x00\x30short", b"\xff\xff\xff\xff\xffPBUF"])
+def test_a_metadata_header_longer_than_its_data_is_refused_naming_the_znode(bad: bytes) -> None:
+    with pytest.raises(ZkDataError, match="/hbase/replication/peers/1"):
+        decode_peer_state(bad, "/hbase/replication/peers/1")
