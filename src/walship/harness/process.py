@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -257,10 +258,8 @@ class HBaseProcess:
         if self.proc is not None:
             for stream in (self.proc.stdin, self.proc.stdout):
                 if stream is not None:
-                    try:
+                    with contextlib.suppress(OSError):
                         stream.close()
-                    except OSError:
-                        pass
         self.proc = None
         if self._log is not None:
             self._log.close()
