@@ -143,7 +143,7 @@ def make_speaking_cluster(
     factory: Factory, zk_hosts: str, name: str, options: ThriftOptions, **kwargs: Any
 ) -> SpeakingCluster:
     """As :func:`replication_helpers.make_cluster`, over ``options``."""
-    c = SpeakingCluster(factory(name, **kwargs), zk_hosts, options)
+    c = SpeakingCluster(factory(name, **kwargs), zk_hosts, options=options)
     conn = c.conn()
     conn.create_table(TABLE, {"r": {"max_versions": 5}, "l": {"max_versions": 5}})
     AdminClient(c.mc.admin).set_scope(TABLE.decode(), "r", 1)
