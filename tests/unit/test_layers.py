@@ -34,6 +34,7 @@ def test_every_exported_error_derives_from_the_root() -> None:
 LAYERS: dict[str, set[str]] = {
     "errors": set(),
     "files": set(),
+    "childproc": set(),
     "defaults": {"errors"},
     "servername": {"errors"},
     "clusterids": {"errors"},
@@ -46,8 +47,8 @@ LAYERS: dict[str, set[str]] = {
     "replicate": {"errors", "defaults", "sinks", "wal", "zk", "servername", "clusterids"},
     "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal", "verify"},
     "status": {"errors", "defaults", "replicate", "sinks", "wal", "zk", "servername"},
-    "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk"},
-    "harness": {"errors"},
+    "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk", "childproc"},
+    "harness": {"errors", "childproc"},
     "scope": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal"},
     "verify": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal", "status", "scope"},
     "cli": {

@@ -27,6 +27,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from walship.childproc import wait_or_kill
 from walship.errors import HarnessError
 
 __all__ = ["HBaseProcess", "harness_dir", "java_command"]
@@ -236,14 +237,9 @@ class HBaseProcess:
             self.call("stop", timeout=timeout)
         except HarnessError as e:
             log.warning("%s", e)
-        proc = self.proc
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        code = wait_or_kill(self.proc, timeout)
         self._close()
         return code
 

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from walship.childproc import wait_or_kill
 from walship.errors import MiniClusterError
 
 __all__ = ["MiniClusterProcess"]
@@ -164,11 +165,7 @@ class MiniClusterProcess:
         if self.proc is None:
             return 0
         self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
+        code = wait_or_kill(self.proc, timeout)
         self._close()
         return code
 

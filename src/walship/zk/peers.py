@@ -442,14 +442,10 @@ class ReplicationPeers:
         except NoNodeError:
             raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
         pb = decode_peer(data, path)
-        if (
-            PeerConfig.from_proto(peer_id, pb, enabled=False).managed
-            and self.client.exists(self.layout.walship_peer_state(peer_id)) is None
-        ):
-            hbase_enabled = self._enabled(peer_id)
-            return self._complete_adoption(
-                PeerConfig.from_proto(peer_id, pb, enabled=False, hbase_enabled=hbase_enabled)
-            )
+        hbase_enabled = self._enabled(peer_id)
+        marked = PeerConfig.from_proto(peer_id, pb, enabled=False, hbase_enabled=hbase_enabled)
+        if marked.managed and self.client.exists(self.layout.walship_peer_state(peer_id)) is None:
+            return self._complete_adoption(marked)
         current = self._config(peer_id, pb)
         if current.managed:
             raise PeerError(f"peer {peer_id} is managed by walship already")
