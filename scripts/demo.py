@@ -182,6 +182,11 @@ def main() -> int:
         for q in queues:
             for w in q.wals:
                 print(f"    {q.server}  queue {q.queue_id}  {w.name}  position {w.position}")
+        # fresh connections: HBase's Thrift server closes one left idle for a minute
+        # (hbase.thrift.server.socket.read.timeout) while the DAG ran
+        ca.close()
+        cb.close()
+        ca, cb = happybase.Connection(*a.thrift), happybase.Connection(*b.thrift)
         ra, rb = snapshot(ca, b"r"), snapshot(cb, b"r")
         multi = [b"row-%06d" % i for i in range(0, ROWS, 10)][:2000]
         va, vb = versions(ca, multi), versions(cb, multi)

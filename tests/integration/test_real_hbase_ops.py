@@ -6,6 +6,7 @@ server aborted under load has its queues claimed and drained, losing no acknowle
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import happybase
 import pytest
@@ -15,16 +16,20 @@ from real_hbase import (
     layout,
     managed_peer,
     queued_wals,
+    remove_peer,
     unique,
     wait_queues_hold_current_wals,
 )
 from replication_helpers import contents, ship, tail_in_thread
+from sep_listeners import OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
 from walship.harness import HBaseProcess
 from walship.replicate import WalStore
-from walship.zk import ReplicationQueues, zk_client
+from walship.sep.subscriptions import Subscriptions
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk.cluster import ensure_cluster_id
 
 pytestmark = pytest.mark.integration
 
@@ -165,3 +170,109 @@ def test_an_aborted_region_server_loses_no_acknowledged_write(real_hbase: tuple[
         assert len(acknowledged) >= 200
         assert contents(b) == contents(a, b"r")
     a_hb.call("start_rs")  # back to three region servers for the tests after this one
+
+
+def test_a_sep_listener_gets_every_row_event_in_order(
+    real_hbase: tuple[HBaseProcess, HBaseProcess],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a_hb, _ = real_hbase
+    table = unique("sep")
+    create_table(a_hb, table)
+    a = cluster(a_hb, table)
+    out = tmp_path / "events.jsonl"
+    monkeypatch.setenv(OUT_ENV, str(out))
+    name = unique("sub")
+    # on a running HBase the subscription's peer goes through HBase's Admin, as any managed peer
+    with zk_client(a.zk_hosts) as client:
+        subs = Subscriptions(client, layout(a), a.zk_hosts)
+        peer = subs.config(name, listener="sep_listeners:JsonLinesListener")
+        ensure_cluster_id(client, ZnodeLayout(layout(a).subscription(name)))
+    a_hb.call(
+        "add_peer",
+        peer=name,
+        cluster_key=peer.cluster_key,
+        state="DISABLED",
+        configuration=dict(peer.configuration),
+        table_cfs={table: []},
+    )
+    try:
+        with zk_client(a.zk_hosts) as client:
+            ReplicationPeers(client, layout(a)).adopt(name)
+        wait_queues_hold_current_wals(a, name)
+        t = a.table()
+        written: dict[str, list[tuple[str, int, str]]] = {}
+        for ts in (100, 200, 300):
+            for i in range(20):
+                row = b"row%02d" % i
+                t.put(row, {b"r:a": b"a%d" % ts, b"l:x": b"local"}, timestamp=ts)
+                written.setdefault(row.decode(), []).append(("a", ts, "Put"))
+        for i in range(0, 20, 3):
+            t.delete(b"row%02d" % i, columns=[b"r:a"], timestamp=250)
+            written[f"row{i:02d}"].append(("a", 250, "DeleteColumn"))
+        capsys.readouterr()
+        assert (
+            main(["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", a_hb.wal_root, "ship", "--peer", name])
+            == 0
+        )
+        events = read_events(str(out))
+        got: dict[str, list[tuple[str, int, str]]] = {}
+        for e in events:
+            assert e["table"] == table
+            for family, qualifier, ts, kind, _value in e["cells"]:
+                assert family == "r"  # family l is scope 0
+                got.setdefault(e["row"], []).append((qualifier, ts, kind))
+        assert got == written  # every row event, each row's in the order written
+        for row in written:
+            mine = [(e["wal"], e["offset"]) for e in events if e["row"] == row]
+            assert mine == sorted(mine)
+    finally:
+        remove_peer(a, name)
+        with zk_client(a.zk_hosts) as client:
+            client.delete(layout(a).subscription(name), recursive=True)
+
+
+def test_rolls_every_second_under_load_lose_nothing(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
+    a_hb, b_hb = real_hbase
+    table = unique("rolls")
+    for hb in real_hbase:
+        create_table(hb, table, splits=[b"row1", b"row2"])
+    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    stop = threading.Event()
+    rolls = 0
+
+    def roll() -> None:  # HBase's own roll order: the new WAL is enqueued before the old one is closed
+        nonlocal rolls
+        while not stop.wait(1.0):
+            a_hb.call("roll")
+            rolls += 1
+
+    with managed_peer(a, b, unique("rl")) as peer:
+        wait_queues_hold_current_wals(a, peer)
+        stop_tailing = threading.Event()
+        tailer, summaries = tail_in_thread(a, peer, duration=600, stop=stop_tailing)
+        roller = threading.Thread(target=roll)
+        roller.start()
+        written = 0
+        try:
+            conn = a.conn()
+            t = conn.table(table)
+            while rolls < 8:
+                with t.batch(batch_size=20) as batch:
+                    for _ in range(20):
+                        batch.put(b"row%d-%06d" % (written % 3, written), {b"r:q": b"v%d" % written})
+                        written += 1
+            conn.close()
+            stop.set()
+            roller.join()
+            wait_until(lambda: len(contents(b)) == written, timeout=120, interval=0.5, what=f"{written} rows on B")
+        finally:
+            stop.set()
+            stop_tailing.set()
+            tailer.join(timeout=120)
+            roller.join(timeout=60)
+        (summary,) = summaries
+        assert summary.status == "ok", summary.errors
+        assert contents(b) == contents(a, b"r")
