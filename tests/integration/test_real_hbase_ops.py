@@ -5,8 +5,10 @@ server aborted under load has its queues claimed and drained, losing no acknowle
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import happybase
 import pytest
@@ -276,3 +278,54 @@ def test_rolls_every_second_under_load_lose_nothing(real_hbase: tuple[HBaseProce
         (summary,) = summaries
         assert summary.status == "ok", summary.errors
         assert contents(b) == contents(a, b"r")
+
+
+def test_status_agrees_with_hbase_and_wait_drained_waits_for_every_acknowledged_write(
+    real_hbase: tuple[HBaseProcess, HBaseProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_hb, b_hb = real_hbase
+    table = unique("st")
+    for hb in real_hbase:
+        create_table(hb, table)
+    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    flags = ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", a_hb.wal_root]
+    with managed_peer(a, b, unique("st")) as peer:
+        wait_queues_hold_current_wals(a, peer)
+        conn = a.conn()
+        for i in range(100):
+            conn.table(table).put(b"row%03d" % i, {b"r:q": b"v"})
+        a_hb.call("roll")
+        for i in range(100, 200):
+            conn.table(table).put(b"row%03d" % i, {b"r:q": b"v"})
+        # a quiet moment: HBase's own numbers of the peer's log queue against walship's
+        capsys.readouterr()
+        assert main([*flags, "status", "--peer", peer, "--format", "hbase"]) == 0
+        text = capsys.readouterr().out
+
+        def hbase_load() -> dict[str, list[dict[str, Any]]]:
+            return {s: [q for q in qs if q["peer"] == peer] for s, qs in a_hb.call("replication_load").items()}
+
+        # region servers report their replication load to the master every few seconds
+        load = wait_until(lambda: (got := hbase_load()) and all(got.values()) and got, what="HBase's replication load")
+        ours = {
+            server: len(wals) for server, wals in ((k.split("/", 1)[0], v) for k, v in queued_wals(a, peer).items())
+        }
+        sizes = [int(n) for n in re.findall(r"SizeOfLogQueue=(\d+)", text)]
+        assert sorted(sizes) == sorted(ours.values()) and set(ours) == set(load)
+        # HBase's test cluster runs its region servers in one JVM, where a peer's source metrics
+        # are one shared registry entry: each server reports the sum over the JVM's servers
+        for server, (source,) in load.items():
+            assert source["size_of_log_queue"] == sum(sizes), (server, source, text)
+        # wait-drained under writes: every write acknowledged before the call is on B when it returns
+        stop_tailing = threading.Event()
+        tailer, _ = tail_in_thread(a, peer, duration=600, stop=stop_tailing)
+        try:
+            for i in range(200, 300):
+                conn.table(table).put(b"row%03d" % i, {b"r:q": b"v"})
+            acknowledged = {b"row%03d" % i for i in range(300)}
+            assert main([*flags, "wait-drained", "--peer", peer, "--timeout", "120"]) == 0
+            assert acknowledged <= set(contents(b))
+        finally:
+            stop_tailing.set()
+            tailer.join(timeout=120)
+            conn.close()
