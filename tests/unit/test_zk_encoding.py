@@ -8,6 +8,7 @@ import pytest
 
 from walship.errors import InvalidPeerConfigError, InvalidQueueIdError, ZkDataError
 from walship.zk.encoding import (
+    add_zk_metadata,
     decode_cluster_id,
     decode_peer,
     decode_peer_state,
@@ -203,3 +204,13 @@ def test_hbase_servers_metadata_header_is_taken_off_every_znode() -> None:
 def test_a_metadata_header_longer_than_its_data_is_refused_naming_the_znode(bad: bytes) -> None:
     with pytest.raises(ZkDataError, match="/hbase/replication/peers/1"):
         decode_peer_state(bad, "/hbase/replication/peers/1")
+
+
+def test_the_header_walship_writes_is_the_one_hbase_writes() -> None:
+    data = encode_cluster_id("c0ffee")
+    framed = add_zk_metadata(data, "master:41207")
+    assert framed[0] == 0xFF and framed[1:5] == (len("master:41207") + 8).to_bytes(4, "big")
+    assert framed[5:16] == b"master:41207"[:11] and framed.endswith(data)
+    assert len(framed) == len(HBASE_HEADER) + len(data)  # the same layout as the real one
+    assert strip_zk_metadata(framed, "/hbase/hbaseid") == data
+    assert add_zk_metadata(b"", "master:1") == b""

@@ -136,7 +136,10 @@ class MiniCluster:
         self.zk = connect(self.zk_hosts)
         inherit_acls(self.zk, self.layout.parent)  # as HBase on a secured ZooKeeper: its znodes share the parent's ACL
         known = self.store.get_meta("cluster_id")
-        self.cluster_id = ensure_cluster_id(self.zk, self.layout, uuid.UUID(known) if known else None)
+        # written as HBase's master writes it: behind RecoverableZooKeeper's metadata header
+        self.cluster_id = ensure_cluster_id(
+            self.zk, self.layout, uuid.UUID(known) if known else None, writer=f"master:{self.name}"
+        )
         self.store.set_meta("cluster_id", str(self.cluster_id))
         self.seq = {r.encoded: r.seq for r in self.store.regions()}
         # replay what a crash (or an aborted server) left under WALs/: what was acknowledged is never lost

@@ -9,7 +9,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from walship.errors import ZkDataError, ZkError
-from walship.zk.encoding import decode_cluster_id, encode_cluster_id
+from walship.zk.encoding import add_zk_metadata, decode_cluster_id, encode_cluster_id
 from walship.zk.layout import ZnodeLayout
 
 __all__ = ["ensure_cluster_id", "live_servers", "read_cluster_id", "register_server"]
@@ -33,11 +33,18 @@ def read_cluster_id(client: KazooClient, layout: ZnodeLayout) -> uuid.UUID:
         raise ZkDataError(path, f"cluster id {text!r} is not a UUID") from None
 
 
-def ensure_cluster_id(client: KazooClient, layout: ZnodeLayout, cluster_id: uuid.UUID | None = None) -> uuid.UUID:
-    """Create the cluster id if there is none (as the HBase master does on first start)."""
+def ensure_cluster_id(
+    client: KazooClient, layout: ZnodeLayout, cluster_id: uuid.UUID | None = None, *, writer: str | None = None
+) -> uuid.UUID:
+    """Create the cluster id if there is none (as the HBase master does on first start).
+
+    :param writer: write it as HBase's master does, behind the metadata header naming this
+        writer (:func:`walship.zk.encoding.add_zk_metadata`).
+    """
     client.ensure_path(layout.parent)
+    data = encode_cluster_id(str(cluster_id or uuid.uuid4()))
     with contextlib.suppress(NodeExistsError):
-        client.create(layout.cluster_id, encode_cluster_id(str(cluster_id or uuid.uuid4())))
+        client.create(layout.cluster_id, add_zk_metadata(data, writer) if writer else data)
     return read_cluster_id(client, layout)
 
 

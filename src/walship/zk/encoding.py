@@ -11,6 +11,7 @@ Every decoder takes the znode path so that malformed data is reported with it.
 
 from __future__ import annotations
 
+import os
 import struct
 
 from google.protobuf.message import DecodeError, Message
@@ -20,6 +21,7 @@ from walship.protos import ClusterId_pb2, Replication_pb2
 
 __all__ = [
     "PB_MAGIC",
+    "add_zk_metadata",
     "decode_cluster_id",
     "decode_peer",
     "decode_peer_state",
@@ -36,6 +38,16 @@ PB_MAGIC = b"PBUF"
 ZK_METADATA_MAGIC = 0xFF
 _ENABLED = Replication_pb2.ReplicationState.ENABLED
 _DISABLED = Replication_pb2.ReplicationState.DISABLED
+
+
+def add_zk_metadata(data: bytes, writer: str) -> bytes:
+    """``data`` with the header HBase's servers put before it (``appendMetaData``): ``0xFF``,
+    the length of what follows it, ``writer`` (e.g. ``master:16000``) and an 8-byte salt.
+    Empty data stays empty, as in HBase."""
+    if not data:
+        return data
+    ident = writer.encode() + os.urandom(8)
+    return bytes([ZK_METADATA_MAGIC]) + struct.pack(">i", len(ident)) + ident + data
 
 
 def strip_zk_metadata(data: bytes, path: str) -> bytes:
