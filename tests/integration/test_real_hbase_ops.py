@@ -27,6 +27,7 @@ from sep_listeners import OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
+from walship.errors import HarnessError
 from walship.harness import HBaseProcess
 from walship.replicate import WalStore
 from walship.sep.subscriptions import Subscriptions
@@ -329,3 +330,60 @@ def test_status_agrees_with_hbase_and_wait_drained_waits_for_every_acknowledged_
             stop_tailing.set()
             tailer.join(timeout=120)
             conn.close()
+
+
+def test_regions_split_moved_and_merged_while_writing_lose_nothing(
+    real_hbase: tuple[HBaseProcess, HBaseProcess],
+) -> None:
+    a_hb, b_hb = real_hbase
+    table = unique("reg")
+    for hb in real_hbase:
+        create_table(hb, table)
+    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    written = 0
+
+    def write(n: int) -> None:
+        nonlocal written
+        conn = a.conn()
+        for _ in range(n):
+            conn.table(table).put(b"row%04d" % (written * 7 % 1000), {b"r:q": b"v%d" % written})
+            written += 1
+        conn.close()
+
+    with managed_peer(a, b, unique("reg")) as peer:
+        wait_queues_hold_current_wals(a, peer)
+        write(100)
+        (region,) = a_hb.call("regions", table=table)
+        a_hb.call("split_region", region=region["region"], split_key=b"row0500".hex())
+        regions = wait_until(lambda: len(r := a_hb.call("regions", table=table)) == 2 and r, what="two regions")
+        assert [r["end"] for r in regions] == [b"row0500".hex(), ""]
+        write(100)
+        first = regions[0]
+        other = next(s for s in a_hb.servers() if s != first["server"])
+        a_hb.call("move_region", region=first["region"], server=other)
+        wait_until(
+            lambda: {r["region"]: r["server"] for r in a_hb.call("regions", table=table)}.get(first["region"]) == other,
+            what=f"region {first['region']} on {other}",
+        )
+        write(100)
+        # HBase merges no region that still holds references to its split parent: compact them away
+        a_hb.call("major_compact", table=table)
+        a_hb.call("merge_regions", regions=[r["region"] for r in regions])
+        wait_until(lambda: len(a_hb.call("regions", table=table)) == 1, what="one region again")
+        write(100)
+        summary = ship(a, peer)
+        assert summary.status == "ok", summary.error
+        assert contents(b) == contents(a, b"r") and len(contents(b)) == len({i * 7 % 1000 for i in range(written)})
+
+
+def test_a_command_hbase_refuses_is_one_error_naming_the_cluster_and_the_command(
+    real_hbase: tuple[HBaseProcess, HBaseProcess],
+) -> None:
+    a_hb, _ = real_hbase
+    with pytest.raises(
+        HarnessError, match="HBase cluster A: nope failed: IllegalArgumentException: unknown command nope"
+    ):
+        a_hb.call("nope")
+    with pytest.raises(HarnessError, match="HBase cluster A: create_table failed: .*needs families"):
+        a_hb.call("create_table", table=unique("nofam"))
+    assert a_hb.servers()  # the cluster goes on serving

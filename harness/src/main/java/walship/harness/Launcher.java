@@ -32,7 +32,9 @@ import org.apache.hadoop.hbase.client.Admin;
 import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
 import org.apache.hadoop.hbase.client.RegionInfo;
 import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
+import org.apache.hadoop.hbase.regionserver.HRegion;
 import org.apache.hadoop.hbase.regionserver.HRegionServer;
+import org.apache.hadoop.hbase.regionserver.HStore;
 import org.apache.hadoop.hbase.replication.ReplicationLoadSource;
 import org.apache.hadoop.hbase.replication.ReplicationPeerConfig;
 import org.apache.hadoop.hbase.replication.ReplicationPeerConfigBuilder;
@@ -285,10 +287,17 @@ public final class Launcher {
         return null;
       case "major_compact": {
         // flush, then a major compaction of every region of the table, done when this returns
-        // (HBase 2.6's Thrift1 majorCompact runs a minor compaction, and Admin's is asynchronous)
+        // (HBase 2.6's Thrift1 majorCompact runs a minor compaction, and Admin's is asynchronous);
+        // the compacted files are archived at once, as HBase's discharger chore would later, so
+        // a split daughter holds no reference to its parent afterwards (it may be merged)
         TableName table = TableName.valueOf(str(req, "table"));
         admin.flush(table);
         cluster.compact(table, true);
+        for (HRegion region : cluster.getRegions(table)) {
+          for (HStore store : region.getStores()) {
+            store.closeAndArchiveCompactedFiles();
+          }
+        }
         return null;
       }
       case "roll": {
