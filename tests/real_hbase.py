@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,27 +45,15 @@ BACKENDS = ("mini", "real")
 
 def start_pair(base: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
     """Start A and B side by side (their JVMs start in parallel) on one ZooKeeper."""
-    import threading
-
     a = HBaseProcess("A", base / "A", zk=zk, znode_parent="/hbase-real-a", regionservers=3, conf=A_CONF)
     b = HBaseProcess("B", base / "B", zk=zk, znode_parent="/hbase-real-b", regionservers=1, conf=B_CONF)
-    errors: list[BaseException] = []
-
-    def start(hb: HBaseProcess) -> None:
-        try:
-            hb.start()
-        except BaseException as e:  # re-raised below, after both are up or down
-            errors.append(e)
-
-    threads = [threading.Thread(target=start, args=(hb,)) for hb in (a, b)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        started = [pool.submit(hb.start) for hb in (a, b)]
+    failed = [f.exception() for f in started if f.exception() is not None]
+    if failed:
         for hb in (a, b):
             hb.kill()
-        raise errors[0]
+        raise failed[0]
     return a, b
 
 
@@ -99,7 +88,7 @@ def add_managed_peer(
     hb.call(
         "add_peer",
         peer=peer_id,
-        cluster_key=target.mc.cluster_key if isinstance(target.mc, HBaseProcess) else target.cluster_key,
+        cluster_key=target.cluster_key,
         state="DISABLED",
         configuration=config,
         table_cfs={t: [] for t in tables or [source.table_name.decode()]},

@@ -38,7 +38,7 @@ class Cluster:
     @property
     def cluster_key(self) -> str:
         hostport, _, chroot = self.zk_hosts.partition("/")
-        return f"{hostport}:/{chroot}{self.parent}"
+        return f"{hostport}:{'/' + chroot if chroot else ''}{self.parent}"
 
     def conn(self) -> happybase.Connection:
         return happybase.Connection(*self.mc.thrift)
