@@ -77,14 +77,20 @@ def layout(c: Cluster) -> ZnodeLayout:
 
 
 def add_managed_peer(
-    source: Cluster, target: Cluster, peer_id: str, protocol: str = "thrift1", tables: list[str] | None = None
+    source: Cluster,
+    target: Cluster,
+    peer_id: str,
+    protocol: str = "thrift1",
+    tables: list[str] | None = None,
+    **extra: str,
 ) -> None:
     """The production path on a running HBase: the peer is added through HBase's own Admin
     (STATE DISABLED, ``walship.managed=true`` and the sink in its configuration, table-cfs
-    limited to ``tables``), then adopted by walship, which creates its ENABLED switch."""
+    limited to ``tables``; ``extra`` more configuration), then adopted by walship, which creates
+    its ENABLED switch."""
     hb = source.mc
     assert isinstance(hb, HBaseProcess)
-    config = {"walship.managed": "true", **target.sink_config(protocol)}
+    config = {"walship.managed": "true", **target.sink_config(protocol), **extra}
     hb.call(
         "add_peer",
         peer=peer_id,
@@ -129,9 +135,14 @@ def real_ab(real: tuple[HBaseProcess, HBaseProcess], protocol: str) -> Iterator[
 
 @contextmanager
 def managed_peer(
-    source: Cluster, target: Cluster, peer_id: str, protocol: str = "thrift1", tables: list[str] | None = None
+    source: Cluster,
+    target: Cluster,
+    peer_id: str,
+    protocol: str = "thrift1",
+    tables: list[str] | None = None,
+    **extra: str,
 ) -> Iterator[str]:
-    add_managed_peer(source, target, peer_id, protocol, tables)
+    add_managed_peer(source, target, peer_id, protocol, tables, **extra)
     try:
         yield peer_id
     finally:

@@ -75,10 +75,15 @@ def make_cluster(factory: Callable[..., MiniClusterProcess], zk_hosts: str, name
 
 
 def current_wals_enqueued(cluster: Cluster, queues: ReplicationQueues, peer_id: str) -> bool:
-    """Every live region server's current WAL is in that server's queue for the peer."""
-    current = {rs["name"]: rs["wal"] for rs in AdminClient(cluster.mc.admin).info()["regionservers"] if rs["alive"]}
+    """Every live region server's current WALs (one per WAL group) are in its queue for the peer."""
+    current = {
+        (rs["name"], wal)
+        for rs in AdminClient(cluster.mc.admin).info()["regionservers"]
+        if rs["alive"]
+        for wal in rs["wals"]
+    }
     enqueued = {(q.server, w.name) for q in queues.list_queues(peer_id) if not q.recovered for w in q.wals}
-    return bool(current) and all((server, wal) in enqueued for server, wal in current.items())
+    return bool(current) and current <= enqueued
 
 
 def add_peer(source: Cluster, target: Cluster, peer_id: str = "1", protocol: str = "thrift1", **config: str) -> None:

@@ -40,6 +40,7 @@ QUEUE_KEYS = {
     "last_error",
     "last_backoff",
     "state",
+    "bulk_loads",
 }
 PEER_KEYS = {"peer_id", "state", "hbase_peer_state", "cluster_key", "table_cfs", "peer_count", "queues", "totals"}
 

@@ -31,6 +31,7 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
         regionservers=args.regionservers,
         wal_roll_size=args.wal_roll_size,
         roll_order=args.roll_order,
+        wal_groups=args.wal_groups,
         thrift_transport=args.thrift_transport,
         thrift_protocol=args.thrift_protocol,
         thrift_ssl_cert=Path(args.thrift_ssl_cert) if args.thrift_ssl_cert else None,
@@ -94,6 +95,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="default",
         help="hbase: enqueue the new WAL, keep appending to the old one for a moment, then its trailer; "
         "archive at the next roll (HBase's own order)",
+    )
+    start.add_argument(
+        "--wal-groups",
+        type=nonneg_int,
+        default=0,
+        metavar="N",
+        help="multiwal (hbase.wal.provider=multiwal): N WAL groups per region server, regions given "
+        "regiongroup-<n> round robin as HBase's bounded grouping strategy does (default 0: one WAL per server)",
     )
     start.add_argument(
         "--thrift-transport",

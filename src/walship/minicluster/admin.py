@@ -13,6 +13,7 @@ from typing import Any
 
 from walship.errors import BadRequestError, MiniClusterError, WalshipError
 from walship.minicluster.cluster import MiniCluster
+from walship.wal import Cell, CellType
 
 __all__ = ["AdminClient", "AdminServer"]
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 class AdminServer:
-    """Serves ``GET /info`` and ``POST /set-scope``, ``/roll``, ``/abort-rs``."""
+    """Serves ``GET /info`` and ``POST /set-scope``, ``/roll``, ``/abort-rs``, ``/bulk-load``."""
 
     def __init__(self, cluster: MiniCluster, host: str, port: int) -> None:
         self.cluster = cluster
@@ -71,6 +72,14 @@ class AdminServer:
             return {"rolled": c.roll(body.get("server"))}
         if path == "/abort-rs":
             return c.abort_rs(body["server"])
+        if path == "/bulk-load":
+            cells = [
+                Cell(
+                    bytes.fromhex(row), bytes.fromhex(fam), bytes.fromhex(qual), int(ts), CellType.Put, bytes.fromhex(v)
+                )
+                for fam, row, qual, v, ts in body["cells"]
+            ]
+            return c.bulk_load(str(body["table"]).encode(), cells)
         raise KeyError(f"no such endpoint {path}")
 
     def start(self) -> None:
@@ -115,3 +124,9 @@ class AdminClient:
 
     def abort_rs(self, server: str) -> dict[str, Any]:
         return self._call("POST", "/abort-rs", {"server": server})
+
+    def bulk_load(self, table: str, cells: list[tuple[bytes, bytes, bytes, bytes, int]]) -> dict[str, Any]:
+        """Bulk-load ``(family, row, qualifier, value, timestamp)`` puts, as the harness's
+        ``bulk_load`` does on real HBase (the cells bypass the WAL; it logs a marker)."""
+        wire = [[f.hex(), r.hex(), q.hex(), v.hex(), ts] for f, r, q, v, ts in cells]
+        return self._call("POST", "/bulk-load", {"table": table, "cells": wire})

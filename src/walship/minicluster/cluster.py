@@ -33,7 +33,7 @@ from walship.clusterids import CLUSTER_ID_ATTRIBUTE, decode_cluster_ids, encode_
 from walship.errors import BadRequestError, NoSuchFamilyError, TableDisabledError
 from walship.minicluster import tables
 from walship.minicluster.filters import Filter
-from walship.minicluster.placement import abort_server, assign
+from walship.minicluster.placement import abort_server, assign, bulk_load_entry
 from walship.minicluster.reads import readable_versions, scan_rows
 from walship.minicluster.regionserver import RegionServer
 from walship.minicluster.report import cluster_info
@@ -50,6 +50,7 @@ from walship.minicluster.writes import (
     wal_entries,
 )
 from walship.servername import ServerName
+from walship.wal import Cell, CellType
 from walship.zk import ReplicationQueues, ZnodeLayout, connect, ensure_cluster_id
 from walship.zk.client import inherit_acls
 
@@ -72,6 +73,8 @@ class MiniCluster:
 
     :param regionservers: how many logical region servers.
     :param wal_roll_size: roll a WAL once it holds this many bytes.
+    :param wal_groups: 0: one WAL per server (HBase's default provider); N: multiwal with N
+        region groups per server (``hbase.wal.provider=multiwal``).
     """
 
     def __init__(
@@ -86,11 +89,14 @@ class MiniCluster:
         host: str = "127.0.0.1",
         roll_order: str = "default",
         roll_close_delay: float = 0.5,
+        wal_groups: int = 0,
     ) -> None:
         if regionservers < 1:
             raise BadRequestError(f"'regionservers' must be >= 1, got {regionservers}")
         if wal_roll_size < 1024:
             raise BadRequestError(f"'wal_roll_size' must be >= 1024 bytes, got {wal_roll_size}")
+        if wal_groups < 0:
+            raise BadRequestError(f"'wal_groups' must be >= 0, got {wal_groups}")
         if roll_order not in ROLL_ORDERS:
             raise BadRequestError(f"'roll_order' must be one of {', '.join(ROLL_ORDERS)}, got {roll_order!r}")
         self.name = name
@@ -99,6 +105,7 @@ class MiniCluster:
         self.layout = ZnodeLayout(znode_parent)
         self.n_regionservers = regionservers
         self.wal_roll_size = wal_roll_size
+        self.wal_groups = wal_groups
         self.host = host
         self.lock = threading.RLock()
         self._rolls = WalRoller(roll_order, roll_close_delay, self.old_wals_dir, self.lock)
@@ -146,7 +153,7 @@ class MiniCluster:
         replay_wals(self.store, self.data_dir / "WALs", self.old_wals_dir, self.seq)
         start_code = int(time.time() * 1000)
         for i in range(self.n_regionservers):
-            rs = RegionServer(ServerName(self.host, 16020 + i, start_code + i), self)
+            rs = RegionServer(ServerName(self.host, 16020 + i, start_code + i), self, wal_groups=self.wal_groups)
             rs.start()
             self.servers.append(rs)
         for region in self.store.regions():
@@ -167,8 +174,9 @@ class MiniCluster:
             return
         with self.lock:
             for rs in self.live_servers():
-                if rs.zk is not None and rs.wal_name:
-                    ReplicationQueues(rs.zk, self.layout).add_wal(str(rs.name), rs.wal_name, peer_ids=sorted(new))
+                if rs.zk is not None:
+                    for wal in rs.wal_names:
+                        ReplicationQueues(rs.zk, self.layout).add_wal(str(rs.name), wal, peer_ids=sorted(new))
         log.info("peers %s added: current WALs enqueued", sorted(new))
 
     def stop(self) -> None:
@@ -177,7 +185,7 @@ class MiniCluster:
             for rs in self.servers:
                 if rs.alive:
                     rs.complete_roll()
-                    rs.close_wal(trailer=True)
+                    rs.close_wals(trailer=True)
             if self.store is not None:
                 self.store.checkpoint()
             for rs in self.servers:
@@ -320,12 +328,41 @@ class MiniCluster:
             rs = self.owner.get(region.encoded)
             if rs is None or not rs.alive:
                 rs = assign(self, region)
-            rs.append(entries)
+            rs.append(region.encoded, entries)
             self.seq[region.encoded] = seq
             store.apply(table, [c for _, cells in entries for c in cells], {region.encoded: seq})
-            assert rs.writer is not None
-            if rs.writer.offset >= self.wal_roll_size and not rs.rolling:
+            if (rs.wal_bytes or 0) >= self.wal_roll_size and not rs.rolling:
                 self.roll(str(rs.name))
+
+    def bulk_load(self, table: bytes, cells: Sequence[Cell]) -> dict[str, Any]:
+        """Load put cells as HBase's bulk load does: straight into the store (one HFile per
+        family), not through the WAL, which gets only a BULK_LOAD marker naming the files.
+
+        :raises NoSuchFamilyError: a cell of a family the table does not have.
+        :raises BadRequestError: no cells, a cell that is not a put, an empty row key.
+        """
+        with self.lock:
+            families = self.check_enabled(table)
+            if not cells:
+                raise BadRequestError("a bulk load needs cells")
+            for c in cells:
+                if c.family not in families:
+                    raise NoSuchFamilyError(f"table {table!r} has no column family {c.family!r}")
+                if c.type != CellType.Put or not c.row or c.timestamp < 0:
+                    raise BadRequestError(f"a bulk load takes puts with a row and a timestamp >= 0, got {c}")
+            store = self._store()
+            region = store.regions(table)[0]
+            seq = self.seq.get(region.encoded, 0) + 1
+            files = {f: [f"{uuid.uuid4().hex}_SeqId_{seq}_"] for f in sorted({c.family for c in cells})}
+            store.apply(table, cells, {region.encoded: seq})
+            store.checkpoint()  # the HFiles are in place before the marker is logged
+            rs = self.owner.get(region.encoded)
+            if rs is None or not rs.alive:
+                rs = assign(self, region)
+            assert self.cluster_id is not None
+            rs.append(region.encoded, [bulk_load_entry(self.cluster_id, region, seq, files)])
+            self.seq[region.encoded] = seq
+            return {"region": region.encoded, "files": {f.decode(): names for f, names in files.items()}}
 
     def increment(self, table: bytes, row: bytes, family: bytes, qualifier: bytes, amount: int) -> int:
         """``atomicIncrement``: the column holds a big-endian 8-byte long; returns the new value."""

@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from walship.errors import BadRequestError, TableDisabledError
 from walship.minicluster.regionserver import RegionServer
 from walship.minicluster.store import Region
 from walship.minicluster.walfiles import archive_dir
-from walship.protos import WAL_pb2
+from walship.protos import HBase_pb2, WAL_pb2
 from walship.servername import ServerName
 from walship.wal import METAFAMILY, Cell, CellType, WalKey
+from walship.wal.markers import BULK_LOAD
 
 if TYPE_CHECKING:
     from walship.minicluster.cluster import MiniCluster
 
-__all__ = ["abort_server", "assign", "region_open_entry"]
+__all__ = ["abort_server", "assign", "bulk_load_entry", "region_open_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def assign(cluster: MiniCluster, region: Region) -> RegionServer:
     cluster.owner[region.encoded] = target
     seq = cluster.seq.get(region.encoded, 0) + 1
     cluster.seq[region.encoded] = seq
-    target.append([region_open_entry(target.name, region, seq)])
+    target.append(region.encoded, [region_open_entry(target.name, region, seq)])
     return target
 
 
@@ -72,6 +74,33 @@ def region_open_entry(server: ServerName, region: Region, seq: int) -> tuple[Wal
     return WalKey(region.encoded.encode(), region.table, seq, int(time.time() * 1000)), [marker]
 
 
+def bulk_load_entry(
+    cluster_id: uuid.UUID, region: Region, seq: int, files: dict[bytes, list[str]]
+) -> tuple[WalKey, list[Cell]]:
+    """A BULK_LOAD marker, as HBase writes one when HFiles are bulk-loaded into a region: a
+    BulkLoadDescriptor naming each family's HFiles, and no scopes in the key (HBase clears
+    them unless bulk load replication is on)."""
+    ns, sep, name = region.table.partition(b":")
+    desc = WAL_pb2.BulkLoadDescriptor(
+        table_name=HBase_pb2.TableName(namespace=ns if sep else b"default", qualifier=name if sep else ns),
+        encoded_region_name=region.encoded.encode(),
+        bulkload_seq_num=seq,
+        cluster_ids=[str(cluster_id)],
+        replicate=True,
+    )
+    for family in sorted(files):
+        desc.stores.add(family_name=family, store_home_dir=family.decode(), store_file=files[family])
+    marker = Cell(
+        region.start_key or b"\x00",
+        METAFAMILY,
+        BULK_LOAD,
+        int(time.time() * 1000),
+        CellType.Put,
+        desc.SerializeToString(),
+    )
+    return WalKey(region.encoded.encode(), region.table, seq, int(time.time() * 1000)), [marker]
+
+
 def abort_server(cluster: MiniCluster, name: str) -> dict[str, Any]:
     """Crash one region server: its WAL is left without a trailer, its ZooKeeper session
     ends (its ephemeral znode goes, its queues stay for a claimer), its regions move to the
@@ -84,8 +113,8 @@ def abort_server(cluster: MiniCluster, name: str) -> dict[str, Any]:
         raise BadRequestError(f"region server {name} is already dead")
     if len(cluster.live_servers()) == 1:
         raise BadRequestError(f"region server {name} is the last live one")
-    wal = rs.wal_name
-    rs.close_wal(trailer=False)
+    wals = rs.wal_names
+    rs.close_wals(trailer=False)
     rs.stop_session()
     assert cluster.store is not None
     cluster.store.checkpoint()
@@ -95,4 +124,4 @@ def abort_server(cluster: MiniCluster, name: str) -> dict[str, Any]:
         if cluster.owner.get(region.encoded) is rs:
             moved.append((region.encoded, str(assign(cluster, region).name)))
     log.info("aborted region server %s; regions moved: %s", name, moved)
-    return {"aborted": name, "wal": wal, "regions_moved": moved}
+    return {"aborted": name, "wal": wals[0] if wals else None, "wals": wals, "regions_moved": moved}

@@ -55,6 +55,7 @@ class MiniClusterProcess:
         thrift_ssl_cert: str | Path | None = None,
         thrift_ssl_key: str | Path | None = None,
         roll_order: str | None = None,
+        wal_groups: int = 0,
     ) -> None:
         """:param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free
             one, the default; ``None``: no Thrift2 server).
@@ -64,6 +65,7 @@ class MiniClusterProcess:
             (default: both).
         :param thrift_ssl_cert: serve TLS on the Thrift port with this certificate (PEM).
         :param thrift_ssl_key: the certificate's private key (PEM).
+        :param wal_groups: multiwal with this many WAL groups per region server (0: one WAL).
         """
         self.name = name
         self.data_dir = Path(data_dir)
@@ -72,6 +74,7 @@ class MiniClusterProcess:
         self.regionservers = regionservers
         self.wal_roll_size = wal_roll_size
         self.roll_order = roll_order
+        self.wal_groups = wal_groups
         self.thrift_port = thrift_port
         self.admin_port = admin_port
         self.thrift2_port = thrift2_port
@@ -127,6 +130,8 @@ class MiniClusterProcess:
             cmd += ["--wal-roll-size", str(self.wal_roll_size)]
         if self.roll_order:
             cmd += ["--roll-order", self.roll_order]
+        if self.wal_groups:
+            cmd += ["--wal-groups", str(self.wal_groups)]
         if self.thrift_transport:
             cmd += ["--thrift-transport", self.thrift_transport]
         if self.thrift_protocol:

@@ -1,7 +1,13 @@
-"""One logical region server of the minicluster: its name, its ZooKeeper session, its WAL.
+"""One logical region server of the minicluster: its name, its ZooKeeper session, its WALs.
 
 A roll names the new WAL, adds it to every peer's queue, then switches to it, as HBase's
 ``AbstractFSWAL`` does with its ``WALActionsListener`` (the replication source manager).
+
+With ``wal_groups`` > 0 the server writes several WAL groups at once, as HBase's multiwal
+(``RegionGroupingProvider`` with its default ``BoundedGroupingStrategy``): each region is
+given ``regiongroup-<n>`` round robin the first time it writes, each group has its own
+current WAL (named ``<server>.<server>.regiongroup-<n>.<ts>``, created on the group's first
+write), and a roll rolls every group. One queue per peer lists the WALs of every group.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -22,24 +29,45 @@ from walship.zk.client import inherit_acls
 if TYPE_CHECKING:
     from walship.minicluster.cluster import MiniCluster
 
-__all__ = ["RegionServer"]
+__all__ = ["GroupWal", "RegionServer"]
+
+
+@dataclass
+class _OpenWal:
+    file: BinaryIO
+    writer: WalWriter
+    name: str
+    path: Path
+
+
+class GroupWal:
+    """The WAL of one WAL group: the file being written, and the next one while a roll is
+    under way (opened and enqueued, not written yet)."""
+
+    def __init__(self, provider_id: str | None) -> None:
+        self.provider_id = provider_id
+        self.current: _OpenWal | None = None
+        self.next: _OpenWal | None = None
 
 
 class RegionServer:
-    """One logical region server: its name, its own ZooKeeper session, its current WAL."""
+    """One logical region server: its name, its own ZooKeeper session, its current WALs.
 
-    def __init__(self, name: ServerName, cluster: MiniCluster) -> None:
+    :param wal_groups: 0 for HBase's default WAL provider (one WAL at a time); N > 0 for
+        multiwal with N region groups.
+    """
+
+    def __init__(self, name: ServerName, cluster: MiniCluster, *, wal_groups: int = 0) -> None:
         self.name = name
         self.cluster = cluster
         self.zk: KazooClient | None = None
         self.alive = False
         self.wal_dir = cluster.data_dir / "WALs" / str(name)
-        self.wal_name = ""
-        self.wal_path: Path | None = None
-        self._file: BinaryIO | None = None
-        self.writer: WalWriter | None = None
+        self.wal_groups = wal_groups
+        self._groups: dict[str | None, GroupWal] = {}
+        self._region_group: dict[str, str] = {}  # encoded region -> provider id (multiwal)
+        self._counter = 0
         self._last_ts = 0
-        self._next: tuple[BinaryIO, WalWriter, str, Path] | None = None
 
     def start(self) -> None:
         self.zk = connect(self.cluster.zk_hosts)
@@ -47,58 +75,120 @@ class RegionServer:
         register_server(self.zk, self.cluster.layout, str(self.name))
         self.wal_dir.mkdir(parents=True, exist_ok=True)
         self.alive = True
-        self.open_new_wal()
+        if not self.wal_groups:
+            self._open_group(None)
 
-    def open_new_wal(self) -> Path | None:
-        """Roll: name a new WAL, add it to every peer's queue, then switch to it. Returns the
-        rolled WAL's path (closed with its trailer), if there was one."""
+    # -- WAL groups ----------------------------------------------------------------------------
+
+    def group_of(self, region: str) -> str | None:
+        """The WAL group a region writes to: ``None`` for the default provider, else
+        ``regiongroup-<n>``, given round robin to regions in the order they first write."""
+        if not self.wal_groups:
+            return None
+        found = self._region_group.get(region)
+        if found is None:
+            found = f"regiongroup-{self._counter}"
+            self._counter = (self._counter + 1) % self.wal_groups
+            self._region_group[region] = found
+        return found
+
+    def _open_group(self, provider_id: str | None) -> GroupWal:
+        group = self._groups.get(provider_id)
+        if group is None:
+            group = self._groups[provider_id] = GroupWal(provider_id)
+            self._begin(group)
+            self._complete(group)
+        return group
+
+    @property
+    def wal_names(self) -> list[str]:
+        """The current WAL of each group, oldest group first."""
+        return [g.current.name for g in self._groups.values() if g.current is not None]
+
+    @property
+    def wal_name(self) -> str:
+        """The current WAL (of the first group, with multiwal); ``""`` before any."""
+        names = self.wal_names
+        return names[0] if names else ""
+
+    @property
+    def wal_bytes(self) -> int | None:
+        """Bytes in the largest current WAL, or ``None`` while there is none."""
+        sizes = [g.current.writer.offset for g in self._groups.values() if g.current is not None]
+        return max(sizes) if sizes else None
+
+    # -- rolls -----------------------------------------------------------------------------------
+
+    def open_new_wal(self) -> list[Path]:
+        """Roll every group: name a new WAL, add it to every peer's queue, then switch to it.
+        Returns the rolled WALs' paths (closed with their trailer)."""
         self.begin_roll()
         return self.complete_roll()
 
     @property
     def rolling(self) -> bool:
-        return self._next is not None
+        return any(g.next is not None for g in self._groups.values())
 
     def begin_roll(self) -> None:
-        """Name the new WAL, add it to every peer's queue and open it; appends still go to the
-        current WAL until :meth:`complete_roll`."""
+        """For every group: name the new WAL, add it to every peer's queue and open it;
+        appends still go to the current WAL until :meth:`complete_roll`."""
+        for group in self._groups.values():
+            if group.next is None:
+                self._begin(group)
+
+    def complete_roll(self) -> list[Path]:
+        """Close each group's current WAL with its trailer and switch to the one
+        :meth:`begin_roll` opened; returns the closed WALs' paths."""
+        closed = []
+        for group in self._groups.values():
+            old = self._complete(group)
+            if old is not None:
+                closed.append(old)
+        return closed
+
+    def _begin(self, group: GroupWal) -> None:
         assert self.zk is not None
         ts = max(int(time.time() * 1000), self._last_ts + 1)
         self._last_ts = ts
-        name = build_wal_name(self.name, ts)
+        name = build_wal_name(self.name, ts, provider_id=group.provider_id)
         ReplicationQueues(self.zk, self.cluster.layout).add_wal(str(self.name), name)
         path = self.wal_dir / name
         f = open(path, "xb")  # noqa: SIM115 - owned by this server until the next roll
         writer = WalWriter(f)
         writer.sync()
-        self._next = (f, writer, name, path)
+        group.next = _OpenWal(f, writer, name, path)
 
-    def complete_roll(self) -> Path | None:
-        """Close the current WAL with its trailer and switch to the one :meth:`begin_roll`
-        opened; returns the closed WAL's path."""
-        if self._next is None:
+    def _complete(self, group: GroupWal) -> Path | None:
+        if group.next is None:
             return None
-        old = self.close_wal(trailer=True)
-        self._file, self.writer, self.wal_name, self.wal_path = self._next
-        self._next = None
+        old = self._close(group, trailer=True)
+        group.current, group.next = group.next, None
         return old
 
-    def close_wal(self, *, trailer: bool) -> Path | None:
-        if self.writer is None or self._file is None:
+    def close_wals(self, *, trailer: bool) -> list[Path]:
+        """Close every group's current WAL (a crash: ``trailer=False``); returns their paths."""
+        return [p for g in self._groups.values() if (p := self._close(g, trailer=trailer)) is not None]
+
+    @staticmethod
+    def _close(group: GroupWal, *, trailer: bool) -> Path | None:
+        wal = group.current
+        if wal is None:
             return None
-        self.writer.close(trailer=trailer)
+        wal.writer.close(trailer=trailer)
         if trailer:
-            self.writer.sync()
-        self._file.close()
-        old = self.wal_path
-        self.writer = None
-        self._file = None
-        return old
+            wal.writer.sync()
+        wal.file.close()
+        group.current = None
+        return wal.path
 
-    def append(self, entries: Sequence[tuple[WalKey, Sequence[Cell]]]) -> None:
-        assert self.writer is not None
-        self.writer.append_many(entries)
-        self.writer.sync()
+    # -- writes ----------------------------------------------------------------------------------
+
+    def append(self, region: str, entries: Sequence[tuple[WalKey, Sequence[Cell]]]) -> None:
+        """Append a region's entries to its group's current WAL and sync it."""
+        group = self._open_group(self.group_of(region))
+        assert group.current is not None
+        group.current.writer.append_many(entries)
+        group.current.writer.sync()
 
     def stop_session(self) -> None:
         if self.zk is not None:

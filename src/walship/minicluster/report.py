@@ -30,7 +30,8 @@ def cluster_info(cluster: MiniCluster, store: Store) -> dict[str, Any]:
                 "name": str(rs.name),
                 "alive": rs.alive,
                 "wal": rs.wal_name if rs.alive else None,
-                "wal_bytes": rs.writer.offset if rs.writer else None,
+                "wals": rs.wal_names if rs.alive else [],
+                "wal_bytes": rs.wal_bytes,
                 "regions": sorted(e for e, o in cluster.owner.items() if o is rs),
             }
             for rs in cluster.servers

@@ -49,6 +49,7 @@ def run_minicluster(
     thrift_ssl_cert: Path | None = None,
     thrift_ssl_key: Path | None = None,
     roll_order: str = "default",
+    wal_groups: int = 0,
 ) -> int:
     """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly.
 
@@ -60,6 +61,7 @@ def run_minicluster(
     :param thrift_ssl_cert: the server's certificate (PEM; may hold the key too): serve TLS.
     :param thrift_ssl_key: the certificate's private key (PEM).
     :param roll_order: ``default``, or ``hbase`` to roll in HBase's order (see :mod:`walship.minicluster.cluster`).
+    :param wal_groups: multiwal with this many region groups per server (0: one WAL per server).
     :raises ConfigError: bad Thrift options (checked before anything starts).
     """
     tls = server_tls_context(thrift_ssl_cert, thrift_ssl_key)
@@ -73,6 +75,7 @@ def run_minicluster(
         wal_roll_size=wal_roll_size,
         host=host,
         roll_order=roll_order,
+        wal_groups=wal_groups,
     )
     cluster.start()
     thrift = ThriftServer(

@@ -112,10 +112,11 @@ class WalRoller:
         rolled = []
         for rs in targets:
             old = rs.open_new_wal()
-            if old is not None:
+            if old:
                 store().checkpoint()
-                os.replace(old, self.old_wals_dir / old.name)
-                rolled.append(old.name)
+            for path in old:
+                os.replace(path, self.old_wals_dir / path.name)
+                rolled.append(path.name)
         return rolled
 
     def _roll_as_hbase(self, targets: list[RegionServer], store: Callable[[], Store]) -> list[str]:
@@ -142,6 +143,4 @@ class WalRoller:
         with self.lock:
             for rs in servers:
                 if rs.alive:
-                    old = rs.complete_roll()
-                    if old is not None:
-                        self._closed.append(old)
+                    self._closed.extend(rs.complete_roll())

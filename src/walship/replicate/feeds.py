@@ -18,8 +18,8 @@ from walship.replicate.filters import EntryFilter
 from walship.replicate.progressbook import PendingProgress
 from walship.replicate.summary import QueueSummary
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
-from walship.wal.model import WalEntry
-from walship.wal.names import parse_wal_name
+from walship.wal.model import METAFAMILY, WalEntry
+from walship.wal.names import parse_wal_name, wal_group
 from walship.zk import PeerConfig, QueueId, QueueInfo
 from walship.zk.queues import WalPosition
 
@@ -76,7 +76,8 @@ class Member:
     queue: QueueInfo
     grace: float
     index: dict[str, int] = field(default_factory=dict)
-    stopped: bool = False  # at a WAL that may still grow, at the batch limit, or failed
+    stopped: bool = False  # at the batch limit, or failed
+    held: set[str] = field(default_factory=set)  # WAL groups at a WAL that may still grow
     wal: WalPosition | None = None
     batch: list[FilteredEntry] = field(default_factory=list)
     read: int = 0
@@ -91,7 +92,13 @@ class Member:
         self.index = {wp.name: i for i, wp in enumerate(self.queue.wals)}
 
     def wants(self, wal: str) -> bool:
-        return not self.stopped and wal in self.index
+        """Whether the pass reads ``wal`` for this queue: one of its WALs, in a WAL group not
+        held at an earlier WAL that may still grow (other groups go on)."""
+        return not self.stopped and wal in self.index and wal_group(wal) not in self.held
+
+    def hold(self, wal: str) -> None:
+        """``wal`` may still grow: the rest of its WAL group waits for the next pass."""
+        self.held.add(wal_group(wal))
 
     def begin(self, wal: str) -> None:
         """Start the queue's pass over ``wal`` at its saved position."""
@@ -114,6 +121,29 @@ class Member:
         self.reset()
         return batch
 
+    def _bulk_load(self, entry: WalEntry) -> None:
+        """A bulk load marker of what the peer takes: its HFiles bypassed the WAL, so they are
+        counted and named (``walship verify`` finds and repairs the rows they hold)."""
+        assert self.wal is not None
+        load = self.feed.entry_filter.bulk_load(entry, self.wal.name)
+        if load is None:
+            return
+        self.qs.bulk_loads += 1
+        self.progress.add("bulk_loads", 1)
+        log.warning(
+            "queue %s/%s, peer %s: a bulk load reached the source without passing through the WAL, so it is "
+            "not shipped: %s (WAL %s, offset %d); run 'walship verify --peer %s --table %s --repair' to "
+            "copy its rows",
+            self.feed.server,
+            self.feed.queue_id,
+            self.feed.peer.peer_id,
+            load.describe(),
+            self.wal.name,
+            entry.offset,
+            self.feed.peer.peer_id,
+            load.table.decode(errors="replace"),
+        )
+
     def take(self, entry: WalEntry) -> bool:
         """Offer an entry; ``False`` when it lies before the queue's position (shipped already)."""
         if self.stopped or entry.offset < self.position:
@@ -124,6 +154,8 @@ class Member:
         kept = self.feed.entry_filter.apply(entry)
         if kept is None:
             self.qs.entries_filtered += 1
+            if entry.cells and entry.cells[0].family == METAFAMILY:
+                self._bulk_load(entry)
         else:
             self.batch.append(kept)
             # the kept cells' share of the entry's bytes: what the sink sends, near enough

@@ -6,6 +6,9 @@
 3. the peer's table-cfs / namespaces (or, replicating all, its exclude lists);
 4. cluster marking: an entry whose cluster ids hold the peer's id has been there already (no
    loops in master-master or cyclic set-ups); otherwise the source's id is appended.
+
+A bulk load marker never ships (its HFiles are not in the WAL), but :meth:`EntryFilter.bulk_load`
+says when one concerns the peer, so that it is counted and logged, never dropped unseen.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import uuid
 from dataclasses import dataclass
 
 from walship.sinks.base import FilteredEntry
-from walship.wal.model import ScopeType, WalEntry
+from walship.wal.markers import BulkLoad, bulk_load_of
+from walship.wal.model import METAFAMILY, ScopeType, WalEntry
 from walship.zk.peers import PeerConfig
 
 __all__ = ["EntryFilter", "FilteredEntry", "TableRule", "table_rule"]
@@ -113,3 +117,27 @@ class EntryFilter:
             return None
         ids = key.cluster_ids if self.source_id in key.cluster_ids else (*key.cluster_ids, self.source_id)
         return FilteredEntry(entry, cells, ids)
+
+    def bulk_load(self, entry: WalEntry, path: str) -> BulkLoad | None:
+        """The part of a bulk load marker that concerns this peer (the families it takes of a
+        table it replicates), or ``None``: no bulk load marker, another table or family, one
+        not to replicate, or one that came from the peer (it carries the peer's cluster id).
+        Without ``hbase.replication.bulkload.enabled`` HBase writes the marker without scopes;
+        the families' scopes are then unknown and every family the peer selects counts.
+
+        :raises CorruptWalError: the marker's descriptor does not parse.
+        """
+        cells = entry.cells
+        if not cells or cells[0].family != METAFAMILY or entry.key.table.startswith(b"hbase:"):
+            return None
+        load = bulk_load_of(entry, path)
+        if load is None or not load.replicate or self.peer_cluster_id in load.cluster_ids:
+            return None
+        rule = self._table_rule(load.table)
+        scopes = entry.key.scopes
+        files = {
+            f: paths for f, paths in load.files.items() if rule.selects(f) and (not scopes or scopes.get(f) == _GLOBAL)
+        }
+        if not files:
+            return None
+        return BulkLoad(load.table, load.region, load.sequence_id, files, load.cluster_ids, load.replicate)

@@ -84,7 +84,9 @@ class GroupPass:
             self.book.failed(feed.peer.peer_id, qs, err, progress)
 
     def run(self, members: list[Member], max_batches: int | None) -> None:
-        """The pass: each WAL of the group once, in queue order, fed to the queues holding it."""
+        """The pass: each WAL of the group once, in queue order, fed to the queues holding it.
+        A queue's WAL groups (multiwal) go on past each other: one held at a WAL that may still
+        grow holds back only its own later WALs."""
         names = sorted({wp.name for m in members for wp in m.queue.wals}, key=wal_order)
         for name in names:
             part = [m for m in members if m.wants(name)]
@@ -187,7 +189,7 @@ class GroupPass:
             if m.stopped:
                 return  # the batch failed: the WAL stays, at the position before it
         if why is None:
-            m.stopped = True  # the current WAL, or a rolled one not closed yet: more may be appended
+            m.hold(m.wal.name)  # its group's current WAL, or a rolled one not closed yet: more may come
             return
         log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, m.wal.name, why)
         self.queues.remove_wals(m.feed.server, m.feed.queue_id, [m.wal.name])

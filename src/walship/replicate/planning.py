@@ -25,6 +25,7 @@ from kazoo.client import KazooClient
 from walship.errors import ConfigError, ReplicationError, WalMissingError, WalshipError, ZkError
 from walship.replicate.filters import EntryFilter
 from walship.replicate.walstore import WalLocation, WalStore
+from walship.wal.names import wal_group
 from walship.wal.reader import WalReader
 from walship.zk import (
     PeerConfig,
@@ -49,6 +50,7 @@ __all__ = [
     "Planner",
     "close_grace",
     "matches_queue",
+    "next_in_group",
     "pending_queues",
 ]
 
@@ -103,6 +105,12 @@ def matches_queue(q: QueueInfo, pattern: str) -> bool:
     """Whether ``pattern`` (a queue id, ``server/id`` or a glob over ``server/id``) names ``q``."""
     qid = str(q.queue_id)
     return pattern in (qid, f"{q.server}/{qid}") or fnmatch.fnmatchcase(f"{q.server}/{qid}", pattern)
+
+
+def next_in_group(queue: QueueInfo, index: int) -> str | None:
+    """The WAL that follows the queue's ``index``-th one in its own WAL group (multiwal), if any."""
+    group = wal_group(queue.wals[index].name)
+    return next((wp.name for wp in queue.wals[index + 1 :] if wal_group(wp.name) == group), None)
 
 
 class Planner:
@@ -209,7 +217,8 @@ class Planner:
         and archives rolled WALs only after their regions flush, so being followed by another
         WAL is not enough. Finished: a trailer, or archived, or the queue is recovered, or its
         server is no longer live, or it has not grown for ``grace`` seconds while a later WAL
-        of the queue has entries.
+        of its own WAL group has entries. With multiwal a server writes several groups at once
+        (one queue lists them all), so another group's newer WAL says nothing about this one.
         """
         if has_trailer:
             return "trailer"
@@ -219,10 +228,11 @@ class Planner:
             return "recovered queue"
         if self.client.exists(self.layout.live_server(queue.server)) is None:
             return "server no longer live"
-        if index < len(queue.wals) - 1:
+        later = next_in_group(queue, index)
+        if later is not None:
             idle = (time.time() if now is None else now) - loc.mtime
-            if idle >= grace and self._has_entries(queue.wals[index + 1].name):
-                return f"unchanged for {idle:.0f} s while a later WAL has entries"
+            if idle >= grace and self._has_entries(later):
+                return f"unchanged for {idle:.0f} s while a later WAL of its group has entries"
         return None
 
     def _has_entries(self, wal: str) -> bool:

@@ -46,6 +46,7 @@ class ReplayReport:
     entries_in_window: int = 0
     entries_shipped: int = 0
     cells_shipped: int = 0
+    bulk_loads: list[str] = field(default_factory=list)  # bulk loads of what the peer takes: not shipped
     gaps: list[list[str]] = field(default_factory=list)
     not_wals: list[str] = field(default_factory=list)
 
@@ -180,6 +181,16 @@ def replay(
                     kept = entry_filter.apply(entry)
                     if kept is not None:
                         batch.append(kept)
+                    elif (load := entry_filter.bulk_load(entry, f.path)) is not None:
+                        report.bulk_loads.append(load.describe())
+                        log.warning(
+                            "replay for peer %s: a bulk load is not in the WAL, so not replayed: %s; "
+                            "'walship verify --peer %s --table %s --repair' copies its rows",
+                            peer_id,
+                            load.describe(),
+                            peer_id,
+                            load.table.decode(errors="replace"),
+                        )
                     if len(batch) >= batch_entries:
                         report.add(sink.apply(batch, f.name.name), len(batch))
                         batch = []

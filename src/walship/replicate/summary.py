@@ -20,6 +20,7 @@ SUMMED_FIELDS = (
     "tags_dropped",
     "sink_retries",
     "torn_tail_bytes",
+    "bulk_loads",
 )
 
 
@@ -41,6 +42,7 @@ class QueueSummary:
     tags_dropped: int = 0
     sink_retries: int = 0
     torn_tail_bytes: int = 0
+    bulk_loads: int = 0  # bulk load markers of what the peer takes: HFiles not in the WAL, not shipped
     age_of_last_shipped_op_ms: int | None = None
     positions: dict[str, int] = field(default_factory=dict)
     wals_removed: list[str] = field(default_factory=list)

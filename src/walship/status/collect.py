@@ -219,6 +219,7 @@ def _queue_status(
         unshipped=unshipped,
         cells_shipped=int(record.get("cells_shipped") or 0),
         bytes_shipped=int(record.get("bytes_shipped") or 0),
+        bulk_loads=int(record.get("bulk_loads") or 0),
     )
 
 

@@ -79,6 +79,12 @@ def _families(status: ReplicationStatus) -> Iterator[Metric]:
     shipped_bytes = CounterMetricFamily(
         "walship_shipped_bytes", "WAL bytes shipped from the queue", labels=_QUEUE_LABELS
     )
+    bulk_loads = CounterMetricFamily(
+        "walship_bulk_loads",
+        "bulk loads of what the peer takes seen in the queue: their HFiles bypassed the WAL and were not "
+        "shipped (walship verify --repair copies their rows)",
+        labels=_QUEUE_LABELS,
+    )
     enabled = GaugeMetricFamily(
         "walship_peer_enabled", "1 when walship ships the peer, 0 when disabled", labels=["peer"]
     )
@@ -90,9 +96,11 @@ def _families(status: ReplicationStatus) -> Iterator[Metric]:
                 family.add_metric(labels, value(q))
             cells.add_metric(labels, q.cells_shipped)
             shipped_bytes.add_metric(labels, q.bytes_shipped)
+            bulk_loads.add_metric(labels, q.bulk_loads)
     yield from families
     yield cells
     yield shipped_bytes
+    yield bulk_loads
     yield enabled
 
 

@@ -8,7 +8,7 @@ The JSON (``ReplicationStatus.to_json()``), keys exactly so::
                 "queues": [{"server", "queue_id", "recovered", "dead_servers", "wals", "current_wal",
                             "position", "bytes_queued", "progress_pct", "last_shipped_write_time",
                             "age_of_last_shipped_op_s", "lag_s", "holder", "last_error",
-                            "last_backoff", "state"}],
+                            "last_backoff", "state", "bulk_loads"}],
                 "totals": {"queues", "wals", "bytes_queued", "lag_s", "drained"}}]}
 
 Times are ISO 8601 in UTC; ages and lags are seconds. A queue's ``state`` is one of
@@ -72,6 +72,9 @@ class QueueStatus:
     #: counters from walship's progress record (metrics only, not in the JSON)
     cells_shipped: int = 0
     bytes_shipped: int = 0
+    #: bulk load markers of what the peer takes, seen while shipping: their HFiles bypassed
+    #: the WAL and were not shipped (``walship verify --repair`` copies their rows)
+    bulk_loads: int = 0
 
     @property
     def drained(self) -> bool:
@@ -95,6 +98,7 @@ class QueueStatus:
             "last_error": self.last_error,
             "last_backoff": self.last_backoff,
             "state": self.state,
+            "bulk_loads": self.bulk_loads,
         }
 
 

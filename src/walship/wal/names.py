@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote
 from walship.errors import ConfigError, InvalidWalNameError
 from walship.servername import ServerName
 
-__all__ = ["META_SUFFIX", "WalName", "build_wal_name", "is_wal_name", "parse_wal_name"]
+__all__ = ["META_SUFFIX", "WalName", "build_wal_name", "is_wal_name", "parse_wal_name", "wal_group"]
 
 META_SUFFIX = ".meta"
 # AbstractFSWALProvider's validation pattern: group(1) is the WAL group (prefix).
@@ -67,6 +67,15 @@ def parse_wal_name(name: str) -> WalName:
         except ConfigError:
             server = None
     return WalName(ts, name, group, suffix, server)
+
+
+def wal_group(name: str) -> str:
+    """The WAL group of a WAL file name: the name before its timestamp (one per server, or
+    one per ``regiongroup-<n>`` with multiwal).
+
+    :raises InvalidWalNameError: as :func:`parse_wal_name`.
+    """
+    return parse_wal_name(name).group
 
 
 def is_wal_name(name: str) -> bool:

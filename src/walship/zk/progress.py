@@ -10,7 +10,7 @@ A progress record::
 
     {"peer_id": "1", "server": "rs1,16020,1", "queue_id": "1",
      "last_shipped_wal": "...", "last_shipped_position": 4096, "last_shipped_write_time": 1767225600000,
-     "batches": 3, "entries_shipped": 120, "cells_shipped": 240, "bytes_shipped": 65536,
+     "batches": 3, "entries_shipped": 120, "cells_shipped": 240, "bytes_shipped": 65536, "bulk_loads": 0,
      "last_shipped_at": 1767225601000, "updated_at": 1767225601000, "last_error": {"time": ..., "message": ...} | null,
      "last_backoff": {"time": ..., "seconds": 0.4, "reason": ...} | null}
 
@@ -38,7 +38,7 @@ __all__ = ["COUNTERS", "KEEP_JOBS", "JobStore", "ProgressStore", "VerifyStore"]
 log = logging.getLogger(__name__)
 
 #: The counters of a progress record that add up.
-COUNTERS = ("batches", "entries_shipped", "cells_shipped", "bytes_shipped")
+COUNTERS = ("batches", "entries_shipped", "cells_shipped", "bytes_shipped", "bulk_loads")
 #: Job summaries kept per peer; older ones are deleted when a new one is written.
 KEEP_JOBS = 50
 #: A summary larger than this is cut (ZooKeeper's limit is 1 MiB a znode).

@@ -18,10 +18,12 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.hbase.ClusterMetrics;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.HBaseTestingUtility;
+import org.apache.hadoop.hbase.KeyValue;
 import org.apache.hadoop.hbase.MiniHBaseCluster;
 import org.apache.hadoop.hbase.NamespaceDescriptor;
 import org.apache.hadoop.hbase.ServerMetrics;
@@ -32,6 +34,9 @@ import org.apache.hadoop.hbase.client.Admin;
 import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
 import org.apache.hadoop.hbase.client.RegionInfo;
 import org.apache.hadoop.hbase.client.TableDescriptorBuilder;
+import org.apache.hadoop.hbase.io.hfile.CacheConfig;
+import org.apache.hadoop.hbase.io.hfile.HFile;
+import org.apache.hadoop.hbase.io.hfile.HFileContextBuilder;
 import org.apache.hadoop.hbase.regionserver.HRegion;
 import org.apache.hadoop.hbase.regionserver.HRegionServer;
 import org.apache.hadoop.hbase.regionserver.HStore;
@@ -39,6 +44,7 @@ import org.apache.hadoop.hbase.replication.ReplicationLoadSource;
 import org.apache.hadoop.hbase.replication.ReplicationPeerConfig;
 import org.apache.hadoop.hbase.replication.ReplicationPeerConfigBuilder;
 import org.apache.hadoop.hbase.replication.ReplicationPeerDescription;
+import org.apache.hadoop.hbase.tool.BulkLoadHFiles;
 import org.apache.hadoop.hbase.util.CommonFSUtils;
 import org.apache.hadoop.hbase.util.JVMClusterUtil.RegionServerThread;
 import org.apache.hadoop.hbase.util.VersionInfo;
@@ -300,6 +306,8 @@ public final class Launcher {
         }
         return null;
       }
+      case "bulk_load":
+        return bulkLoad(req);
       case "roll": {
         List<String> rolled = new ArrayList<>();
         for (RegionServerThread t : cluster.getLiveRegionServerThreads()) {
@@ -405,6 +413,43 @@ public final class Launcher {
       admin.createTable(table.build());
     }
     return regions(admin, name);
+  }
+
+  /**
+   * Bulk-load one HFile per family, written here from {"cells": [[family, row, qualifier,
+   * value, ts], ...]} (hex, ts a number): HBase moves it into the region and logs a BULK_LOAD
+   * marker in the WAL, without the cells. Returns the HFiles' paths before the load.
+   */
+  private List<String> bulkLoad(JsonObject req) throws Exception {
+    Configuration conf = util.getConfiguration();
+    TableName table = TableName.valueOf(str(req, "table"));
+    FileSystem fs = FileSystem.get(conf);
+    Path dir = new Path(util.getDataTestDirOnTestFS("bulk"), Long.toString(System.nanoTime()));
+    Map<String, List<KeyValue>> byFamily = new java.util.TreeMap<>();
+    for (JsonElement e : req.getAsJsonArray("cells")) {
+      JsonArray c = e.getAsJsonArray();
+      byte[] family = HEX.parseHex(c.get(0).getAsString());
+      byFamily.computeIfAbsent(c.get(0).getAsString(), k -> new ArrayList<>()).add(new KeyValue(
+        HEX.parseHex(c.get(1).getAsString()), family, HEX.parseHex(c.get(2).getAsString()),
+        c.get(4).getAsLong(), HEX.parseHex(c.get(3).getAsString())));
+    }
+    List<String> files = new ArrayList<>();
+    for (Map.Entry<String, List<KeyValue>> f : byFamily.entrySet()) {
+      List<KeyValue> cells = f.getValue();
+      cells.sort(KeyValue.COMPARATOR);
+      Path file = new Path(new Path(dir, new String(HEX.parseHex(f.getKey()), StandardCharsets.UTF_8)), "hfile");
+      try (HFile.Writer w = HFile.getWriterFactory(conf, new CacheConfig(conf)).withPath(fs, file)
+        .withFileContext(new HFileContextBuilder().build()).create()) {
+        for (KeyValue kv : cells) {
+          w.append(kv);
+        }
+      }
+      files.add(file.toString());
+    }
+    if (BulkLoadHFiles.create(conf).bulkLoad(table, dir).isEmpty()) {
+      throw new IllegalStateException("nothing was bulk-loaded into " + table);
+    }
+    return files;
   }
 
   private List<Map<String, Object>> regions(Admin admin, TableName table) throws IOException {
