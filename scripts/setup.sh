@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command set-up of a fresh machine: Java 17+, Debian's zookeeper, docker-compose and
 # chromium (with chromium-driver), a C compiler and the Python headers, and .venv with the
-# pinned dependencies (constraints.txt) and walship's compiled WAL decoder.
+# pinned dependencies (constraints.txt) and walship's compiled WAL decoder, the real-HBase harness
+# and libhdfs.so (pyarrow's HDFS client).
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -144,4 +145,8 @@ if [ "$(cat harness/target/.walship-stamp 2>/dev/null || true)" != "$(harness_st
   fi
   harness_stamp > harness/target/.walship-stamp
 fi
+
+# 9. libhdfs.so for pyarrow's HDFS client (`hdfs://` WAL roots), compiled from the Hadoop
+#    sources in PyPI's pydoop sdist against the JDK above (no registry serves it built)
+VENV="$VENV" scripts/libhdfs.sh "$VENV/libhdfs"
 say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present), docker-compose $(dpkg-query -W -f '${Version}' docker-compose 2>/dev/null || echo present), chromium $(dpkg-query -W -f '${Version}' chromium 2>/dev/null || echo present), HBase harness $(sed -n 's:.*<hbase.version>\(.*\)</hbase.version>.*:\1:p' harness/pom.xml)"

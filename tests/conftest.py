@@ -39,6 +39,16 @@ def real_hbase(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFacto
         hb.stop()
 
 
+@pytest.fixture(scope="session")
+def real_multiwal(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Real HBase 2.6 with multiwal (two WAL groups per server) on two region servers, its
+    WALs on the local file system (with Hadoop's .crc files) and HBase's log cleaner at its
+    default TTL (10 minutes), so walship's own cleaner can be tested beside it."""
+    hb = real_hbase_helpers.start_multiwal(tmp_path_factory.mktemp("hbase-multiwal"), zk_server.hosts)
+    yield hb
+    hb.stop()
+
+
 @pytest.fixture
 def zk_hosts(zk_server: LocalZooKeeper) -> str:
     """The server's connect string with a fresh chroot of this test's own."""

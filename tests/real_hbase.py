@@ -57,6 +57,16 @@ def start_pair(base: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
     return a, b
 
 
+def start_multiwal(base: Path, zk: str) -> HBaseProcess:
+    """See the ``real_multiwal`` fixture."""
+    hb = HBaseProcess(
+        "M", base / "M", zk=zk, znode_parent="/hbase-real-m", regionservers=2,
+        conf={"hbase.wal.provider": "multiwal", "hbase.wal.regiongrouping.numgroups": "2"},
+    )  # fmt: skip
+    hb.start()
+    return hb
+
+
 def unique(prefix: str) -> str:
     """A name no other test of this run uses (tables, peers: no '-' in peer ids)."""
     return f"{prefix}{next(_counter)}x{uuid.uuid4().hex[:6]}"
@@ -176,11 +186,11 @@ def all_wal_entries(source: Cluster, decoder: str | None = None) -> list[WalEntr
     """Every entry of every WAL under the cluster's WALs/ and oldWALs/ (open WALs included)."""
     store = WalStore(source.mc.wal_root)
     out: list[WalEntry] = []
-    for path, _archived in store.wal_files():
+    for path, archived in store.wal_files():
         name = path.rsplit("/", 1)[-1]
         if name.startswith(".") and name.endswith(".crc"):
             continue  # Hadoop's checksum files beside every file on a local file system
-        with store.fs.open(path, "rb") as f:
+        with store.open(store.location(path, archived)) as f:  # on HDFS, what a reader sees
             out.extend(WalReader(f, path, decoder=decoder).entries())
     return out
 

@@ -10,6 +10,8 @@ catch the whole family in one place and let programming errors through::
     │   └── InvalidWalNameError      a file name that is not an HBase WAL name
     ├── ConfigError                  invalid configuration or command-line input
     │   ├── SinkNotFoundError        a peer names a sink protocol no sink is registered for
+    │   ├── WalRootError             a WAL root whose file system cannot be opened (names the
+    │   │                            URL and what it needs: libhdfs for ``hdfs://``)
     │   └── FilterSyntaxError        a Thrift filter string that does not parse (minicluster)
     ├── ZooKeeperServerError         the local ZooKeeper server could not be started or stopped
     ├── HarnessError                 the real-HBase harness is not built, did not start, or
@@ -59,6 +61,11 @@ class SinkNotFoundError(ConfigError):
 
 class FilterSyntaxError(ConfigError):
     """A filter string that does not parse; the message names the position."""
+
+
+class WalRootError(ConfigError):
+    """A WAL root whose file system cannot be opened (an ``hdfs://`` root without libhdfs,
+    Java or the Hadoop client jars); the message names the URL and what it needs."""
 
 
 class ZooKeeperServerError(WalshipError):

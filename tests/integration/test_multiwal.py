@@ -21,23 +21,10 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
-from walship.zk.localserver import LocalZooKeeper
 
 pytestmark = pytest.mark.integration
 
 GRACE_KEY = "walship.wal.close-grace"
-
-
-@pytest.fixture(scope="module")
-def multiwal_hbase(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HBaseProcess]:
-    """Real HBase 2.6 with multiwal (two region groups per server) on two region servers."""
-    hb = HBaseProcess(
-        "M", tmp_path_factory.mktemp("hbase-multiwal") / "M", zk=zk_server.hosts, znode_parent="/hbase-real-m",
-        regionservers=2, conf={"hbase.wal.provider": "multiwal", "hbase.wal.regiongrouping.numgroups": "2"},
-    )  # fmt: skip
-    hb.start()
-    yield hb
-    hb.stop()
 
 
 @dataclass
@@ -103,7 +90,7 @@ def source(request: pytest.FixtureRequest) -> Iterator[Source]:
             lambda: admin.roll(server) and None, lambda: admin.abort_rs(server) and None,
         )  # fmt: skip
         return
-    hb: HBaseProcess = request.getfixturevalue("multiwal_hbase")
+    hb: HBaseProcess = request.getfixturevalue("real_multiwal")
     _, b_hb = request.getfixturevalue("real_hbase")
     t1, t2 = unique("mw"), unique("mw")
     for name in (t1, t2):

@@ -35,11 +35,16 @@ Handler = Callable[[argparse.Namespace], int]
 
 @contextlib.contextmanager
 def open_input(path: str) -> Iterator[BinaryIO]:
-    """Open a local path, or a URL through fsspec (``hdfs://``, ``file://``, ...)."""
-    if "://" in path:
-        import fsspec
+    """Open a local path, or a URL through fsspec (``hdfs://``, ``webhdfs://``, ``file://``,
+    ...), up to what a reader sees (on HDFS a WAL being written lists less).
 
-        with fsspec.open(path, "rb") as f:
+    :raises WalRootError: the URL's file system cannot be opened.
+    :raises FileNotFoundError: no such file.
+    """
+    if "://" in path:
+        folder, _, _ = path.rpartition("/")
+        store = WalStore(folder)
+        with store.open(store.location(store.fs._strip_protocol(path), archived=False)) as f:
             yield f
     else:
         with open(path, "rb") as f:

@@ -32,6 +32,7 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
         wal_roll_size=args.wal_roll_size,
         roll_order=args.roll_order,
         wal_groups=args.wal_groups,
+        wal_checksums=args.wal_checksums,
         thrift_transport=args.thrift_transport,
         thrift_protocol=args.thrift_protocol,
         thrift_ssl_cert=Path(args.thrift_ssl_cert) if args.thrift_ssl_cert else None,
@@ -103,6 +104,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="multiwal (hbase.wal.provider=multiwal): N WAL groups per region server, regions given "
         "regiongroup-<n> round robin as HBase's bounded grouping strategy does (default 0: one WAL per server)",
+    )
+    start.add_argument(
+        "--wal-checksums",
+        action="store_true",
+        help="write Hadoop's checksum file .<name>.crc beside each closed WAL, as a Hadoop local file system does",
     )
     start.add_argument(
         "--thrift-transport",

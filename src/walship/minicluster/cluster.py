@@ -75,6 +75,8 @@ class MiniCluster:
     :param wal_roll_size: roll a WAL once it holds this many bytes.
     :param wal_groups: 0: one WAL per server (HBase's default provider); N: multiwal with N
         region groups per server (``hbase.wal.provider=multiwal``).
+    :param wal_checksums: write Hadoop's checksum file ``.<name>.crc`` beside each closed WAL,
+        as a Hadoop local file system does.
     """
 
     def __init__(
@@ -90,6 +92,7 @@ class MiniCluster:
         roll_order: str = "default",
         roll_close_delay: float = 0.5,
         wal_groups: int = 0,
+        wal_checksums: bool = False,
     ) -> None:
         if regionservers < 1:
             raise BadRequestError(f"'regionservers' must be >= 1, got {regionservers}")
@@ -106,6 +109,7 @@ class MiniCluster:
         self.n_regionservers = regionservers
         self.wal_roll_size = wal_roll_size
         self.wal_groups = wal_groups
+        self.wal_checksums = wal_checksums
         self.host = host
         self.lock = threading.RLock()
         self._rolls = WalRoller(roll_order, roll_close_delay, self.old_wals_dir, self.lock)

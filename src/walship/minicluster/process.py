@@ -56,6 +56,7 @@ class MiniClusterProcess:
         thrift_ssl_key: str | Path | None = None,
         roll_order: str | None = None,
         wal_groups: int = 0,
+        wal_checksums: bool = False,
     ) -> None:
         """:param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free
             one, the default; ``None``: no Thrift2 server).
@@ -66,6 +67,7 @@ class MiniClusterProcess:
         :param thrift_ssl_cert: serve TLS on the Thrift port with this certificate (PEM).
         :param thrift_ssl_key: the certificate's private key (PEM).
         :param wal_groups: multiwal with this many WAL groups per region server (0: one WAL).
+        :param wal_checksums: Hadoop's ``.<name>.crc`` beside each closed WAL.
         """
         self.name = name
         self.data_dir = Path(data_dir)
@@ -75,6 +77,7 @@ class MiniClusterProcess:
         self.wal_roll_size = wal_roll_size
         self.roll_order = roll_order
         self.wal_groups = wal_groups
+        self.wal_checksums = wal_checksums
         self.thrift_port = thrift_port
         self.admin_port = admin_port
         self.thrift2_port = thrift2_port
@@ -132,6 +135,8 @@ class MiniClusterProcess:
             cmd += ["--roll-order", self.roll_order]
         if self.wal_groups:
             cmd += ["--wal-groups", str(self.wal_groups)]
+        if self.wal_checksums:
+            cmd += ["--wal-checksums"]
         if self.thrift_transport:
             cmd += ["--thrift-transport", self.thrift_transport]
         if self.thrift_protocol:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from kazoo.client import KazooClient
 
+from walship.minicluster.checksums import write_checksum_file
 from walship.servername import ServerName
 from walship.wal import Cell, WalKey, WalWriter, build_wal_name
 from walship.zk import ReplicationQueues, connect, register_server
@@ -169,8 +170,7 @@ class RegionServer:
         """Close every group's current WAL (a crash: ``trailer=False``); returns their paths."""
         return [p for g in self._groups.values() if (p := self._close(g, trailer=trailer)) is not None]
 
-    @staticmethod
-    def _close(group: GroupWal, *, trailer: bool) -> Path | None:
+    def _close(self, group: GroupWal, *, trailer: bool) -> Path | None:
         wal = group.current
         if wal is None:
             return None
@@ -179,6 +179,8 @@ class RegionServer:
             wal.writer.sync()
         wal.file.close()
         group.current = None
+        if self.cluster.wal_checksums:
+            write_checksum_file(wal.path)
         return wal.path
 
     # -- writes ----------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ def run_minicluster(
     thrift_ssl_key: Path | None = None,
     roll_order: str = "default",
     wal_groups: int = 0,
+    wal_checksums: bool = False,
 ) -> int:
     """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly.
 
@@ -62,6 +63,7 @@ def run_minicluster(
     :param thrift_ssl_key: the certificate's private key (PEM).
     :param roll_order: ``default``, or ``hbase`` to roll in HBase's order (see :mod:`walship.minicluster.cluster`).
     :param wal_groups: multiwal with this many region groups per server (0: one WAL per server).
+    :param wal_checksums: Hadoop's ``.<name>.crc`` beside each closed WAL.
     :raises ConfigError: bad Thrift options (checked before anything starts).
     """
     tls = server_tls_context(thrift_ssl_cert, thrift_ssl_key)
@@ -76,6 +78,7 @@ def run_minicluster(
         host=host,
         roll_order=roll_order,
         wal_groups=wal_groups,
+        wal_checksums=wal_checksums,
     )
     cluster.start()
     thrift = ThriftServer(

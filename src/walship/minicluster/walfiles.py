@@ -5,6 +5,10 @@ A WAL lives under ``WALs/<server name>/`` while its region server writes it, the
 left under ``WALs/`` (a crash, or a server aborted) is replayed into the store, then archived:
 what was acknowledged is never lost (:func:`replay_wals`).
 
+With checksum files on (``--wal-checksums``) every closed WAL gets Hadoop's checksum file
+``.<name>.crc`` beside it (:func:`~walship.minicluster.checksums.write_checksum_file`), as a Hadoop local file system writes
+one, and moves with it.
+
 A :class:`WalRoller` rolls in one of :data:`ROLL_ORDERS`. ``default``: the new WAL is added to
 every peer's queue and opened, the old one closed with its trailer at once and archived.
 ``hbase``, HBase's own order: the new WAL is enqueued and opened, the old one keeps taking
@@ -22,11 +26,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from walship.minicluster.checksums import archive_wal
 from walship.minicluster.regionserver import RegionServer
 from walship.minicluster.store import Store
 from walship.wal import WalReader, parse_wal_name
+from walship.wal.names import is_checksum_file
 
 __all__ = ["ROLL_ORDERS", "WalRoller", "archive_dir", "list_wals", "replay_wals"]
+
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +51,10 @@ def replay_wals(store: Store, wal_root: Path, old_wals_dir: Path, seq: dict[str,
     for server_dir in sorted(wal_root.iterdir()):
         if not server_dir.is_dir():
             continue
-        files = sorted((p for p in server_dir.iterdir() if p.is_file()), key=lambda p: parse_wal_name(p.name))
+        files = sorted(
+            (p for p in server_dir.iterdir() if p.is_file() and not is_checksum_file(p.name)),
+            key=lambda p: parse_wal_name(p.name),
+        )
         for path in files:
             with open(path, "rb") as f:
                 reader = WalReader(f, str(path))
@@ -62,7 +72,7 @@ def replay_wals(store: Store, wal_root: Path, old_wals_dir: Path, seq: dict[str,
                     )
         store.checkpoint()
         for path in files:
-            os.replace(path, old_wals_dir / path.name)
+            archive_wal(path, old_wals_dir)
         with contextlib.suppress(OSError):
             server_dir.rmdir()
     if replayed:
@@ -115,7 +125,7 @@ class WalRoller:
             if old:
                 store().checkpoint()
             for path in old:
-                os.replace(path, self.old_wals_dir / path.name)
+                archive_wal(path, self.old_wals_dir)
                 rolled.append(path.name)
         return rolled
 
@@ -127,7 +137,7 @@ class WalRoller:
             store().checkpoint()
             for path in self._closed:
                 if path.exists():
-                    os.replace(path, self.old_wals_dir / path.name)
+                    archive_wal(path, self.old_wals_dir)
                     archived.append(path.name)
             self._closed = []
         starting = [rs for rs in targets if not rs.rolling]

@@ -10,6 +10,10 @@ its TimeToLiveLogCleaner and ReplicationLogCleaner decides:
 
 Nothing under ``WALs/`` is ever touched, nothing outside the archive, and if ZooKeeper cannot
 be read, nothing is deleted at all.
+
+On a local file system Hadoop writes a checksum file ``.<name>.crc`` beside each WAL (as HBase
+on ``file://`` does): it is no WAL, and goes with its WAL (or, its WAL gone, once older than
+the TTL), as Hadoop's own delete takes both.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from kazoo.client import KazooClient
 
 from walship.errors import ConfigError
 from walship.replicate.walstore import WalStore
-from walship.wal.names import is_wal_name
+from walship.wal.names import checksum_file_of, is_checksum_file, is_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
 from walship.zk.client import KAZOO_ERRORS, translate
 
@@ -57,6 +61,8 @@ class CleanReport:
     kept_young: Tally = field(default_factory=Tally)
     not_wal: list[str] = field(default_factory=list)
     deleted_files: list[str] = field(default_factory=list)
+    #: Hadoop checksum files (``.<wal>.crc``) deleted with their WAL, or left by a WAL gone
+    checksum_files_deleted: int = 0
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -91,11 +97,16 @@ def clean(
     archive = posixpath.join(walstore.base, "oldWALs") + "/"
     disabled_bytes: dict[str, int] = {}
     expired: list[tuple[str, int]] = []
-    for path, mtime, size in walstore.list_archive():
+    listing = walstore.list_archive()
+    checksums = {posixpath.basename(p): (p, m) for p, m, _ in listing if is_checksum_file(posixpath.basename(p))}
+    archived = {posixpath.basename(p) for p, _, _ in listing}
+    for path, mtime, size in listing:
         name = posixpath.basename(path)
         if not path.startswith(archive):  # defensive: only ever the archive
             report.not_wal.append(path)
             continue
+        if name in checksums:
+            continue  # goes with its WAL, below
         if not is_wal_name(name):
             report.not_wal.append(path)
             continue
@@ -108,6 +119,12 @@ def clean(
             report.kept_young.add(size)
             continue
         expired.append((path, size))
+    # a WAL's checksum file goes with it; one whose WAL is gone, once older than the TTL
+    sums = [checksums[c][0] for p, _ in expired if (c := checksum_file_of(posixpath.basename(p))) in checksums]
+    for crc, (path, mtime) in checksums.items():
+        wal = crc[1 : -len(".crc")]
+        if path.startswith(archive) and wal not in archived and wal not in referenced and current - mtime > ttl:
+            sums.append(path)
     # decided from the snapshot and the listing alone; deleted together (on HDFS, several
     # deletes in flight at once); a file gone meanwhile was deleted by another cleaner
     done = [True] * len(expired) if dry_run else walstore.delete([path for path, _ in expired])
@@ -115,6 +132,8 @@ def clean(
         if deleted:
             report.deleted.add(size)
             report.deleted_files.append(posixpath.basename(path))
+    if sums:
+        report.checksum_files_deleted = len(sums) if dry_run else sum(walstore.delete(sums))
     for peer_id, held in sorted(disabled_bytes.items()):
         if held > disabled_peer_limit:
             msg = (

@@ -28,7 +28,7 @@ from walship.errors import ConfigError, InvalidWalNameError, ReplayGapError
 from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
-from walship.wal.names import WalName, parse_wal_name
+from walship.wal.names import WalName, is_checksum_file, parse_wal_name
 from walship.wal.reader import WalReader
 from walship.zk import ZnodeLayout
 
@@ -144,6 +144,8 @@ def replay(
     report = ReplayReport(peer_id, _iso(start_ms), _iso(end_ms))
     files: list[_WalFile] = []
     for path, archived in walstore.wal_files():
+        if is_checksum_file(posixpath.basename(path)):
+            continue  # Hadoop's .<wal>.crc beside each WAL on a local file system
         try:
             name = parse_wal_name(posixpath.basename(path))
         except InvalidWalNameError:
@@ -173,7 +175,8 @@ def replay(
                 continue
             report.wals_read.append(f.name.name)
             batch: list[FilteredEntry] = []
-            with walstore.fs.open(f.path, "rb") as fh:
+            # up to what a reader sees: on HDFS a WAL being written lists less
+            with walstore.open(walstore.location(f.path, f.archived)) as fh:
                 for entry in WalReader(fh, f.path).entries():
                     if not start_ms <= entry.key.write_time < end_ms:
                         continue

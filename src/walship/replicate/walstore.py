@@ -1,18 +1,32 @@
 """Where a source cluster's WALs live: ``<root>/WALs/<server>/`` while written,
-``<root>/oldWALs/`` once archived. The root is a local path or an fsspec URL (``hdfs://``)."""
+``<root>/oldWALs/`` once archived. The root is a local path or an fsspec URL: ``webhdfs://``
+(HDFS over HTTP, nothing to install), ``hdfs://`` (pyarrow's client: libhdfs, Java and the
+Hadoop client jars), or any other file system fsspec knows.
+
+On HDFS the NameNode's length of a file being written lags what the writer hflushed: HBase's
+current WAL lists 0 bytes until its first block is complete, though every acknowledged edit is
+readable. A reader (``DFSInputStream``) asks the DataNode for the last block's visible length,
+so :meth:`WalStore.locate` and :meth:`WalStore.open` give a WAL still under ``WALs/`` the size
+a reader sees, and :meth:`WalStore.listing` marks its listed size as not that yet
+(:attr:`WalLocation.visible`); :meth:`WalStore.visible_many` asks for many at once. Elsewhere
+the listed size is what a reader sees and nothing more is asked.
+"""
 
 from __future__ import annotations
 
+import io
 import logging
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, BinaryIO, cast
+from urllib.parse import quote
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from walship.errors import WalMissingError
+from walship.errors import WalMissingError, WalRootError
 from walship.wal.names import parse_wal_name
 
 __all__ = ["ReadStats", "WalLocation", "WalStore"]
@@ -22,6 +36,17 @@ log = logging.getLogger(__name__)
 #: Deletes in flight at once on a remote file system (HDFS has no bulk delete: each is a call
 #: to the NameNode, so thousands of them one after another add up to many seconds).
 DELETE_WORKERS = 16
+#: Visible lengths asked for at once on HDFS (each is a NameNode and a DataNode round trip).
+PROBE_WORKERS = 16
+#: The first step past the listed length when pyarrow's client searches for the visible end.
+_PROBE_STEP = 64 * 1024
+
+#: What an ``hdfs://`` root needs, for the one-line error when it cannot be opened.
+HDFS_NEEDS = (
+    "pyarrow's HDFS client needs libhdfs.so (ARROW_LIBHDFS_DIR, or HADOOP_HOME/lib/native), "
+    "Java (JAVA_HOME) and the Hadoop client jars in CLASSPATH (`hadoop classpath --glob`); "
+    "webhdfs://<namenode>:<http port>/<same path> reads the same WALs with none of these"
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +55,9 @@ class WalLocation:
     archived: bool
     size: int
     mtime: float = 0.0  # seconds; when the file last grew
+    #: ``size`` is what a reader sees; ``False`` for a listed size on HDFS of a WAL under
+    #: ``WALs/``, which lags while the WAL is being written (:meth:`WalStore.visible`)
+    visible: bool = True
 
 
 @dataclass
@@ -41,6 +69,44 @@ class ReadStats:
 
     def to_json(self) -> dict[str, int]:
         return asdict(self)
+
+
+class _Sized:
+    """A file whose end is ``size``, not the length its file system reports (pyarrow's HDFS
+    files: the NameNode's length); reads go on past that length, as far as ``size``."""
+
+    def __init__(self, f: Any, size: int) -> None:
+        self._f = f
+        self._size = size
+
+    def read(self, size: int = -1) -> bytes:
+        left = max(0, self._size - self._f.tell())
+        data: bytes = self._f.read(left if size < 0 else min(size, left))
+        return data
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_END:
+            offset, whence = self._size + offset, io.SEEK_SET
+        elif whence == io.SEEK_CUR:
+            offset, whence = self._f.tell() + offset, io.SEEK_SET
+        pos: int = self._f.seek(offset, whence)
+        return pos
+
+    def tell(self) -> int:
+        pos: int = self._f.tell()
+        return pos
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> _Sized:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._f.close()
 
 
 class _Counted:
@@ -85,9 +151,18 @@ class WalStore:
 
     def __init__(self, root: str) -> None:
         self.root = root
-        fs, base = fsspec.core.url_to_fs(root)
+        try:
+            fs, base = fsspec.core.url_to_fs(root)
+        except (OSError, ImportError) as exc:
+            # pyarrow's HDFS client: no libhdfs, no CLASSPATH, no JVM
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            needs = f"; {HDFS_NEEDS}" if root.startswith(("hdfs:", "viewfs:")) else ""
+            raise WalRootError(f"cannot open {root}: {reason}{needs}") from exc
         self.fs: Any = fs
         self.base = base.rstrip("/")
+        self._hdfs = _hdfs_client(fs)
+        #: the file system is HDFS: the listed size of a WAL being written lags what a reader sees
+        self.lagging = self._hdfs is not None
 
     def candidates(self, wal: str, server: str | None = None) -> list[tuple[str, bool]]:
         """The paths HBase would look at, in its order: the server's WAL dir (and its
@@ -103,8 +178,15 @@ class WalStore:
             out.append((f"{self.base}/oldWALs/{owner}/{wal}", True))
         return out
 
+    def _listed(self, path: str, archived: bool, info: dict[str, Any]) -> WalLocation:
+        """A file as a listing (or ``info``) shows it."""
+        return WalLocation(path, archived, int(info.get("size") or 0), _mtime(info), archived or not self.lagging)
+
     def locate(self, wal: str, server: str | None = None) -> WalLocation:
-        """:raises WalMissingError: in none of the places, which the message lists."""
+        """Where ``wal`` is, with the size a reader sees.
+
+        :raises WalMissingError: in none of the places, which the message lists.
+        """
         tried = []
         for path, archived in self.candidates(wal, server):
             try:
@@ -112,12 +194,133 @@ class WalStore:
             except FileNotFoundError:
                 tried.append(path)
                 continue
-            return WalLocation(path, archived, int(info.get("size") or 0), _mtime(info))
+            loc = self._listed(path, archived, info)
+            try:
+                return self.visible(loc)
+            except FileNotFoundError:
+                tried.append(path)  # archived meanwhile: oldWALs/ comes later in the list
         raise WalMissingError(f"WAL {wal} not found; looked in: {', '.join(tried)}")
 
+    def location(self, path: str, archived: bool) -> WalLocation:
+        """The file at ``path`` (from :meth:`wal_files`), with the size a reader sees.
+
+        :raises FileNotFoundError: it is gone.
+        """
+        return self.visible(self._listed(path, archived, self.fs.info(path)))
+
+    def visible(self, loc: WalLocation) -> WalLocation:
+        """``loc`` with the size a reader sees now: ``loc`` itself unless it is a listed size
+        on HDFS. There a WAL being written lists the NameNode's length, which lags what HBase
+        hflushed, and its NameNode time stays that of its creation: when the reader sees
+        more, the WAL is being written, so it counts as growing now (``mtime``).
+
+        :raises FileNotFoundError: the file is gone (archived or deleted since it was listed).
+        """
+        if loc.visible:
+            return loc
+        if self._hdfs == "webhdfs":
+            size = self._webhdfs_visible(loc.path, loc.size)
+        else:
+            size = self._arrow_visible(loc.path, loc.size)
+        if size != loc.size:
+            log.debug("%s: %d bytes visible, %d listed (being written)", loc.path, size, loc.size)
+        return replace(loc, size=size, mtime=time.time() if size > loc.size else loc.mtime, visible=True)
+
+    def visible_many(self, locations: Sequence[WalLocation]) -> list[WalLocation | None]:
+        """:meth:`visible` of each (``None``: gone since it was listed), asked for at once on HDFS."""
+
+        def one(loc: WalLocation) -> WalLocation | None:
+            try:
+                return self.visible(loc)
+            except FileNotFoundError:
+                return None
+
+        todo = sum(1 for loc in locations if not loc.visible)
+        if todo < 2:
+            return [one(loc) for loc in locations]
+        with ThreadPoolExecutor(max_workers=min(PROBE_WORKERS, todo), thread_name_prefix="walship-size") as pool:
+            return list(pool.map(one, locations))
+
+    def _webhdfs_visible(self, path: str, listed: int) -> int:
+        """An OPEN from the listed length's last byte: the DataNode serves up to the visible
+        length and says how much that is (Content-Length), so the bytes are not read. (From
+        the last byte, not the end: the NameNode refuses an OPEN at a closed file's length.)"""
+        fs = self.fs
+        offset = max(0, listed - 1)
+        url = fs._apply_proxy(fs.url + quote(fs._strip_protocol(path), safe="/="))
+        params = {**fs.pars, "op": "OPEN", "offset": str(offset)}
+        resp = fs.session.get(url, params=params, allow_redirects=False, stream=True)
+        try:
+            if resp.status_code in (301, 302, 303, 307, 308) and "Location" in resp.headers:
+                location = resp.headers["Location"]
+                resp.close()
+                resp = fs.session.get(fs._apply_proxy(location), stream=True)
+            if resp.status_code == 404:
+                raise FileNotFoundError(path)
+            resp.raise_for_status()
+            length = resp.headers.get("Content-Length")
+            if length is not None:
+                return offset + int(length)
+            return offset + sum(len(chunk) for chunk in resp.iter_content(1 << 20))  # chunked
+        finally:
+            resp.close()
+
+    def _arrow_visible(self, path: str, listed: int) -> int:
+        """The first offset a positioned read gets nothing at. DFSInputStream's pread returns
+        nothing at or past the visible length (its seek would throw, and libhdfs prints every
+        exception), so: steps doubling from the listed length, then bisection."""
+        f = self.fs.fs.open_input_file(self.fs._strip_protocol(path))
+        try:
+
+            def readable(offset: int) -> bool:
+                return len(f.read_at(1, offset)) == 1
+
+            if not readable(listed):
+                return listed
+            lo, step = listed + 1, _PROBE_STEP  # the visible length is >= lo
+            while readable(lo + step - 1):
+                lo += step
+                step *= 2
+            hi = lo + step - 1  # ... and <= hi
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if readable(mid):
+                    lo = mid + 1
+                else:
+                    hi = mid
+            return lo
+        finally:
+            f.close()
+
     def open(self, location: WalLocation, stats: ReadStats | None = None) -> BinaryIO:
-        """The WAL file, open for reading; with ``stats``, its opening and reads are counted there."""
-        f: BinaryIO = self.fs.open(location.path, "rb")
+        """The WAL file, open for reading up to the size a reader sees (``location.size``
+        once :meth:`visible`); with ``stats``, its opening and reads are counted there.
+
+        :raises FileNotFoundError: the file is gone.
+        """
+        f: BinaryIO
+        if not self.lagging or location.archived:
+            f = self.fs.open(location.path, "rb")
+        else:
+            loc = self.visible(location)
+            if self._hdfs == "webhdfs":
+                from fsspec.implementations.webhdfs import WebHDFile
+
+                # the file's own length (the NameNode's) would stop every read there
+                f = cast(
+                    BinaryIO,
+                    WebHDFile(
+                        self.fs,
+                        self.fs._strip_protocol(loc.path),
+                        mode="rb",
+                        block_size=self.fs.blocksize,
+                        tempdir=self.fs.tempdir,
+                        autocommit=True,
+                        size=loc.size,
+                    ),
+                )
+            else:
+                f = cast(BinaryIO, _Sized(self.fs.fs.open_input_file(self.fs._strip_protocol(loc.path)), loc.size))
         return f if stats is None else cast(BinaryIO, _Counted(f, stats))
 
     def list_archive(self) -> list[tuple[str, float, int]]:
@@ -161,16 +364,15 @@ class WalStore:
         """Every file under ``WALs/*/`` and ``oldWALs/`` by file name, from one listing of
         each folder (no per-file lookups); a name in both places is taken from ``WALs/``, as
         :meth:`locate` would. ``WALs/`` is listed first, so a WAL archived meanwhile shows up
-        in ``oldWALs/``."""
+        in ``oldWALs/``. On HDFS the sizes under ``WALs/`` are the NameNode's (not
+        :attr:`WalLocation.visible`): :meth:`visible_many` gives what a reader sees."""
         live: dict[str, WalLocation] = {}
         try:
             for d in self.fs.ls(f"{self.base}/WALs", detail=True):
                 if d.get("type") == "directory":
                     for f in self.fs.ls(d["name"], detail=True):
                         if f.get("type") != "directory":
-                            live[_basename(f["name"])] = WalLocation(
-                                f["name"], False, int(f.get("size") or 0), _mtime(f)
-                            )
+                            live[_basename(f["name"])] = self._listed(f["name"], False, f)
         except FileNotFoundError:
             pass
         out = {_basename(path): WalLocation(path, True, size, mtime) for path, mtime, size in self.list_archive()}
@@ -190,6 +392,21 @@ class WalStore:
             pass
         out.extend((p, True) for p, _, _ in self.list_archive())
         return out
+
+
+def _hdfs_client(fs: Any) -> str | None:
+    """``webhdfs`` (fsspec's WebHDFS), ``arrow`` (pyarrow's HDFS client) or ``None`` (not HDFS);
+    the modules are imported only when the file system is theirs."""
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    if {"webhdfs", "swebhdfs"} & set(protocols):
+        from fsspec.implementations.webhdfs import WebHDFS
+
+        return "webhdfs" if isinstance(fs, WebHDFS) else None
+    if {"hdfs", "viewfs"} & set(protocols):
+        from fsspec.implementations.arrow import ArrowFSWrapper
+
+        return "arrow" if isinstance(fs, ArrowFSWrapper) else None
+    return None
 
 
 def _mtime(info: dict[str, Any]) -> float:

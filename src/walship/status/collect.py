@@ -4,7 +4,8 @@ One pipelined snapshot of the queues (:meth:`ReplicationQueues.list_queues`), of
 progress records and of the queue locks; one listing of ``WALs/`` and ``oldWALs/`` for the
 sizes; and per queue with unshipped bytes, the first unshipped entry decoded for its write
 time (the lag). Nothing else is read, so status for hundreds of queues takes well under a
-second.
+second. On HDFS, where the listed size of a WAL being written is the NameNode's and lags what
+HBase hflushed, the size a reader sees is asked for each queued WAL under ``WALs/``, all at once.
 
 Example::
 
@@ -19,7 +20,7 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -97,20 +98,38 @@ def _probe(endpoints: Iterable[tuple[str, int]], timeout: float) -> dict[tuple[s
 
 
 class QueueFiles:
-    """Sizes from one listing, and the first unshipped entry of a queue."""
+    """Sizes from one listing, as a reader sees them, and the first unshipped entry of a queue.
 
-    def __init__(self, client: KazooClient, layout: ZnodeLayout, walstore: WalStore) -> None:
+    :param queues: the queues whose WALs will be located: on HDFS, the size a reader sees of
+        each of their WALs under ``WALs/`` is asked for at once, here.
+    """
+
+    def __init__(
+        self, client: KazooClient, layout: ZnodeLayout, walstore: WalStore, queues: Sequence[QueueInfo] = ()
+    ) -> None:
         self.client = client
         self.layout = layout
         self.walstore = walstore
         self.listing = walstore.listing()
+        names = list(dict.fromkeys(wp.name for q in queues for wp in q.wals if wp.name in self.listing))
+        for name, loc in zip(names, walstore.visible_many([self.listing[n] for n in names]), strict=True):
+            if loc is None:
+                del self.listing[name]  # gone since the listing: locate() looks again
+            else:
+                self.listing[name] = loc
 
     def locate(self, q: QueueInfo, wal: str) -> WalLocation | None:
-        """Where ``wal`` is; ``None`` when it left the queue since the snapshot.
+        """Where ``wal`` is, with the size a reader sees; ``None`` when it left the queue since
+        the snapshot.
 
         :raises WalMissingError: it is still queued but in neither ``WALs/`` nor ``oldWALs/``.
         """
         loc = self.listing.get(wal)
+        if loc is not None and not loc.visible:
+            try:
+                loc = self.listing[wal] = self.walstore.visible(loc)
+            except FileNotFoundError:
+                loc = None  # archived or deleted since the listing
         if loc is not None:
             return loc
         try:
@@ -244,7 +263,7 @@ def collect_status(
     live = set(live_servers(client, layout))
     holders = _holders(client, layout, queues)
     records = _progress(client, layout, queues)
-    reader = QueueFiles(client, layout, walstore)
+    reader = QueueFiles(client, layout, walstore, queues)
     endpoints: dict[str, list[tuple[str, int]]] = {}
     counts: dict[str, PeerCount] = {}
     for peer in peers:

@@ -146,7 +146,7 @@ class DrainResult:
 
 def _complete_end(walstore: WalStore, loc: WalLocation, position: int) -> int:
     """The end of the last complete entry of the WAL at ``loc`` (``position`` when none lies
-    past it)."""
+    past it), read up to ``loc.size``: the size a reader sees (:meth:`WalStore.visible`)."""
     if loc.size <= position:
         return position
     with walstore.open(loc) as f:
@@ -171,8 +171,11 @@ def take_cut(client: KazooClient, layout: ZnodeLayout, walstore: WalStore, peer_
     ReplicationPeers(client, layout).get(peer_id)
     taken_at = int(time.time() * 1000)
     points = []
-    files = QueueFiles(client, layout, walstore)
-    for q in ReplicationQueues(client, layout).list_queues(peer_id):
+    queues = ReplicationQueues(client, layout).list_queues(peer_id)
+    # on HDFS the sizes a reader sees (the NameNode's length of a WAL being written lags
+    # what HBase hflushed, and acknowledged): asked for after the snapshot of the queues
+    files = QueueFiles(client, layout, walstore, queues)
+    for q in queues:
         for wp in q.wals:
             loc = files.locate(q, wp.name)
             if loc is None:

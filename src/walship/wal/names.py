@@ -9,6 +9,9 @@
 
 The part before the timestamp is the WAL group; replication keeps one reader per group and
 orders a group's files by timestamp.
+
+On a local file system (a ``file://`` root or ``hbase.wal.dir``) Hadoop's ChecksumFileSystem
+writes a checksum file ``.<name>.crc`` beside every file: never a WAL, deleted with its WAL.
 """
 
 from __future__ import annotations
@@ -20,7 +23,16 @@ from urllib.parse import quote, unquote
 from walship.errors import ConfigError, InvalidWalNameError
 from walship.servername import ServerName
 
-__all__ = ["META_SUFFIX", "WalName", "build_wal_name", "is_wal_name", "parse_wal_name", "wal_group"]
+__all__ = [
+    "META_SUFFIX",
+    "WalName",
+    "build_wal_name",
+    "checksum_file_of",
+    "is_checksum_file",
+    "is_wal_name",
+    "parse_wal_name",
+    "wal_group",
+]
 
 META_SUFFIX = ".meta"
 # AbstractFSWALProvider's validation pattern: group(1) is the WAL group (prefix).
@@ -47,14 +59,27 @@ class WalName:
         return self.name
 
 
+def is_checksum_file(name: str) -> bool:
+    """True for a Hadoop checksum file name, ``.<file>.crc``."""
+    return len(name) > 5 and name.startswith(".") and name.endswith(".crc")
+
+
+def checksum_file_of(name: str) -> str:
+    """The name of the checksum file Hadoop's local file system keeps beside ``name``."""
+    return f".{name}.crc"
+
+
 def parse_wal_name(name: str) -> WalName:
     """Parse a WAL file name (the last path component).
 
-    :raises InvalidWalNameError: the name is unsafe (a path, ``..``, control characters) or
-        does not end in ``.<timestamp>[.<suffix>]``, like recovered-edits files.
+    :raises InvalidWalNameError: the name is unsafe (a path, ``..``, control characters), a
+        Hadoop checksum file (``.<name>.crc``), or does not end in
+        ``.<timestamp>[.<suffix>]``, like recovered-edits files.
     """
     if not name or "/" in name or "\\" in name or name in (".", "..") or any(ord(ch) < 0x20 for ch in name):
         raise InvalidWalNameError(name, "unsafe file name")
+    if is_checksum_file(name):
+        raise InvalidWalNameError(name, "a Hadoop checksum file (.<name>.crc), not a WAL")
     m = _WAL_RE.match(name)
     if not m:
         raise InvalidWalNameError(name, "expected <prefix>.<timestamp>[.<suffix>]")
