@@ -18,10 +18,12 @@ from walship.cli import main
 from walship.errors import WalMissingError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.protos import WAL_pb2
 from walship.replicate import Shipper, WalStore
 from walship.servername import ServerName
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, register_sink
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
+from walship.wal.format import DEFAULT_CODEC, MAGIC, encode_varint
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
 
 pytestmark = pytest.mark.integration
@@ -376,3 +378,29 @@ def test_the_wal_root_may_be_any_fsspec_url(
     assert set(rows(peer_b)) == {b"row1", b"row2"} and s.queues[0].wals_removed == [wal]
     local.write_bytes(b"")
     assert WalStore(f"file://{tmp_path / 'src'}").locate(wal).path == str(local)  # file:// URLs too
+
+
+def test_a_wal_walship_cannot_read_stops_its_queue_naming_file_and_setting_and_others_go_on(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
+    path, wal = setup_source(zk, zk_hosts, peer_b, tmp_path)
+    head = WAL_pb2.WALHeader(
+        has_compression=False, has_tag_compression=False, writer_cls_name="ProtobufLogWriter",
+        cell_codec_cls_name=DEFAULT_CODEC, encryption_key=b"wrapped key",
+    ).SerializeToString()  # fmt: skip
+    path.write_bytes(MAGIC + encode_varint(len(head)) + head + b"\x00" * 64)  # an encrypted WAL
+    other = ServerName("rs2.example.com", 16020, 1)
+    register_server(zk, SRC, str(other))
+    wal2 = build_wal_name(other, 1_700_000_000_000)
+    ReplicationQueues(zk, SRC).add_wal(str(other), wal2)
+    d = tmp_path / "src" / "WALs" / str(other)
+    d.mkdir(parents=True)
+    with open(d / wal2, "wb") as f, WalWriter(f) as w:
+        w.append(*put(7))
+    s = shipper(zk, tmp_path).ship_peer("1")
+    by_server = {q.server: q for q in s.queues}
+    bad, good = by_server[str(SERVER)], by_server[str(other)]
+    assert bad.status == "error" and bad.error is not None
+    assert wal in bad.error and "encrypted" in bad.error and "hbase.regionserver.wal.encryption" in bad.error
+    assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == 0  # nothing skipped
+    assert good.status == "shipped" and set(rows(peer_b)) == {b"row7"}

@@ -117,9 +117,10 @@ def test_dump_corruption_exits_one_with_file_and_offset(tmp_path: Path, capsys: 
 
 def test_dump_refused_header_exits_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "w.1"
-    path.write_bytes(header(has_compression=True))
+    path.write_bytes(header(has_compression=True, has_value_compression=True, value_compression_algorithm=5))
     assert main(["wal", "dump", str(path)]) == 1
-    assert "compressed WAL" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert str(path) in err and "value compression 'bzip2' (hbase.regionserver.wal.value.compression.type)" in err
 
 
 def test_dump_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -336,8 +336,14 @@ def test_start_off_an_entry_boundary_is_an_error_not_a_skip() -> None:
 @pytest.mark.parametrize(
     ("head", "match"),
     [
-        (header(has_compression=True), "compressed WAL"),
-        (header(has_value_compression=True), "value-compressed"),
+        (
+            header(has_compression=True, has_value_compression=True, value_compression_algorithm=0),
+            "value compression 'lzo' \\(hbase.regionserver.wal.value.compression.type\\) is not supported",
+        ),
+        (
+            header(has_compression=True, has_value_compression=True, value_compression_algorithm=9),
+            "unknown value compression algorithm 9",
+        ),
         (header(encryption_key=b"k"), "encrypted"),
         (header(writer="SecureProtobufLogWriter"), "encrypted"),
         (header(writer="FancyLogWriter"), "unknown writer class 'FancyLogWriter'"),

@@ -52,10 +52,22 @@ def cmd_wal_dump(args: argparse.Namespace) -> int:
     else:
         state = "closed (trailer present)" if reader.has_trailer else "no trailer"
         print(
-            f"walship: {args.path}: {count} entries; read to the end at byte offset {reader.stop_offset}, {state}",
+            f"walship: {args.path}: {count} entries; read to the end at byte offset {reader.stop_offset}, {state}"
+            + _compression_note(reader),
             file=sys.stderr,
         )
     return 0
+
+
+def _compression_note(reader: WalReader) -> str:
+    """``, compressed (tag compression, gz values)`` for a compressed WAL, else nothing."""
+    st = reader.compressed
+    if st is None:
+        return ""
+    parts = ["tag compression"] if st.tag_compression else []
+    if st.codec is not None:
+        parts.append(f"{st.codec.name} values")
+    return ", compressed" + (f" ({', '.join(parts)})" if parts else "")
 
 
 def sample_entries(

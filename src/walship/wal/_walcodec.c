@@ -21,6 +21,9 @@
  * sharing is invisible to consumers). Scopes, cluster ids and attributes are turned into
  * Python objects by the reader's own cached helpers (_scopes, _uuid, _attribute).
  *
+ * Compressed WALs are decoded by parse_compressed (_walcodec_compressed.h) with the dictionaries
+ * of a Context (_walcodec_context.h), both included below.
+ *
  * Plain CPython C API, no dependency; built as an optional ext-module declared in
  * pyproject.toml by every install of walship (the editable one of `make setup`, which also
  * installs gcc and python3-dev, or a wheel): without it the reader decodes in pure Python.
@@ -628,11 +631,18 @@ static PyObject *walcodec_configure(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+#include "_walcodec_context.h"
+#include "_walcodec_compressed.h"
+
 static PyMethodDef walcodec_methods[] = {
     {"parse", walcodec_parse, METH_VARARGS,
      "parse(buf, p, buf_off, limit) -> (entries, stop, deferred)\n\n"
      "Decode up to `limit` whole, valid entries of `buf` from index `p`. `deferred` is true\n"
      "when it stopped before an entry it leaves to the Python parser."},
+    {"parse_compressed", walcodec_parse_compressed, METH_VARARGS,
+     "parse_compressed(context, buf, p, buf_off, limit) -> (entries, stop, status)\n\n"
+     "Decode up to `limit` whole, valid entries of a compressed WAL; status 0: done, 1: the\n"
+     "entry at `stop` is left to the Python parser, 2: buf ends inside it."},
     {"configure", walcodec_configure, METH_VARARGS,
      "configure(Cell, Tag, WalKey, WalEntry, uuid, scopes, attribute, EMPTY_SCOPES, DecodeError)"},
     {NULL, NULL, 0, NULL},
@@ -643,4 +653,13 @@ static struct PyModuleDef walcodec_module = {
     walcodec_methods,
 };
 
-PyMODINIT_FUNC PyInit__walcodec(void) { return PyModule_Create(&walcodec_module); }
+PyMODINIT_FUNC PyInit__walcodec(void) {
+    if (PyType_Ready(&Context_Type) < 0) return NULL;
+    PyObject *m = PyModule_Create(&walcodec_module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Context", (PyObject *)&Context_Type) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

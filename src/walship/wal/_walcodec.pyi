@@ -17,3 +17,21 @@ def configure(
     /,
 ) -> None: ...
 def parse(buf: bytes, p: int, buf_off: int, limit: int, /) -> tuple[list[WalEntry], int, bool]: ...
+
+class Context:
+    """The dictionaries of one compressed WAL (see walship.wal.compressed)."""
+
+    def __init__(
+        self,
+        capacities: tuple[int, ...],
+        tag_compression: bool,
+        decompress: Callable[[bytes, int], bytes] | None,
+        scopes: Callable[[tuple[tuple[bytes, int], ...]], Mapping[bytes, int]],
+        /,
+    ) -> None: ...
+    def export(self) -> tuple[tuple[list[bytes], list[int]] | None, ...]: ...
+    def load(self, state: tuple[tuple[list[bytes], list[int]] | None, ...], /) -> None: ...
+
+def parse_compressed(
+    context: Context, buf: bytes, p: int, buf_off: int, limit: int, /
+) -> tuple[list[WalEntry], int, int]: ...

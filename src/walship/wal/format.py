@@ -8,9 +8,11 @@ its size as a big-endian int32 and ``LAWP``.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from walship.errors import UnsupportedWalError
 from walship.protos import WAL_pb2
+from walship.wal.valuecodecs import ALGORITHMS, SETTING, SUPPORTED, ValueCodec, value_codec
 
 __all__ = [
     "ACCEPTED_CODECS",
@@ -18,8 +20,10 @@ __all__ = [
     "DEFAULT_CODEC",
     "MAGIC",
     "TRAILER_MAGIC",
+    "HeaderCompression",
     "check_header",
     "encode_varint",
+    "header_compression",
 ]
 
 MAGIC = b"PWAL"
@@ -46,17 +50,11 @@ INT32 = struct.Struct(">i")
 def check_header(header: WAL_pb2.WALHeader, path: str) -> None:
     """Refuse a header walship cannot read, saying which feature is the reason.
 
-    :raises UnsupportedWalError: for compression, value compression, encryption, a writer
-        class other than ProtobufLogWriter / AsyncProtobufLogWriter, or an unknown codec.
+    Compression is checked by :func:`header_compression`.
+
+    :raises UnsupportedWalError: for encryption, a writer class other than
+        ProtobufLogWriter / AsyncProtobufLogWriter, or an unknown codec.
     """
-    if header.has_compression:
-        raise UnsupportedWalError(
-            path, None, "compressed WAL (hbase.regionserver.wal.enablecompression) is not supported"
-        )
-    if header.has_value_compression:
-        raise UnsupportedWalError(
-            path, None, "value-compressed WAL (hbase.regionserver.wal.value.compression) is not supported"
-        )
     if header.HasField("encryption_key") or header.writer_cls_name in _SECURE_WRITERS:
         raise UnsupportedWalError(path, None, "encrypted WAL (hbase.regionserver.wal.encryption) is not supported")
     if not header.HasField("writer_cls_name") or header.writer_cls_name not in ACCEPTED_WRITERS:
@@ -71,6 +69,49 @@ def check_header(header: WAL_pb2.WALHeader, path: str) -> None:
         raise UnsupportedWalError(
             path, None, f"unknown cell codec {codec!r}; expected one of {sorted(ACCEPTED_CODECS)}"
         )
+
+
+class HeaderCompression(NamedTuple):
+    """What a header says of compression (``AbstractProtobufWALReader.initCompression``)."""
+
+    tag_compression: bool
+    value_codec: ValueCodec | None
+
+
+def header_compression(header: WAL_pb2.WALHeader, path: str) -> HeaderCompression | None:
+    """The compression of a WAL, or ``None`` when it has none.
+
+    As HBase's reader: tag and value compression count only with ``has_compression``, and
+    ``has_value_compression`` without ``value_compression_algorithm`` leaves values plain.
+
+    :raises UnsupportedWalError: a value compression type walship cannot decode, named with
+        the file and the setting.
+    """
+    if not header.has_compression:
+        return None
+    codec = None
+    if header.has_value_compression and header.HasField("value_compression_algorithm"):
+        ordinal = header.value_compression_algorithm
+        if ordinal >= len(ALGORITHMS):
+            raise UnsupportedWalError(
+                path,
+                None,
+                f"unknown value compression algorithm {ordinal} ({SETTING}); HBase 2.6 has 0..{len(ALGORITHMS) - 1}",
+            )
+        name = ALGORITHMS[ordinal]
+        if name not in SUPPORTED:
+            raise UnsupportedWalError(
+                path,
+                None,
+                f"value compression {name!r} ({SETTING}) is not supported; walship reads {', '.join(SUPPORTED)}",
+            )
+        try:
+            codec = value_codec(name)
+        except ImportError as exc:
+            raise UnsupportedWalError(
+                path, None, f"value compression {name!r} ({SETTING}) needs the Python package {exc.name!r}"
+            ) from exc
+    return HeaderCompression(header.has_tag_compression, codec)
 
 
 def encode_varint(value: int) -> bytes:

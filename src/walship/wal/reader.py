@@ -1,4 +1,4 @@
-"""Read HBase WAL files (ProtobufLogWriter / AsyncProtobufLogWriter, uncompressed).
+"""Read HBase WAL files (ProtobufLogWriter / AsyncProtobufLogWriter, plain or compressed).
 
 The reader works on any seekable binary file object (a local file, an fsspec or pyarrow
 file on HDFS) and decodes entries from any entry boundary, so a replication position can
@@ -21,6 +21,13 @@ plainly valid entries and leaves every other one (cut short, corrupt, a rare key
 Python parser, so both give the same entries and the same errors; ``WalReader(...,
 decoder="python")`` picks the pure-Python one.
 
+A compressed WAL (``hbase.regionserver.wal.enablecompression``, :mod:`walship.wal.compressed`)
+can only be decoded with the dictionaries its earlier entries built: the reader rebuilds them
+from the first entry when asked to start anywhere else, as HBase's reader does, and keeps them
+between calls, so that a reader that goes on from where it stopped (``entries(start=
+reader.stop_offset)``, after new bytes were appended, or after :meth:`WalReader.reopen`) decodes
+only the new entries.
+
 Example::
 
     with open(path, "rb") as f:
@@ -32,6 +39,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from collections.abc import Iterator
@@ -42,6 +50,7 @@ from google.protobuf.message import DecodeError
 from walship.errors import CorruptWalError, WalError
 from walship.protos import WAL_pb2
 from walship.wal import entries as _entries
+from walship.wal.compressed import CompressedState, c_parse_compressed, parse_compressed_c, parse_compressed_py
 from walship.wal.entries import (
     BATCH,
     DECODERS,
@@ -51,7 +60,7 @@ from walship.wal.entries import (
     parse_entries_py,
     varint,
 )
-from walship.wal.format import INT32, MAGIC, TRAILER_MAGIC, TRAILER_TAIL_SIZE, check_header
+from walship.wal.format import INT32, MAGIC, TRAILER_MAGIC, TRAILER_TAIL_SIZE, check_header, header_compression
 from walship.wal.model import WalEntry
 
 __all__ = ["DECODERS", "DEFAULT_CHUNK_SIZE", "WalReader", "default_decoder", "read_wal"]
@@ -70,8 +79,8 @@ class WalReader:
     :param decoder: one of :data:`DECODERS`; default: :func:`default_decoder`, the compiled
         one when it is built. Both decode the same bytes into the same entries and errors.
     :raises CorruptWalError: the file does not start with ``PWAL`` or its header is corrupt.
-    :raises UnsupportedWalError: the header names compression, encryption, or an unknown
-        writer or codec.
+    :raises UnsupportedWalError: the header names encryption, a value compression type
+        walship cannot decode, or an unknown writer or codec.
     :raises ValueError: an unknown ``decoder``, or ``"c"`` when it is not built.
     """
 
@@ -113,6 +122,12 @@ class WalReader:
         self.has_trailer = False
         #: Where the entries end: the trailer's first byte, or the file size.
         self.edits_end = 0
+        #: The dictionaries of a compressed WAL, else ``None``.
+        self.compressed: CompressedState | None = None
+        #: For a compressed WAL, the offset its dictionaries have been rebuilt up to.
+        self.context_offset = 0
+        # entries decoded past the last one handed out (a consumer may stop mid-batch)
+        self._pending: list[WalEntry] = []
         self._read_header()
 
     # -- header and trailer -------------------------------------------------------------
@@ -148,8 +163,23 @@ class WalReader:
             if isinstance(value, bytes):  # protobuf hands a proto2 string that is not UTF-8 back as bytes
                 raise CorruptWalError(self.path, len(MAGIC), f"WALHeader does not parse: {name} {value!r} is not UTF-8")
         check_header(header, self.path)
+        compression = header_compression(header, self.path)
+        if compression is not None:
+            if self.decoder == "c" and c_parse_compressed is None:
+                raise ValueError(f"'decoder' 'c' is not available: {_entries.C_UNAVAILABLE or 'an old build'}")
+            self.compressed = CompressedState(compression.tag_compression, compression.value_codec, self.decoder)
+            parse = parse_compressed_c if self.decoder == "c" else parse_compressed_py
+            self._parse = functools.partial(parse, self.compressed)
+            self.context_offset = end
         self.header = header
         self.header_end = end
+
+    def reopen(self, fileobj: BinaryIO) -> None:
+        """Go on reading the same WAL through another file object (reopened after it grew,
+        say), keeping the header, the position and a compressed WAL's dictionaries."""
+        if not fileobj.seekable():
+            raise WalError(self.path, None, "the WAL must be opened as a seekable file")
+        self._f = fileobj
 
     def refresh(self) -> None:
         """Look at the file again: its header if it had none yet, its size and trailer
@@ -196,7 +226,12 @@ class WalReader:
         self._f.seek(start)
         buf = self._f.read()
         self._f.seek(here)  # the caller reads on from where it was
-        batch, end, error = self._parse(buf, 0, start, self.path, BATCH)
+        saved = self.compressed.snapshot() if self.compressed is not None else None
+        try:
+            batch, end, error = self._parse(buf, 0, start, self.path, BATCH)
+        finally:
+            if self.compressed is not None:
+                self.compressed.restore(saved)
         return bool(batch) and error is None and end == len(buf)
 
     def entries(self, start: int | None = None) -> Iterator[WalEntry]:
@@ -205,7 +240,13 @@ class WalReader:
         The file's size and trailer are looked at again on every call, so a reader of a
         WAL still being written sees the entries appended since.
 
-        :raises WalError: ``start`` lies inside the header or past the end of the entries.
+        In a compressed WAL the dictionaries are kept between calls (:attr:`context_offset`):
+        a call that goes on from where the last one stopped decodes only what follows; one
+        from further on decodes the entries between without yielding them; one from before
+        rebuilds the dictionaries from the first entry, as HBase's reader does.
+
+        :raises WalError: ``start`` lies inside the header or past the end of the entries,
+            or, in a compressed WAL, is not the first byte of an entry.
         :raises CorruptWalError: an entry does not parse; the message names its offset.
         """
         self.refresh()
@@ -224,9 +265,49 @@ class WalReader:
         if pos > self.edits_end:
             raise WalError(self.path, pos, f"position {pos} is past the end of the entries ({self.edits_end})")
         self.stop_offset = pos
-        yield from self._iter_from(pos)
+        if self.compressed is None:
+            yield from self._iter_from(pos)
+            return
+        pending, pos, skip_to = self._plan_compressed(pos)
+        for entry in pending:
+            self.stop_offset = entry.end_offset
+            yield entry
+        yield from self._iter_from(pos, skip_to)
+        if skip_to is not None and self.context_offset < skip_to:
+            raise WalError(
+                self.path,
+                skip_to,
+                f"position {skip_to} is not the start of an entry (entries end at {self.context_offset})",
+            )
 
-    def _iter_from(self, pos: int) -> Iterator[WalEntry]:
+    def _plan_compressed(self, pos: int) -> tuple[list[WalEntry], int, int | None]:
+        """How to read a compressed WAL from ``pos``: the entries already decoded from there
+        (when a consumer stopped inside a batch), where to decode on from, and the position
+        before which decoded entries only rebuild the dictionaries.
+
+        The dictionaries are where the last decoding left them (:attr:`context_offset`): a
+        read from there goes on, one from further on decodes the entries between without
+        handing them out, and one from before rebuilds them from the first entry.
+        """
+        assert self.compressed is not None
+        if pos == self.context_offset:
+            return [], pos, None
+        pending = self._pending
+        if pending and pending[0].offset <= pos < self.context_offset:
+            for k, entry in enumerate(pending):
+                if entry.offset == pos:
+                    return pending[k:], self.context_offset, None
+            raise WalError(self.path, pos, f"position {pos} is not the start of an entry")
+        if pos > self.context_offset:
+            return [], self.context_offset, pos
+        log.debug("%s: rebuilding the dictionaries from the first entry up to %d", self.path, pos)
+        self.compressed.reset()
+        self.context_offset = self.header_end
+        self._pending = []
+        return [], self.header_end, pos if pos > self.header_end else None
+
+    def _iter_from(self, pos: int, skip_to: int | None = None) -> Iterator[WalEntry]:
+        compressed = self.compressed is not None
         f = self._f
         limit = self.edits_end
         f.seek(pos)
@@ -237,7 +318,16 @@ class WalReader:
             n = len(buf)
             while p < n:
                 batch, p, error = self._parse(buf, p, buf_off, self.path, BATCH)
+                if compressed:
+                    self.context_offset = buf_off + p
+                    self._pending = batch
                 for entry in batch:
+                    if skip_to is not None:
+                        if entry.offset < skip_to:
+                            if entry.end_offset > skip_to:
+                                raise WalError(self.path, skip_to, f"position {skip_to} is not the start of an entry")
+                            continue
+                        skip_to = None
                     self.stop_offset = entry.end_offset
                     yield entry
                 if error is not None:
