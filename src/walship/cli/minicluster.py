@@ -9,6 +9,7 @@ from pathlib import Path
 
 from walship.cli.common import nonneg_int, positive_int
 from walship.thrift import PROTOCOLS, TRANSPORTS
+from walship.wal.valuecodecs import SUPPORTED as VALUE_CODECS
 from walship.zk.client import validate_hosts
 
 __all__ = ["register"]
@@ -17,6 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def cmd_minicluster_start(args: argparse.Namespace) -> int:
+    from walship.minicluster.regionserver import WalSettings
     from walship.minicluster.runner import run_minicluster
 
     validate_hosts(args.zk)
@@ -31,8 +33,13 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
         regionservers=args.regionservers,
         wal_roll_size=args.wal_roll_size,
         roll_order=args.roll_order,
-        wal_groups=args.wal_groups,
-        wal_checksums=args.wal_checksums,
+        wal=WalSettings(
+            groups=args.wal_groups,
+            checksums=args.wal_checksums,
+            compression=args.wal_compression,
+            tag_compression=args.wal_tag_compression,
+            value_compression=args.wal_value_compression,
+        ),
         thrift_transport=args.thrift_transport,
         thrift_protocol=args.thrift_protocol,
         thrift_ssl_cert=Path(args.thrift_ssl_cert) if args.thrift_ssl_cert else None,
@@ -109,6 +116,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--wal-checksums",
         action="store_true",
         help="write Hadoop's checksum file .<name>.crc beside each closed WAL, as a Hadoop local file system does",
+    )
+    start.add_argument(
+        "--wal-compression",
+        action="store_true",
+        help="compressed WALs (hbase.regionserver.wal.enablecompression): LRU dictionaries as HBase writes them",
+    )
+    start.add_argument(
+        "--wal-tag-compression",
+        action="store_true",
+        help="with --wal-compression, tags compressed too (hbase.regionserver.wal.tags.enablecompression)",
+    )
+    start.add_argument(
+        "--wal-value-compression",
+        choices=VALUE_CODECS,
+        default=None,
+        metavar="TYPE",
+        help="with --wal-compression, values compressed with TYPE "
+        f"(hbase.regionserver.wal.value.compression.type: {', '.join(VALUE_CODECS)})",
     )
     start.add_argument(
         "--thrift-transport",

@@ -35,7 +35,7 @@ from walship.minicluster import tables
 from walship.minicluster.filters import Filter
 from walship.minicluster.placement import abort_server, assign, bulk_load_entry
 from walship.minicluster.reads import readable_versions, scan_rows
-from walship.minicluster.regionserver import RegionServer
+from walship.minicluster.regionserver import RegionServer, WalSettings
 from walship.minicluster.report import cluster_info
 from walship.minicluster.schema import check_family, check_table_name
 from walship.minicluster.store import Family, Region, Store, VisibleCell
@@ -73,10 +73,7 @@ class MiniCluster:
 
     :param regionservers: how many logical region servers.
     :param wal_roll_size: roll a WAL once it holds this many bytes.
-    :param wal_groups: 0: one WAL per server (HBase's default provider); N: multiwal with N
-        region groups per server (``hbase.wal.provider=multiwal``).
-    :param wal_checksums: write Hadoop's checksum file ``.<name>.crc`` beside each closed WAL,
-        as a Hadoop local file system does.
+    :param wal: how the region servers write their WALs (multiwal, checksum files, compression).
     """
 
     def __init__(
@@ -91,15 +88,12 @@ class MiniCluster:
         host: str = "127.0.0.1",
         roll_order: str = "default",
         roll_close_delay: float = 0.5,
-        wal_groups: int = 0,
-        wal_checksums: bool = False,
+        wal: WalSettings | None = None,
     ) -> None:
         if regionservers < 1:
             raise BadRequestError(f"'regionservers' must be >= 1, got {regionservers}")
         if wal_roll_size < 1024:
             raise BadRequestError(f"'wal_roll_size' must be >= 1024 bytes, got {wal_roll_size}")
-        if wal_groups < 0:
-            raise BadRequestError(f"'wal_groups' must be >= 0, got {wal_groups}")
         if roll_order not in ROLL_ORDERS:
             raise BadRequestError(f"'roll_order' must be one of {', '.join(ROLL_ORDERS)}, got {roll_order!r}")
         self.name = name
@@ -108,8 +102,7 @@ class MiniCluster:
         self.layout = ZnodeLayout(znode_parent)
         self.n_regionservers = regionservers
         self.wal_roll_size = wal_roll_size
-        self.wal_groups = wal_groups
-        self.wal_checksums = wal_checksums
+        self.wal = wal or WalSettings()
         self.host = host
         self.lock = threading.RLock()
         self._rolls = WalRoller(roll_order, roll_close_delay, self.old_wals_dir, self.lock)
@@ -157,7 +150,7 @@ class MiniCluster:
         replay_wals(self.store, self.data_dir / "WALs", self.old_wals_dir, self.seq)
         start_code = int(time.time() * 1000)
         for i in range(self.n_regionservers):
-            rs = RegionServer(ServerName(self.host, 16020 + i, start_code + i), self, wal_groups=self.wal_groups)
+            rs = RegionServer(ServerName(self.host, 16020 + i, start_code + i), self, self.wal)
             rs.start()
             self.servers.append(rs)
         for region in self.store.regions():

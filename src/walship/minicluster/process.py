@@ -57,6 +57,9 @@ class MiniClusterProcess:
         roll_order: str | None = None,
         wal_groups: int = 0,
         wal_checksums: bool = False,
+        wal_compression: bool = False,
+        wal_tag_compression: bool = False,
+        wal_value_compression: str | None = None,
     ) -> None:
         """:param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free
             one, the default; ``None``: no Thrift2 server).
@@ -68,6 +71,8 @@ class MiniClusterProcess:
         :param thrift_ssl_key: the certificate's private key (PEM).
         :param wal_groups: multiwal with this many WAL groups per region server (0: one WAL).
         :param wal_checksums: Hadoop's ``.<name>.crc`` beside each closed WAL.
+        :param wal_compression: compressed WALs (``--wal-compression``); with it
+            ``wal_tag_compression`` and ``wal_value_compression`` (a type such as ``gz``).
         """
         self.name = name
         self.data_dir = Path(data_dir)
@@ -78,6 +83,9 @@ class MiniClusterProcess:
         self.roll_order = roll_order
         self.wal_groups = wal_groups
         self.wal_checksums = wal_checksums
+        self.wal_compression = wal_compression
+        self.wal_tag_compression = wal_tag_compression
+        self.wal_value_compression = wal_value_compression
         self.thrift_port = thrift_port
         self.admin_port = admin_port
         self.thrift2_port = thrift2_port
@@ -137,6 +145,12 @@ class MiniClusterProcess:
             cmd += ["--wal-groups", str(self.wal_groups)]
         if self.wal_checksums:
             cmd += ["--wal-checksums"]
+        if self.wal_compression:
+            cmd += ["--wal-compression"]
+        if self.wal_tag_compression:
+            cmd += ["--wal-tag-compression"]
+        if self.wal_value_compression:
+            cmd += ["--wal-value-compression", self.wal_value_compression]
         if self.thrift_transport:
             cmd += ["--thrift-transport", self.thrift_transport]
         if self.thrift_protocol:

@@ -3,7 +3,8 @@
 A roll names the new WAL, adds it to every peer's queue, then switches to it, as HBase's
 ``AbstractFSWAL`` does with its ``WALActionsListener`` (the replication source manager).
 
-With ``wal_groups`` > 0 the server writes several WAL groups at once, as HBase's multiwal
+How it writes them is the cluster's :class:`WalSettings`. With ``groups`` > 0 the server
+writes several WAL groups at once, as HBase's multiwal
 (``RegionGroupingProvider`` with its default ``BoundedGroupingStrategy``): each region is
 given ``regiongroup-<n>`` round robin the first time it writes, each group has its own
 current WAL (named ``<server>.<server>.regiongroup-<n>.<ts>``, created on the group's first
@@ -21,16 +22,59 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from kazoo.client import KazooClient
 
+from walship.errors import BadRequestError
 from walship.minicluster.checksums import write_checksum_file
 from walship.servername import ServerName
 from walship.wal import Cell, WalKey, WalWriter, build_wal_name
+from walship.wal.valuecodecs import SUPPORTED as VALUE_CODECS
 from walship.zk import ReplicationQueues, connect, register_server
 from walship.zk.client import inherit_acls
 
 if TYPE_CHECKING:
     from walship.minicluster.cluster import MiniCluster
 
-__all__ = ["GroupWal", "RegionServer"]
+__all__ = ["GroupWal", "RegionServer", "WalSettings"]
+
+
+@dataclass(frozen=True)
+class WalSettings:
+    """How the minicluster's region servers write their WALs, as the HBase settings of the
+    same name make a region server write them.
+
+    :param groups: 0: one WAL per server (HBase's default provider); N: multiwal with N region
+        groups per server (``hbase.wal.provider=multiwal``).
+    :param checksums: Hadoop's checksum file ``.<name>.crc`` beside each closed WAL, as a
+        Hadoop local file system writes one.
+    :param compression: ``hbase.regionserver.wal.enablecompression`` (dictionaries).
+    :param tag_compression: ``hbase.regionserver.wal.tags.enablecompression``.
+    :param value_compression: ``hbase.regionserver.wal.value.compression.type`` (gz, snappy,
+        lz4, zstd), or ``None``.
+    """
+
+    groups: int = 0
+    checksums: bool = False
+    compression: bool = False
+    tag_compression: bool = False
+    value_compression: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.groups < 0:
+            raise BadRequestError(f"WAL groups must be >= 0, got {self.groups}")
+        if (self.tag_compression or self.value_compression) and not self.compression:
+            raise BadRequestError("tag and value compression of WALs need WAL compression on")
+        if self.value_compression is not None and self.value_compression not in VALUE_CODECS:
+            raise BadRequestError(
+                f"WAL value compression must be one of {', '.join(VALUE_CODECS)}, got {self.value_compression!r}"
+            )
+
+    def writer(self, f: BinaryIO) -> WalWriter:
+        """A WAL writer on ``f`` writing as these settings say."""
+        return WalWriter(
+            f,
+            compression=self.compression,
+            tag_compression=self.tag_compression,
+            value_compression=self.value_compression,
+        )
 
 
 @dataclass
@@ -54,17 +98,17 @@ class GroupWal:
 class RegionServer:
     """One logical region server: its name, its own ZooKeeper session, its current WALs.
 
-    :param wal_groups: 0 for HBase's default WAL provider (one WAL at a time); N > 0 for
-        multiwal with N region groups.
+    :param wal: how it writes its WALs.
     """
 
-    def __init__(self, name: ServerName, cluster: MiniCluster, *, wal_groups: int = 0) -> None:
+    def __init__(self, name: ServerName, cluster: MiniCluster, wal: WalSettings) -> None:
         self.name = name
         self.cluster = cluster
         self.zk: KazooClient | None = None
         self.alive = False
         self.wal_dir = cluster.data_dir / "WALs" / str(name)
-        self.wal_groups = wal_groups
+        self.wal = wal
+        self.wal_groups = wal.groups
         self._groups: dict[str | None, GroupWal] = {}
         self._region_group: dict[str, str] = {}  # encoded region -> provider id (multiwal)
         self._counter = 0
@@ -155,7 +199,7 @@ class RegionServer:
         ReplicationQueues(self.zk, self.cluster.layout).add_wal(str(self.name), name)
         path = self.wal_dir / name
         f = open(path, "xb")  # noqa: SIM115 - owned by this server until the next roll
-        writer = WalWriter(f)
+        writer = self.wal.writer(f)
         writer.sync()
         group.next = _OpenWal(f, writer, name, path)
 
@@ -179,7 +223,7 @@ class RegionServer:
             wal.writer.sync()
         wal.file.close()
         group.current = None
-        if self.cluster.wal_checksums:
+        if self.wal.checksums:
             write_checksum_file(wal.path)
         return wal.path
 

@@ -18,6 +18,7 @@ from types import FrameType
 
 from walship.minicluster.admin import AdminServer
 from walship.minicluster.cluster import MiniCluster
+from walship.minicluster.regionserver import WalSettings
 from walship.minicluster.thrift import HbaseHandler, ThriftServer, server_tls_context
 from walship.minicluster.thrift2 import THBaseHandler
 from walship.thrift.hbase2 import hbase2
@@ -49,8 +50,7 @@ def run_minicluster(
     thrift_ssl_cert: Path | None = None,
     thrift_ssl_key: Path | None = None,
     roll_order: str = "default",
-    wal_groups: int = 0,
-    wal_checksums: bool = False,
+    wal: WalSettings | None = None,
 ) -> int:
     """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly.
 
@@ -62,8 +62,7 @@ def run_minicluster(
     :param thrift_ssl_cert: the server's certificate (PEM; may hold the key too): serve TLS.
     :param thrift_ssl_key: the certificate's private key (PEM).
     :param roll_order: ``default``, or ``hbase`` to roll in HBase's order (see :mod:`walship.minicluster.cluster`).
-    :param wal_groups: multiwal with this many region groups per server (0: one WAL per server).
-    :param wal_checksums: Hadoop's ``.<name>.crc`` beside each closed WAL.
+    :param wal: how the region servers write their WALs (multiwal, checksum files, compression).
     :raises ConfigError: bad Thrift options (checked before anything starts).
     """
     tls = server_tls_context(thrift_ssl_cert, thrift_ssl_key)
@@ -77,8 +76,7 @@ def run_minicluster(
         wal_roll_size=wal_roll_size,
         host=host,
         roll_order=roll_order,
-        wal_groups=wal_groups,
-        wal_checksums=wal_checksums,
+        wal=wal,
     )
     cluster.start()
     thrift = ThriftServer(

@@ -16,6 +16,7 @@ from walship.errors import QueueNotFoundError, WalError, WalshipError
 from walship.replicate.feeds import Batch, Feed, Member, wal_order
 from walship.replicate.planning import Planner
 from walship.replicate.progressbook import PendingProgress, ProgressBook
+from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import QueueSummary
 from walship.replicate.walstore import ReadStats, WalLocation, WalStore
 from walship.sinks.base import ApplyStats
@@ -49,6 +50,7 @@ class GroupPass:
         book: ProgressBook,
         read_stats: ReadStats,
         *,
+        readers: OpenReaders | None = None,
         batch_entries: int,
         batch_bytes: int,
         applier: Callable[[], ThreadPoolExecutor] | None,
@@ -58,6 +60,7 @@ class GroupPass:
         self.queues = planner.queues
         self.book = book
         self.read_stats = read_stats
+        self.readers = readers if readers is not None else OpenReaders()
         self.batch_entries = batch_entries
         self.batch_bytes = batch_bytes
         self.pipeline = applier is not None
@@ -124,7 +127,7 @@ class GroupPass:
         """
         loc = self.walstore.locate(name)
         with self.walstore.open(loc, self.read_stats) as f:
-            reader = WalReader(f, loc.path)
+            reader = self.readers.reader(f, loc.path)
             for m in part:
                 m.begin(name)
             start = min(m.position for m in part) or None
@@ -194,6 +197,7 @@ class GroupPass:
         log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, m.wal.name, why)
         self.queues.remove_wals(m.feed.server, m.feed.queue_id, [m.wal.name])
         m.qs.wals_removed.append(m.wal.name)
+        self.readers.forget(loc.path)
 
     def _hand_over(self, m: Member, *, background: bool) -> None:
         """Give the member's batch to its sink, after settling the one before it. In the

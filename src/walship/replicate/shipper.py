@@ -39,6 +39,7 @@ from walship.replicate.filters import EntryFilter
 from walship.replicate.grouppass import STOP_ERRORS, GroupPass
 from walship.replicate.planning import Planner, close_grace
 from walship.replicate.progressbook import ProgressBook
+from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
 from walship.replicate.walstore import ReadStats, WalStore
 from walship.sinks.base import Sink, SinkContext, create_sink
@@ -99,6 +100,7 @@ class Shipper:
         self._executor: ThreadPoolExecutor | None = None
         #: WAL files opened and bytes read by this shipper's passes
         self.read_stats = ReadStats()
+        self.readers = OpenReaders()  # compressed WALs' dictionaries, kept from pass to pass
         self.book = ProgressBook(self.progress)
 
     def _default_sink(self, peer: PeerConfig) -> Sink:
@@ -268,6 +270,7 @@ class Shipper:
             self.planner,
             self.book,
             self.read_stats,
+            readers=self.readers,
             batch_entries=self.batch_entries,
             batch_bytes=self.batch_bytes,
             applier=self._applier if self.pipeline else None,
