@@ -24,7 +24,7 @@ import pytest
 from real_hbase import all_wal_entries, cluster, create_table, thrift2_client, unique, write_workload
 
 from walship.harness import HBaseProcess
-from walship.harness.process import harness_dir, java_command
+from walship.harness.process import java_command
 from walship.replicate import WalStore
 from walship.thrift.hbase2 import hbase2 as T
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
@@ -173,7 +173,6 @@ def _pretty_print(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
     return entries, positions
 
 
-@pytest.mark.skipif(not (harness_dir() / "target" / "classpath.txt").is_file(), reason="harness not built")
 @pytest.mark.parametrize(("codec", "tags"), [(None, False), ("gz", True), ("snappy", False), ("lz4", True)])
 def test_hbase_reads_the_compressed_wals_walship_writes(tmp_path: Path, codec: str | None, tags: bool) -> None:
     big = bytes(range(256)) * 1200  # more than one Hadoop block of snappy and lz4
