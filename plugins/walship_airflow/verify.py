@@ -77,7 +77,7 @@ def _ms(value: datetime.datetime) -> int:
 def _param_time(params: Any, name: str) -> int | None:
     from airflow.sdk.exceptions import AirflowFailException
 
-    from walship.cli.common import iso_time
+    from walship.cli.argtypes import iso_time
 
     text = str(params.get(name) or "").strip()
     if not text:

@@ -1,5 +1,6 @@
 """Small file-system helpers shared by the writers of durable files (dead letters, the Parquet
-change log): write aside, make it durable, move it into place."""
+change log): write aside, make it durable, move it into place; and the check that a path or
+URL names a file system walship can open, made before anything is written."""
 
 from __future__ import annotations
 
@@ -7,9 +8,33 @@ import contextlib
 import os
 from typing import Any
 
+import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-__all__ = ["fsync_file", "move_into_place", "sync_dir"]
+from walship.errors import ConfigError
+
+__all__ = ["check_url", "fsync_file", "move_into_place", "sync_dir"]
+
+
+def check_url(url: str, what: str) -> str:
+    """``url`` when it is a local path or a URL whose scheme fsspec can open here.
+
+    :raises ConfigError: an empty value, or a scheme fsspec does not know or cannot load (its
+        package is not installed); the message names ``what`` (a flag or key) and the URL.
+    """
+    shown = url if len(url) <= 80 else f"{url[:80]}... ({len(url):,} characters)"
+    if not url.strip():
+        raise ConfigError(f"{what} is empty: give a path or a URL")
+    protocol, _ = fsspec.core.split_protocol(url)
+    if protocol is None:
+        return url
+    try:
+        fsspec.get_filesystem_class(protocol)
+    except ValueError:
+        raise ConfigError(f"{what} {shown!r}: unknown URL scheme {protocol!r}") from None
+    except ImportError as exc:
+        raise ConfigError(f"{what} {shown!r}: the {protocol}:// file system is not installed here ({exc})") from None
+    return url
 
 
 def fsync_file(f: Any) -> None:

@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from walship import __version__, defaults
 from walship.cli import (
@@ -28,18 +29,53 @@ from walship.cli import (
     wal,
     zookeeper,
 )
+from walship.cli.argtypes import duration, seconds
 from walship.cli.common import Handler
-from walship.errors import WalshipError
-from walship.zk import DEFAULT_PARENT, DEFAULT_ZK
-from walship.zk.client import KAZOO_ERRORS, translate
+from walship.errors import ConfigError, WalshipError
+from walship.files import check_url
+from walship.zk import DEFAULT_PARENT, DEFAULT_ZK, ZnodeLayout
+from walship.zk.client import KAZOO_ERRORS, translate, validate_hosts
 
 __all__ = ["main"]
 
 log = logging.getLogger(__name__)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag is one line (``walship ship: argument --ttl: ...``) and exit 1,
+    as every other refusal of the command."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+#: The global flags read from the environment when not given: flag -> variable.
+_ENV = {"--zk": "WALSHIP_ZK", "--znode-parent": "WALSHIP_ZNODE_PARENT", "--wal-root": "WALSHIP_WAL_ROOT"}
+
+
+def _named(flag: str, argv: Sequence[str]) -> str:
+    """How an error names a global setting: the flag when given, else its environment variable."""
+    given = any(a == flag or a.startswith(flag + "=") for a in argv)
+    return flag if given or not os.environ.get(_ENV[flag]) else _ENV[flag]
+
+
+def check_globals(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """The global settings, checked before any subcommand runs (each error names the flag or
+    the environment variable it came from).
+
+    :raises ConfigError: a bad ZooKeeper address, znode parent or WAL root.
+    """
+    validate_hosts(args.zk, _named("--zk", argv))
+    try:
+        ZnodeLayout(args.znode_parent)
+    except ConfigError as exc:
+        raise ConfigError(f"{_named('--znode-parent', argv)}: {exc}") from None
+    if args.wal_root is not None:
+        check_url(args.wal_root, _named("--wal-root", argv))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="walship", description="HBase replication, shipped by walship.")
+    parser = _Parser(prog="walship", description="HBase replication, shipped by walship.")
     parser.add_argument("--version", action="version", version=f"walship {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     parser.add_argument(
@@ -63,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="the source's Thrift2 server, for its table descriptors (`walship scope`; env WALSHIP_SOURCE_THRIFT2)",
     )
-    parser.add_argument("--zk-timeout", type=float, default=10.0, help=argparse.SUPPRESS)
+    parser.add_argument("--zk-timeout", type=duration, default=10.0, help=argparse.SUPPRESS)
     parser.add_argument(
         "--zk-auth",
         default=None,
@@ -72,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--zk-session-timeout",
-        type=float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="ZooKeeper session timeout: a killed shipper's queue locks are free again after about this long "
@@ -98,17 +134,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # kazoo's connection warnings: the command's own error says it in one line
+        logging.getLogger("kazoo").setLevel(logging.ERROR)
     func: Handler = args.func
     if args.zk_session_timeout is not None:
         if not 1.0 <= args.zk_session_timeout <= 600.0:
             parser.error(f"--zk-session-timeout must be between 1 and 600 seconds, got {args.zk_session_timeout:g}")
         os.environ["WALSHIP_ZK_SESSION_TIMEOUT"] = str(args.zk_session_timeout)
     try:
+        check_globals(args, argv)
         return func(args)
     except BrokenPipeError:
         # a reader such as `head` went away; nothing is lost, stop quietly

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
@@ -18,12 +17,8 @@ from walship.zk.client import validate_hosts
 
 __all__ = [
     "Handler",
-    "iso_time",
-    "nonneg_int",
     "open_input",
     "parse_config_pairs",
-    "positive_int",
-    "seconds",
     "source",
     "state",
 ]
@@ -49,42 +44,6 @@ def open_input(path: str) -> Iterator[BinaryIO]:
     else:
         with open(path, "rb") as f:
             yield f
-
-
-def nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def seconds(text: str) -> float:
-    """A number of seconds >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 seconds, got {text}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    value = nonneg_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
-
-
-def iso_time(text: str) -> datetime.datetime:
-    try:
-        value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO time: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
 
 
 @contextlib.contextmanager

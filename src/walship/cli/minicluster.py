@@ -7,7 +7,8 @@ import json
 import logging
 from pathlib import Path
 
-from walship.cli.common import nonneg_int, positive_int
+from walship.cli.argtypes import nonneg_int, port, positive_int
+from walship.errors import BadRequestError
 from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.wal.valuecodecs import SUPPORTED as VALUE_CODECS
 from walship.zk.client import validate_hosts
@@ -50,6 +51,8 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
 def cmd_minicluster_admin(args: argparse.Namespace) -> int:
     from walship.minicluster.admin import AdminClient
 
+    if getattr(args, "server", None) is not None and not args.server.strip():
+        raise BadRequestError("minicluster: the server name is empty (leave it out to roll every server)")
     client = AdminClient(args.admin)
     if args.mc_command == "set-scope":
         result = client.set_scope(args.table, args.family, args.scope)
@@ -86,11 +89,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     start.add_argument("--data-dir", required=True)
     start.add_argument("--zk", default=argparse.SUPPRESS, help="ZooKeeper HOST:PORT (or the global --zk)")
     start.add_argument("--znode-parent", default=argparse.SUPPRESS, help="znode parent (or the global flag)")
-    start.add_argument("--thrift-port", type=nonneg_int, required=True, help="0 picks a free port")
-    start.add_argument("--admin-port", type=nonneg_int, required=True, help="0 picks a free port")
+    start.add_argument("--thrift-port", type=port, required=True, help="0 picks a free port")
+    start.add_argument("--admin-port", type=port, required=True, help="0 picks a free port")
     start.add_argument(
         "--thrift2-port",
-        type=nonneg_int,
+        type=port,
         default=None,
         help="also serve Thrift2 (THBaseService) on this port, with the Thrift port's transport, protocol "
         "and TLS options; 0 picks a free port (default: no Thrift2 server)",

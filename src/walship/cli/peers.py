@@ -10,12 +10,13 @@ from typing import Any
 
 from walship.cli.common import parse_config_pairs, state
 from walship.errors import ConfigError, InvalidPeerConfigError
+from walship.replicate.peercheck import validate_peer
 from walship.sep.config import CHANGELOG_URL_KEY, LISTENER_KEY
-from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, validate_sink_config
+from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY
 from walship.sinks.hbase import SINK_THRIFT_KEY
 from walship.sinks.hbase2 import SINK_THRIFT2_KEY
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, format_table_cfs, parse_table_cfs
-from walship.zk.peers import MANAGED_KEY
+from walship.zk.peers import MANAGED_KEY, parse_namespaces
 
 __all__ = ["register"]
 
@@ -23,16 +24,16 @@ log = logging.getLogger(__name__)
 
 
 def cmd_peer_add(args: argparse.Namespace) -> int:
-    namespaces = frozenset(n.strip() for n in args.namespaces.split(",") if n.strip()) if args.namespaces else None
+    namespaces = parse_namespaces(args.namespaces, "--namespaces") if args.namespaces is not None else None
     config = PeerConfig(
         peer_id=args.peer_id,
         cluster_key=args.cluster_key,
         enabled=not args.disabled,
-        table_cfs=parse_table_cfs(args.table_cfs) if args.table_cfs else None,
+        table_cfs=parse_table_cfs(args.table_cfs) if args.table_cfs is not None else None,
         namespaces=namespaces or None,
         configuration={**parse_config_pairs(args.config), MANAGED_KEY: "true"},
     )
-    validate_sink_config(config)
+    validate_peer(config)
     with state(args) as (client, layout):
         ReplicationPeers(client, layout).add(config)
     print(
@@ -59,9 +60,14 @@ def _set_table_cfs(peer_id: str, flag: str, spec: str) -> dict[str, tuple[str, .
         raise InvalidPeerConfigError(f"peer {peer_id}: {flag}: {exc}") from None
 
 
-def _set_namespaces(spec: str) -> frozenset[str] | None:
+def _set_namespaces(peer_id: str, flag: str, spec: str) -> frozenset[str] | None:
     """A namespaces flag of ``peer set``: ``""`` clears the field."""
-    return frozenset(n.strip() for n in spec.split(",") if n.strip()) or None
+    if not spec.strip():
+        return None
+    try:
+        return parse_namespaces(spec, flag)
+    except InvalidPeerConfigError as exc:
+        raise InvalidPeerConfigError(f"peer {peer_id}: {exc}") from None
 
 
 def _describe(field_name: str, value: Any) -> str:
@@ -114,11 +120,11 @@ def cmd_peer_set(args: argparse.Namespace) -> int:
     if args.table_cfs is not None:
         fields["table_cfs"] = _set_table_cfs(peer_id, "--table-cfs", args.table_cfs)
     if args.namespaces is not None:
-        fields["namespaces"] = _set_namespaces(args.namespaces)
+        fields["namespaces"] = _set_namespaces(peer_id, "--namespaces", args.namespaces)
     if args.exclude_table_cfs is not None:
         fields["exclude_table_cfs"] = _set_table_cfs(peer_id, "--exclude-table-cfs", args.exclude_table_cfs)
     if args.exclude_namespaces is not None:
-        fields["exclude_namespaces"] = _set_namespaces(args.exclude_namespaces)
+        fields["exclude_namespaces"] = _set_namespaces(peer_id, "--exclude-namespaces", args.exclude_namespaces)
     try:
         pairs = parse_config_pairs(args.config)
     except ConfigError as exc:
@@ -158,7 +164,7 @@ def cmd_peer_set(args: argparse.Namespace) -> int:
         return replace(current, **update)
 
     with state(args) as (client, layout):
-        before, after = ReplicationPeers(client, layout).modify(peer_id, change, validate=validate_sink_config)
+        before, after = ReplicationPeers(client, layout).modify(peer_id, change, validate=validate_peer)
     if args.json:
         print(json.dumps(after.to_json()))
         return 0

@@ -7,7 +7,8 @@ import json
 import logging
 
 from walship import defaults
-from walship.cli.common import iso_time, positive_int, source
+from walship.cli.argtypes import duration, iso_time, positive_int, seconds
+from walship.cli.common import source
 
 __all__ = ["register"]
 
@@ -103,7 +104,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ship.add_argument("--batch-entries", type=positive_int, default=defaults.BATCH_ENTRIES)
     ship.add_argument(
         "--lock-wait",
-        type=float,
+        type=seconds,
         default=defaults.LOCK_WAIT,
         metavar="SECONDS",
         help="wait this long for a queue another shipper holds (default: skip it and say so)",
@@ -114,13 +115,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tail.add_argument("--peer", required=True, type=peer_list, metavar="PEER_ID[,PEER_ID...]", help=_PEERS_HELP)
     tail.add_argument(
         "--duration",
-        type=float,
+        type=duration,
         default=defaults.TAIL_DURATION,
         metavar="SECONDS",
         help="then stop (default %(default)g)",
     )
     tail.add_argument(
-        "--idle-sleep", type=float, default=defaults.TAIL_IDLE_SLEEP, metavar="SECONDS", help=argparse.SUPPRESS
+        "--idle-sleep", type=seconds, default=defaults.TAIL_IDLE_SLEEP, metavar="SECONDS", help=argparse.SUPPRESS
     )
     tail.set_defaults(func=cmd_tail)
 
@@ -133,7 +134,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     cl = sub.add_parser("clean", help="delete archived WALs older than the TTL that no queue references")
     cl.add_argument(
-        "--ttl", type=float, default=defaults.CLEAN_TTL, metavar="SECONDS", help="minimum age (default %(default)g)"
+        "--ttl", type=seconds, default=defaults.CLEAN_TTL, metavar="SECONDS", help="minimum age (default %(default)g)"
     )
     cl.add_argument("--dry-run", action="store_true", help="report, delete nothing")
     cl.add_argument("--json", action="store_true")

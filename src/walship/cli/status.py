@@ -11,9 +11,12 @@ import sys
 import threading
 from types import FrameType
 
-from walship.cli.common import seconds, source
+from walship.cli.argtypes import clip, port, seconds
+from walship.cli.common import source
+from walship.errors import ConfigError
 from walship.status import collect_status, format_hbase, take_cut, wait_drained
 from walship.status.model import PeerStatus, ReplicationStatus
+from walship.zk import ReplicationPeers
 from walship.zk.client import KAZOO_ERRORS
 
 __all__ = ["register"]
@@ -122,8 +125,14 @@ def cmd_metrics_serve(args: argparse.Namespace) -> int:
         stop.set()
 
     with source(args) as (client, layout, walstore):
+        if args.peer is not None:
+            ReplicationPeers(client, layout).get(args.peer)  # PeerNotFoundError names it
         registry = status_registry(lambda: collect_status(client, layout, walstore, args.peer), KAZOO_ERRORS)
-        server, port = serve(registry, args.host, args.port)
+        try:
+            server, port = serve(registry, args.host, args.port)
+        except (OSError, UnicodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(f"metrics serve: cannot listen on {clip(args.host)}:{args.port}: {reason}") from None
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
         print(f"walship metrics on http://{args.host}:{port}/metrics", flush=True)
@@ -133,16 +142,6 @@ def cmd_metrics_serve(args: argparse.Namespace) -> int:
             server.shutdown()
             server.server_close()
     return 0
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -166,7 +165,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     metrics = sub.add_parser("metrics", help="the status as Prometheus metrics")
     msub = metrics.add_subparsers(dest="metrics_command", required=True, metavar="COMMAND")
     serve = msub.add_parser("serve", help="serve /metrics until stopped (SIGTERM or Ctrl-C)")
-    serve.add_argument("--port", type=_port, default=9464, help="0 picks a free port (default %(default)s)")
+    serve.add_argument("--port", type=port, default=9464, help="0 picks a free port (default %(default)s)")
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default %(default)s)")
     serve.add_argument("--peer", metavar="PEER_ID", help="only this peer")
     serve.set_defaults(func=cmd_metrics_serve)

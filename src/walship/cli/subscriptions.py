@@ -12,32 +12,42 @@ import json
 import logging
 import time
 
-from walship.cli.common import iso_time, state
+from walship.cli.argtypes import iso_time, shorten
+from walship.cli.common import state
 from walship.errors import ChangeLogError, ConfigError, InvalidPeerConfigError
+from walship.replicate.peercheck import validate_peer
 from walship.sep.subscriptions import Subscriptions, describe
-from walship.sinks.base import validate_sink_config
 from walship.zk import parse_table_cfs
+from walship.zk.peers import parse_namespaces
 
 __all__ = ["register", "start_time_ms"]
 
 log = logging.getLogger(__name__)
 
 
-def start_time_ms(text: str) -> int:
-    """``now``, an ISO time (UTC unless it says otherwise) or epoch milliseconds.
+#: The latest start time a subscription takes: the end of year 9999, in epoch milliseconds.
+MAX_START_MS = 253_402_300_799_999
 
-    :raises ConfigError: none of these.
+
+def start_time_ms(text: str) -> int:
+    """``now``, an ISO time (UTC unless it says otherwise) or epoch milliseconds, up to the
+    year 9999.
+
+    :raises ConfigError: none of these, or out of range.
     """
     value = text.strip()
     if value.lower() == "now":
         return int(time.time() * 1000)
     if value.isdigit():
+        if len(value) > len(str(MAX_START_MS)) or int(value) > MAX_START_MS:
+            raise ConfigError(f"invalid --start-time {shorten(text)}: epoch milliseconds after the year 9999")
         return int(value)
     try:
         return int(iso_time(value).timestamp() * 1000)
-    except argparse.ArgumentTypeError:
+    except (argparse.ArgumentTypeError, OverflowError, ValueError):
         raise ConfigError(
-            f"invalid --start-time {text!r}: expected now, an ISO time (2026-01-31T12:00:00Z) or epoch milliseconds"
+            f"invalid --start-time {shorten(text)}: expected now, an ISO time (2026-01-31T12:00:00Z) "
+            "or epoch milliseconds"
         ) from None
 
 
@@ -48,7 +58,7 @@ def _changelog(args: argparse.Namespace) -> str | None:
     """
     if args.parquet is None:
         return None
-    from walship.sep.changelog import changelog_url  # pyarrow: only for a change log
+    from walship.sep.changelog import changelog_url, prepare_local_dir  # pyarrow: only for a change log
 
     for flag, value in (("--threads", args.threads), ("--payload-column", args.payload_column)):
         if value is not None:
@@ -56,12 +66,16 @@ def _changelog(args: argparse.Namespace) -> str | None:
                 f"subscription {args.name}: {flag} does not apply to a change log (--parquet); it is a listener's"
             )
     try:
-        return changelog_url(args.parquet)
+        url = changelog_url(args.parquet)
+        prepare_local_dir(url)
     except ChangeLogError as exc:
         raise ConfigError(f"subscription {args.name}: --parquet: {exc}") from None
+    return url
 
 
 def cmd_subscription_add(args: argparse.Namespace) -> int:
+    if args.filter is not None and not args.filter.strip():
+        raise ConfigError(f"subscription {args.name}: --filter is empty: give MODULE:CALLABLE, or leave it out")
     changelog = _changelog(args)
     start = start_time_ms(args.start_time) if args.start_time is not None else None
     table_cfs = None
@@ -70,7 +84,12 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
             table_cfs = parse_table_cfs(args.table_cfs)
         except InvalidPeerConfigError as exc:
             raise InvalidPeerConfigError(f"subscription {args.name}: --table-cfs: {exc}") from None
-    namespaces = [n.strip() for n in args.namespaces.split(",") if n.strip()] if args.namespaces else None
+    namespaces = None
+    if args.namespaces is not None:
+        try:
+            namespaces = sorted(parse_namespaces(args.namespaces, "--namespaces"))
+        except InvalidPeerConfigError as exc:
+            raise InvalidPeerConfigError(f"subscription {args.name}: {exc}") from None
     with state(args) as (client, layout):
         subs = Subscriptions(client, layout, args.zk)
         peer = subs.config(
@@ -85,7 +104,7 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
             namespaces=namespaces,
             enabled=not args.disabled,
         )
-        validate_sink_config(peer)  # the listener, the filter hook and the change log's URL are checked here
+        validate_peer(peer)  # the listener, the filter hook and the change log's URL are checked here
         subs.add(peer)
         added = subs.get(args.name)
     if args.json:

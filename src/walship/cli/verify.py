@@ -13,8 +13,9 @@ import json
 import logging
 import math
 
-from walship.cli.common import iso_time
+from walship.cli.argtypes import count, iso_time
 from walship.errors import VerifyError
+from walship.files import check_url
 from walship.verify import VerifyJob, verify
 from walship.verify.model import LATEST
 
@@ -37,12 +38,9 @@ def _versions(text: str | None) -> int | None:
     if text is None:
         return None
     try:
-        value = int(text)
-    except ValueError:
-        raise VerifyError(f"--versions: not an integer: {text!r}") from None
-    if value < 1:
-        raise VerifyError(f"--versions must be >= 1, got {value}")
-    return value
+        return count(text, 1)
+    except argparse.ArgumentTypeError as exc:
+        raise VerifyError(f"--versions: {exc}") from None
 
 
 def _sleep(text: str) -> float:
@@ -81,6 +79,8 @@ def job_from_args(args: argparse.Namespace) -> VerifyJob:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    if args.report is not None:
+        check_url(args.report, "--report")  # before any comparing: a report nowhere is refused now
     job = job_from_args(args)
     result = verify(job, report=args.report)
     if args.json:

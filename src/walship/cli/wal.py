@@ -11,8 +11,10 @@ import uuid
 from collections.abc import Iterator
 from typing import IO
 
-from walship.cli.common import nonneg_int, open_input
+from walship.cli.argtypes import clip, nonneg_int
+from walship.cli.common import open_input
 from walship.errors import WalshipError
+from walship.files import check_url
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter, build_wal_name
 from walship.wal.dump import entry_to_json, entry_to_text
@@ -25,9 +27,19 @@ log = logging.getLogger(__name__)
 def cmd_wal_dump(args: argparse.Namespace) -> int:
     out: IO[str] = sys.stdout
     count = 0
+    shown = clip(args.path)
     try:
+        if "://" in args.path:
+            check_url(args.path, "wal dump")
         with open_input(args.path) as f:
             reader = WalReader(f, args.path)
+            if reader.header is None:
+                size = f.seek(0, 2)
+                print(
+                    f"walship: {shown}: {size} bytes, no complete WAL header: not a WAL, or one being created",
+                    file=sys.stderr,
+                )
+                return 1
             for entry in reader.entries(args.start_offset):
                 if args.json:
                     out.write(json.dumps(entry_to_json(entry)))
@@ -36,7 +48,13 @@ def cmd_wal_dump(args: argparse.Namespace) -> int:
                 out.write("\n")
                 count += 1
     except FileNotFoundError:
-        print(f"walship: {args.path}: no such file", file=sys.stderr)
+        print(f"walship: {shown}: no such file", file=sys.stderr)
+        return 1
+    except IsADirectoryError:
+        print(f"walship: {shown}: a folder, not a WAL file", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"walship: {shown}: cannot be read: {exc.strerror or exc}", file=sys.stderr)
         return 1
     except WalshipError as exc:
         out.flush()

@@ -7,6 +7,8 @@ import json
 import logging
 from pathlib import Path
 
+from walship.cli.argtypes import port
+
 __all__ = ["register"]
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ):
         z = zk_sub.add_parser(name, help=text)
         z.add_argument("--data-dir", required=True)
-        z.add_argument("--port", type=int, default=2181)
+        z.add_argument("--port", type=port, default=2181)
         z.add_argument("--host", default="127.0.0.1")
         z.set_defaults(func=cmd_zookeeper)

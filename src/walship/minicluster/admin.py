@@ -95,6 +95,10 @@ class AdminClient:
     """Talks to a running minicluster's admin endpoint at ``host:port``."""
 
     def __init__(self, address: str, timeout: float = 30.0) -> None:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or len(host) > 253 or not port.isdigit() or not 0 < int(port) < 65536:
+            shown = address if len(address) <= 60 else f"{address[:60]}... ({len(address):,} characters)"
+            raise MiniClusterError(f"invalid minicluster admin address {shown!r}: expected HOST:PORT")
         self.base = f"http://{address}"
         self.timeout = timeout
 
@@ -110,7 +114,7 @@ class AdminClient:
         except urllib.error.HTTPError as exc:
             detail = json.loads(exc.read() or b"{}").get("error", exc.reason)
             raise MiniClusterError(f"minicluster at {self.base}: {detail}") from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, UnicodeError, ValueError) as exc:
             raise MiniClusterError(f"no minicluster answers at {self.base}: {exc}") from None
 
     def info(self) -> dict[str, Any]:

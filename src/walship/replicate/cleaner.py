@@ -19,6 +19,7 @@ the TTL), as Hadoop's own delete takes both.
 from __future__ import annotations
 
 import logging
+import math
 import posixpath
 import time
 from dataclasses import asdict, dataclass, field
@@ -83,8 +84,8 @@ def clean(
 
     :raises WalshipError: ZooKeeper could not be read (then nothing was deleted).
     """
-    if ttl < 0:
-        raise ConfigError(f"invalid --ttl {ttl:g}: must be >= 0 seconds")
+    if not (math.isfinite(ttl) and ttl >= 0):  # NaN compares false with everything: refuse it here
+        raise ConfigError(f"invalid TTL {ttl!r}: must be a finite number of seconds >= 0")
     report = CleanReport(dry_run=dry_run, ttl=ttl)
     queues = ReplicationQueues(client, layout)
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
+import math
 import random
 import time
 import uuid
@@ -76,8 +77,10 @@ def close_grace(peer: PeerConfig) -> float:
         value = float(text)
     except ValueError:
         value = -1.0
-    if value < 0:
-        raise ConfigError(f"peer {peer.peer_id}: {CLOSE_GRACE_KEY} must be seconds >= 0, got {text!r}")
+    if not (math.isfinite(value) and value >= 0):  # NaN and infinities too
+        raise ConfigError(
+            f"peer {peer.peer_id}: {CLOSE_GRACE_KEY} must be a finite number of seconds >= 0, got {text!r}"
+        )
     return value
 
 

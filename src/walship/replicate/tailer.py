@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -131,6 +132,11 @@ class Tailer:
         self.layout = layout
         self.peer_ids = ids
         self.peer_id = ",".join(ids)
+        if not (math.isfinite(duration) and duration > 0):
+            raise ConfigError(f"tail: the duration must be a finite number of seconds > 0, got {duration!r}")
+        for name, value in (("idle sleep", idle_sleep), ("rediscover", rediscover)):
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"tail: the {name} must be a finite number of seconds >= 0, got {value!r}")
         self.duration = duration
         self.idle_sleep = idle_sleep
         self.rediscover = rediscover

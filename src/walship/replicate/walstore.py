@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -153,6 +154,8 @@ class WalStore:
         self.root = root
         try:
             fs, base = fsspec.core.url_to_fs(root)
+        except ValueError as exc:  # fsspec: "Protocol not known"
+            raise WalRootError(f"cannot open the WAL root {root!r}: {exc}") from None
         except (OSError, ImportError) as exc:
             # pyarrow's HDFS client: no libhdfs, no CLASSPATH, no JVM
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -160,6 +163,8 @@ class WalStore:
             raise WalRootError(f"cannot open {root}: {reason}{needs}") from exc
         self.fs: Any = fs
         self.base = base.rstrip("/")
+        if isinstance(fs, LocalFileSystem) and os.path.exists(self.base) and not os.path.isdir(self.base):
+            raise WalRootError(f"the WAL root {root!r} is a file, not a folder holding WALs/ and oldWALs/")
         self._hdfs = _hdfs_client(fs)
         #: the file system is HDFS: the listed size of a WAL being written lags what a reader sees
         self.lagging = self._hdfs is not None

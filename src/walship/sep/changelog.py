@@ -58,6 +58,7 @@ __all__ = [
     "escape_path_name",
     "open_changelog",
     "partition_path",
+    "prepare_local_dir",
     "read_parquet",
     "unescape_path_name",
     "utc_date",
@@ -153,6 +154,23 @@ def changelog_url(text: str) -> str:
     check_url(url)
     stripped = url.rstrip("/")
     return url if stripped.endswith(":") else stripped
+
+
+def prepare_local_dir(url: str) -> None:
+    """For a change log on the local file system: its folder exists, or is created now, and is
+    a folder this process can write (``/dev/null/x``, a file, ``/proc/x`` are refused).
+
+    :raises ChangeLogError: it cannot be a folder of files written here.
+    """
+    protocol, path = fsspec.core.split_protocol(url)
+    if protocol not in (None, "file", "local"):
+        return  # another file system: checked when the first file is written
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise ChangeLogError(f"{url}: cannot be the change log's folder: {exc.strerror or exc}") from None
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ChangeLogError(f"{url}: not a folder this process can write")
 
 
 def check_url(url: str) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
-from walship.errors import ConfigError, IncompatibleEditError
+from walship.errors import ConfigError, IncompatibleEditError, InvalidPeerConfigError
 from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.sinks.encoded import encode_call, sending
@@ -102,11 +102,14 @@ class ThriftSink:
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
-        """:raises InvalidPeerConfigError: ``walship.sink.thrift`` is not ``host:port[,...]``
-        (a peer may be added without it; shipping to it then says what is missing), a
+        """:raises InvalidPeerConfigError: ``walship.sink.thrift`` is missing, empty or not
+        ``host:port[,...]``, a
         transport, protocol or TLS setting out of its allowed values, or a CA file that does
         not exist."""
-        thrift_servers(peer)
+        if not thrift_servers(peer):
+            raise InvalidPeerConfigError(
+                f"peer {peer.peer_id}: {SINK_THRIFT_KEY} must name the peer's Thrift servers (host:port[,host:port...])"
+            )
         ThriftOptions.of(peer)
 
     @classmethod

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
-from walship.errors import ConfigError
+from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.encoded import encode_call, sending
 from walship.sinks.inorder import Sender
@@ -116,10 +116,14 @@ class Thrift2Sink:
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
-        """:raises InvalidPeerConfigError: ``walship.sink.thrift2`` is not ``host:port[,...]``
-        (a peer may be added without it; shipping to it then says what is missing), or a
+        """:raises InvalidPeerConfigError: ``walship.sink.thrift2`` is missing, empty or not
+        ``host:port[,...]``, or a
         transport, protocol or TLS setting out of its allowed values."""
-        thrift2_servers(peer)
+        if not thrift2_servers(peer):
+            raise InvalidPeerConfigError(
+                f"peer {peer.peer_id}: {SINK_THRIFT2_KEY} must name the peer's Thrift2 servers "
+                "(host:port[,host:port...])"
+            )
         ThriftOptions.of(peer)
 
     @classmethod

@@ -29,10 +29,20 @@ from typing import Any, ClassVar, Self, TypeVar
 
 import happybase
 from happybase.connection import THRIFT_TRANSPORTS
+from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TSocket, TSSLSocket, TTransportException
 
 from walship.errors import InvalidPeerConfigError
+
+try:
+    from thriftpy2.protocol.cybin import ProtocolError as CyProtocolError  # type: ignore[attr-defined]
+except ImportError:  # thriftpy2 without its compiled protocol
+
+    class CyProtocolError(Exception):  # type: ignore[no-redef]
+        """Never raised: the compiled protocol is not there."""
+
+
 from walship.sinks.encoded import EncodingClient
 from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.thrift.hbase1 import Hbase_thrift
@@ -67,7 +77,18 @@ THRIFT_SSL_VERIFY_KEY = "walship.sink.thrift.ssl.verify"
 _BOOLEANS = {"true": True, "false": False}
 #: A call to a peer goes out in pieces of at most this many bytes.
 WRITE_BUFFER = 4 << 20
-TRANSPORT_ERRORS = (TTransportException, TApplicationException, ConnectionError, socket.timeout, OSError, EOFError)
+#: A server that cannot be reached, or answers with what is not Thrift (a wrong port, another
+#: protocol or transport: the compiled protocol's ProtocolError, the pure one's TProtocolException).
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
+    TTransportException,
+    TApplicationException,
+    TProtocolException,
+    CyProtocolError,
+    ConnectionError,
+    socket.timeout,
+    OSError,
+    EOFError,
+)
 T = TypeVar("T")
 #: The servers' own errors: a refusal of what was asked, not a failure to answer.
 THRIFT1_REFUSALS: tuple[type[BaseException], ...] = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument)

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator
 
 from kazoo.client import KazooClient
@@ -25,6 +26,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
 
 from walship.defaults import zk_session_timeout
@@ -78,10 +80,16 @@ def zk_errors(what: str) -> Iterator[None]:
         raise translate(exc, what) from exc
 
 
-def validate_hosts(hosts: str) -> str:
-    """``HOST:PORT[,HOST:PORT...]`` (with an optional chroot), as kazoo takes it."""
+def validate_hosts(hosts: str, what: str = "--zk") -> str:
+    """``HOST:PORT[,HOST:PORT...]`` (with an optional chroot), as kazoo takes it; errors name
+    ``what`` (the flag, or the environment variable the value came from)."""
+    shown = hosts if len(hosts) <= 60 else f"{hosts[:60]}... ({len(hosts):,} characters)"
     if not _HOSTS_RE.match(hosts):
-        raise ConfigError(f"invalid --zk {hosts!r}: expected HOST:PORT[,HOST:PORT...]")
+        raise ConfigError(f"invalid {what} {shown!r}: expected HOST:PORT[,HOST:PORT...]")
+    for part in hosts.split("/", 1)[0].split(","):
+        port = int(part.rsplit(":", 1)[1]) if ":" in part else 2181
+        if not 0 < port < 65536:
+            raise ConfigError(f"invalid {what} {shown!r}: port {port} is not a TCP port (1 to 65535)")
     return hosts
 
 
@@ -132,7 +140,7 @@ def connect(
         sasl_options=sasl_options,
     )
     try:
-        client.start(timeout=timeout)
+        _start(client, hosts, timeout)
     except KazooTimeoutError as exc:
         client.close()
         if sasl_options:
@@ -147,6 +155,31 @@ def connect(
             f"ZooKeeper at {hosts} refused the {credentials[0] if credentials else ''} credentials"
         ) from exc
     return client
+
+
+def _start(client: KazooClient, hosts: str, timeout: float) -> None:
+    """``client.start(timeout)``, but a quorum that refuses every connection attempt (kazoo
+    gives up after its connection retries and closes) fails at once, not after ``timeout``.
+
+    :raises ZkUnavailableError: every attempt was refused.
+    :raises KazooTimeoutError: no connection within ``timeout`` seconds.
+    """
+    event = client.start_async()
+    deadline = time.monotonic() + timeout
+    tried = False  # kazoo's state is CLOSED before its first attempt too
+    while not event.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+        state = client.client_state
+        tried = tried or state != KeeperState.CLOSED
+        if tried and state == KeeperState.CLOSED and not client.connected:
+            client.stop()
+            client.close()
+            raise ZkUnavailableError(f"ZooKeeper at {hosts} refused every connection (is it running there?)")
+        if time.monotonic() >= deadline:
+            client.stop()
+            raise KazooTimeoutError("connection time-out")
+    if not client.connected:  # the event is also set when the session could not be made
+        client.stop()
+        raise KazooTimeoutError("connection time-out")
 
 
 def inherit_acls(client: KazooClient, parent: str) -> None:

@@ -46,8 +46,17 @@ class ZnodeLayout:
     parent: str = DEFAULT_PARENT
 
     def __post_init__(self) -> None:
-        if not _PARENT_RE.match(self.parent) or self.parent.endswith("/"):
-            raise ConfigError(f"invalid znode parent {self.parent!r}: expected an absolute path like /hbase")
+        parts = self.parent.split("/")[1:]
+        if (
+            not _PARENT_RE.match(self.parent)
+            or self.parent.endswith("/")
+            or any(p in ("", ".", "..") for p in parts)
+            or len(self.parent) > 1024
+        ):
+            shown = (
+                self.parent if len(self.parent) <= 60 else f"{self.parent[:60]}... ({len(self.parent):,} characters)"
+            )
+            raise ConfigError(f"invalid znode parent {shown!r}: expected an absolute path like /hbase (no '.' or '..')")
 
     @property
     def cluster_id(self) -> str:

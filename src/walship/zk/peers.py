@@ -49,6 +49,7 @@ __all__ = [
     "format_table_cfs",
     "parse_cluster_key",
     "parse_host_ports",
+    "parse_namespaces",
     "parse_table_cfs",
     "validate_peer_id",
 ]
@@ -64,6 +65,16 @@ _PEER_ID_RE = re.compile(r"^[A-Za-z0-9_.]+$")
 _CLUSTER_KEY_RE = re.compile(r"^([^:,\s/]+(?:,[^:,\s/]+)*):(\d{1,5}):(/[^\s]*)$")
 _HOST_PORT_RE = re.compile(r"^([A-Za-z0-9_.-]+):(\d{1,5})$")
 _TABLE_PART_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: HBase's namespace names (``TableName.isLegalNamespaceName``): letters, digits and ``_``.
+_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_]+$")
+#: The longest peer id walship takes (a znode name and part of every recovered queue id).
+MAX_PEER_ID = 128
+
+
+def _quoted(text: str, limit: int = 60) -> str:
+    """``text`` as quoted in a message, cut to about ``limit`` characters."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
+
 
 #: table name (``t`` or ``ns:t``, as TableName.getNameAsString) -> families, or None for all
 TableCfs = Mapping[str, tuple[str, ...] | None]
@@ -74,6 +85,8 @@ def validate_peer_id(peer_id: str) -> str:
     them to characters that are safe in a znode name and a file name."""
     if not peer_id:
         raise InvalidPeerConfigError("invalid peer id '': must not be empty")
+    if len(peer_id) > MAX_PEER_ID:
+        raise InvalidPeerConfigError(f"invalid peer id {_quoted(peer_id)}: longer than {MAX_PEER_ID} characters")
     if "-" in peer_id:
         raise InvalidPeerConfigError(f"invalid peer id {peer_id!r}: must not contain '-' (HBASE-11394)")
     if not _PEER_ID_RE.match(peer_id) or peer_id in (".", ".."):
@@ -85,11 +98,17 @@ def parse_cluster_key(key: str) -> tuple[list[str], int, str]:
     """Split ``host[,host...]:port:/parent`` into hosts, port and znode parent."""
     m = _CLUSTER_KEY_RE.match(key.strip())
     if not m:
-        raise InvalidPeerConfigError(f"invalid cluster key {key!r}: expected host[,host...]:port:/znode-parent")
+        raise InvalidPeerConfigError(f"invalid cluster key {_quoted(key)}: expected host[,host...]:port:/znode-parent")
     port = int(m.group(2))
     if not 0 < port < 65536:
-        raise InvalidPeerConfigError(f"invalid cluster key {key!r}: port {port} out of range")
-    return m.group(1).split(","), port, m.group(3)
+        raise InvalidPeerConfigError(f"invalid cluster key {_quoted(key)}: port {port} out of range")
+    parent = m.group(3)
+    parts = parent.split("/")[1:]
+    if parent != "/" and (":" in parent or any(p in ("", ".", "..") for p in parts)):
+        raise InvalidPeerConfigError(
+            f"invalid cluster key {_quoted(key)}: znode parent {_quoted(parent)} is not an absolute znode path"
+        )
+    return m.group(1).split(","), port, parent
 
 
 def parse_host_ports(spec: str, what: str) -> list[tuple[str, int]]:
@@ -141,7 +160,12 @@ def parse_table_cfs(spec: str) -> dict[str, tuple[str, ...] | None]:
         name = _table_name(table, spec)
         families: tuple[str, ...] | None = None
         if cfs is not None:
-            fams = tuple(f.strip() for f in cfs.split(",") if f.strip())
+            fams = tuple(f.strip() for f in cfs.split(","))
+            if not all(fams):
+                raise InvalidPeerConfigError(
+                    f"invalid table-cfs part {_quoted(part)} in {_quoted(spec)}: an empty family name "
+                    "(name the families, or leave out the ':' to replicate every family)"
+                )
             for fam in fams:
                 if ":" in fam or not fam.isprintable():
                     raise InvalidPeerConfigError(f"invalid family {fam!r} in table-cfs {spec!r}")
@@ -152,6 +176,21 @@ def parse_table_cfs(spec: str) -> dict[str, tuple[str, ...] | None]:
     if not out:
         raise InvalidPeerConfigError(f"table-cfs {spec!r} names no table")
     return out
+
+
+def parse_namespaces(spec: str, what: str = "namespaces") -> frozenset[str]:
+    """``ns1,ns2``: HBase namespace names (letters, digits, ``_``), none empty.
+
+    :raises InvalidPeerConfigError: an empty or invalid name, or none at all; ``what`` names the
+        flag or field.
+    """
+    names = [n.strip() for n in spec.split(",")]
+    for name in names:
+        if not name or not _NAMESPACE_RE.match(name):
+            raise InvalidPeerConfigError(
+                f"invalid {what} {_quoted(spec)}: {_quoted(name)} is not a namespace name (letters, digits, '_')"
+            )
+    return frozenset(names)
 
 
 def format_table_cfs(table_cfs: TableCfs) -> str:
