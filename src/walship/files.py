@@ -27,11 +27,14 @@ def check_url(url: str, what: str) -> str:
         raise ConfigError(f"{what} is empty: give a path or a URL")
     protocol, _ = fsspec.core.split_protocol(url)
     if protocol is None:
+        if "://" in url:
+            raise ConfigError(f"{what} {shown!r}: a URL without a scheme")
         return url
     try:
         fsspec.get_filesystem_class(protocol)
     except ValueError:
-        raise ConfigError(f"{what} {shown!r}: unknown URL scheme {protocol!r}") from None
+        scheme = protocol if len(protocol) <= 40 else f"{protocol[:40]}..."
+        raise ConfigError(f"{what} {shown!r}: unknown URL scheme {scheme!r}") from None
     except ImportError as exc:
         raise ConfigError(f"{what} {shown!r}: the {protocol}:// file system is not installed here ({exc})") from None
     return url

@@ -29,7 +29,7 @@ from walship.cli import (
     wal,
     zookeeper,
 )
-from walship.cli.argtypes import duration, seconds
+from walship.cli.argtypes import clip, duration, seconds
 from walship.cli.common import Handler
 from walship.errors import ConfigError, WalshipError
 from walship.files import check_url
@@ -71,7 +71,12 @@ def check_globals(args: argparse.Namespace, argv: Sequence[str]) -> None:
     except ConfigError as exc:
         raise ConfigError(f"{_named('--znode-parent', argv)}: {exc}") from None
     if args.wal_root is not None:
-        check_url(args.wal_root, _named("--wal-root", argv))
+        name = _named("--wal-root", argv)
+        check_url(args.wal_root, name)
+        local = args.wal_root.removeprefix("file://") if args.wal_root.startswith("file://") else args.wal_root
+        if "://" not in local and not os.path.isdir(local):
+            what = "a file" if os.path.exists(local) else "no such folder"
+            raise ConfigError(f"{name} {clip(args.wal_root)!r}: {what}; the WAL root holds WALs/ and oldWALs/")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,7 +31,7 @@ MAX_SECONDS = 10 * 365 * 86400.0
 #: The largest count any flag takes (HBase's own limits are Java ints).
 MAX_COUNT = 2**31 - 1
 #: Characters of a bad value quoted in a message.
-QUOTED = 60
+QUOTED = 160
 
 
 def clip(text: str, limit: int = QUOTED) -> str:

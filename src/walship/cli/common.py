@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 from kazoo.client import KazooClient
 
+from walship.cli.argtypes import shorten
 from walship.errors import ConfigError
 from walship.replicate.walstore import WalStore
 from walship.zk import ZnodeLayout, zk_client
@@ -68,6 +69,6 @@ def parse_config_pairs(pairs: Sequence[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"invalid --config {pair!r}: expected key=value")
+            raise ConfigError(f"invalid --config {shorten(pair)}: expected key=value")
         out[key.strip()] = value.strip()
     return out

@@ -83,8 +83,9 @@ def validate_peer(peer: PeerConfig) -> None:
         if not key.startswith("walship."):
             continue
         if key not in KNOWN_KEYS and not key.startswith(own):
+            shown = key if len(key) <= 80 else f"{key[:80]}... ({len(key):,} characters)"
             raise InvalidPeerConfigError(
-                f"peer {peer.peer_id}: unknown configuration key {key!r} (walship reads "
+                f"peer {peer.peer_id}: unknown configuration key {shown!r} (walship reads "
                 f"{', '.join(sorted(KNOWN_KEYS))}, and a sink's own keys under {own}*)"
             )
         if not value.strip():

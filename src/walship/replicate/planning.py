@@ -78,8 +78,9 @@ def close_grace(peer: PeerConfig) -> float:
     except ValueError:
         value = -1.0
     if not (math.isfinite(value) and value >= 0):  # NaN and infinities too
+        shown = text if len(text) <= 60 else f"{text[:60]}... ({len(text):,} characters)"
         raise ConfigError(
-            f"peer {peer.peer_id}: {CLOSE_GRACE_KEY} must be a finite number of seconds >= 0, got {text!r}"
+            f"peer {peer.peer_id}: {CLOSE_GRACE_KEY} must be a finite number of seconds >= 0, got {shown!r}"
         )
     return value
 

@@ -165,12 +165,13 @@ def prepare_local_dir(url: str) -> None:
     protocol, path = fsspec.core.split_protocol(url)
     if protocol not in (None, "file", "local"):
         return  # another file system: checked when the first file is written
+    shown = url if len(url) <= 120 else f"{url[:120]}... ({len(url):,} characters)"
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        raise ChangeLogError(f"{url}: cannot be the change log's folder: {exc.strerror or exc}") from None
+        raise ChangeLogError(f"{shown}: cannot be the change log's folder: {exc.strerror or exc}") from None
     if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
-        raise ChangeLogError(f"{url}: not a folder this process can write")
+        raise ChangeLogError(f"{shown}: not a folder this process can write")
 
 
 def check_url(url: str) -> None:

@@ -88,9 +88,9 @@ def validate_peer_id(peer_id: str) -> str:
     if len(peer_id) > MAX_PEER_ID:
         raise InvalidPeerConfigError(f"invalid peer id {_quoted(peer_id)}: longer than {MAX_PEER_ID} characters")
     if "-" in peer_id:
-        raise InvalidPeerConfigError(f"invalid peer id {peer_id!r}: must not contain '-' (HBASE-11394)")
+        raise InvalidPeerConfigError(f"invalid peer id {_quoted(peer_id)}: must not contain '-' (HBASE-11394)")
     if not _PEER_ID_RE.match(peer_id) or peer_id in (".", ".."):
-        raise InvalidPeerConfigError(f"invalid peer id {peer_id!r}: use letters, digits, '_' and '.'")
+        raise InvalidPeerConfigError(f"invalid peer id {_quoted(peer_id)}: use letters, digits, '_' and '.'")
     return peer_id
 
 
@@ -117,7 +117,7 @@ def parse_host_ports(spec: str, what: str) -> list[tuple[str, int]]:
     for part in spec.split(","):
         m = _HOST_PORT_RE.match(part.strip())
         if not m or not 0 < int(m.group(2)) < 65536:
-            raise InvalidPeerConfigError(f"invalid {what} {spec!r}: expected host:port[,host:port...]")
+            raise InvalidPeerConfigError(f"invalid {what} {_quoted(spec)}: expected host:port[,host:port...]")
         out.append((m.group(1), int(m.group(2))))
     return out
 
@@ -128,7 +128,7 @@ def _table_name(text: str, spec: str) -> str:
     if not sep:
         ns, qualifier = "default", text
     if not _TABLE_PART_RE.match(ns) or not _TABLE_PART_RE.match(qualifier):
-        raise InvalidPeerConfigError(f"invalid table {text!r} in table-cfs {spec!r}")
+        raise InvalidPeerConfigError(f"invalid table {_quoted(text)} in table-cfs {_quoted(spec)}")
     return qualifier if ns == "default" else f"{ns}:{qualifier}"
 
 
@@ -153,7 +153,7 @@ def parse_table_cfs(spec: str) -> dict[str, tuple[str, ...] | None]:
         elif len(pieces) == 1:
             table, cfs = pieces[0].strip(), None
         else:
-            raise InvalidPeerConfigError(f"invalid table-cfs part {part!r} in {spec!r}: too many ':'")
+            raise InvalidPeerConfigError(f"invalid table-cfs part {_quoted(part)} in {_quoted(spec)}: too many ':'")
         if ":" not in table and table.count(".") == 1:
             ns, qualifier = table.split(".")
             table = f"{ns}:{qualifier}"
@@ -167,14 +167,15 @@ def parse_table_cfs(spec: str) -> dict[str, tuple[str, ...] | None]:
                     "(name the families, or leave out the ':' to replicate every family)"
                 )
             for fam in fams:
-                if ":" in fam or not fam.isprintable():
-                    raise InvalidPeerConfigError(f"invalid family {fam!r} in table-cfs {spec!r}")
+                # HBase's ColumnFamilyDescriptorBuilder.isLegalColumnFamilyName
+                if fam.startswith(".") or any(ch in fam for ch in ":\\/") or not fam.isprintable():
+                    raise InvalidPeerConfigError(f"invalid family {_quoted(fam)} in table-cfs {_quoted(spec)}")
             families = fams or None
         if name in out:
-            raise InvalidPeerConfigError(f"table {name!r} appears twice in table-cfs {spec!r}")
+            raise InvalidPeerConfigError(f"table {name!r} appears twice in table-cfs {_quoted(spec)}")
         out[name] = families
     if not out:
-        raise InvalidPeerConfigError(f"table-cfs {spec!r} names no table")
+        raise InvalidPeerConfigError(f"table-cfs {_quoted(spec)} names no table")
     return out
 
 
