@@ -145,7 +145,7 @@ def test_dump_text_and_console_script(tmp_path: Path) -> None:
 def test_bad_flag_value(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["wal", "dump", "--start-offset", "-4", "x"])
-    assert exc.value.code == 2
+    assert exc.value.code == 1
     assert "--start-offset" in capsys.readouterr().err
 
 

@@ -53,6 +53,7 @@ LAYERS: dict[str, set[str]] = {
     "verify": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal", "status", "scope"},
     "cli": {
         "errors",
+        "files",
         "defaults",
         "servername",
         "thrift",
