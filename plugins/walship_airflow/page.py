@@ -39,6 +39,7 @@ QUEUE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("last error", "last_error"),
     ("last back-off", "last_backoff"),
     ("state", "state"),
+    ("bulk loads", "bulk_loads"),
 )
 
 

@@ -29,6 +29,7 @@ def status(**queue: object) -> dict[str, object]:
         "last_error": None,
         "last_backoff": None,
         "state": "idle",
+        "bulk_loads": 0,
         **queue,
     }
     totals = {"queues": 1, "wals": 2, "bytes_queued": 2048, "lag_s": 1.5, "drained": False}
