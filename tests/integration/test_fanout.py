@@ -18,6 +18,8 @@ from waiting import wait_until
 from walship.cli import main
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.replicate import WalStore
+from walship.wal import WalReader
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 
 pytestmark = pytest.mark.integration
@@ -54,6 +56,22 @@ def positions(a: Cluster, peer_id: str) -> dict[str, int]:
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.parent))
         return {w.name: w.position for q in queues.list_queues(peer_id) for w in q.wals}
+
+
+def assert_not_past(a: Cluster, peer_id: str, row: bytes) -> None:
+    """The peer's queue still holds the WAL entry of ``row`` and its committed position lies at
+    or before that entry: the row was neither shipped nor skipped."""
+    store = WalStore(a.mc.wal_root)
+    found = []
+    for wal, position in positions(a, peer_id).items():
+        loc = store.locate(wal)
+        with store.open(loc) as f:
+            for entry in WalReader(f, loc.path).entries():
+                if any(c.row == row for c in entry.cells):
+                    found.append((wal, entry.offset, position))
+    assert found, f"no queued WAL of peer {peer_id} holds {row!r} any more"
+    for wal, offset, position in found:
+        assert position <= offset, f"peer {peer_id}'s position {position} in {wal} passed {row!r} at {offset}"
 
 
 def test_one_read_feeds_every_peer_from_the_lowest_position(
@@ -122,6 +140,7 @@ def test_a_failing_queue_stops_alone(
     assert contents(b) == contents(a, b"r") == contents(c)
     delivered = {e["row"] for e in read_events(str(tmp_path / "events.jsonl"))}
     assert "row11" not in delivered and "row00" in delivered  # batches before the refused one
+    assert_not_past(a, "subs", b"row11")  # its queue stopped at the refused batch, nothing skipped
     monkeypatch.delenv(FAIL_ENV)
     code, out = ship_json(a, capsys, "--peer", "subs,1")
     assert code == 0
@@ -155,6 +174,7 @@ def test_tail_follows_several_peers_with_one_read(
     # the subscription's queue was kept, not dropped: its position never passed the refused row
     events = read_events(str(tmp_path / "events.jsonl"))
     assert "fail-once" not in {e["row"] for e in events}
+    assert_not_past(a, "subs", b"fail-once")
 
 
 def test_a_dead_servers_queues_are_claimed_and_drained_for_peers_and_subscriptions(

@@ -16,6 +16,7 @@ from real_hbase import BACKENDS
 from replication_helpers import SINK_PROTOCOLS, Cluster, add_peer, contents, make_cluster, ship
 from waiting import wait_until
 
+from walship.errors import PeerNotFoundError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.wal import WalReader, parse_wal_name
@@ -121,6 +122,8 @@ def test_removing_and_readding_a_peer(ab: tuple[Cluster, Cluster], sink_protocol
         ReplicationPeers(client, ZnodeLayout(a.parent)).remove("1")
         assert ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues("1") == []
     a.table().put(b"while-removed", {b"r:q": b"2"})
+    with pytest.raises(PeerNotFoundError):  # a pass now finds no peer, so ships nothing
+        ship(a)
     assert b"while-removed" not in contents(b)
     add_peer(a, b, protocol=sink_protocol)  # the cluster enqueues its current WALs for the new peer (a ZooKeeper watch)
     a.table().put(b"after", {b"r:q": b"3"})

@@ -216,6 +216,10 @@ def test_selected_means_what_the_shipper_ships(fields: dict[str, Any]) -> None:
         for name, fams in {"t": {b"r": 1, b"l": 0}, "ns1:u": {b"f": 1, b"g": 1}, "v": {b"x": 1, b"y": 0}}.items()
     }
     audit = audit_peer(peer, source, None)
+    # one row per family of every source table: an empty audit would prove nothing
+    assert sorted((r.table, r.family) for r in audit.rows) == sorted(
+        (name, f) for name, info in source.items() for f in info.families
+    )
     entry_filter = EntryFilter(peer, uuid.uuid4(), uuid.uuid4())
     for row in audit.rows:
         scopes = {f: s.scope or 0 for f, s in source[row.table].families.items() if s.scope}
