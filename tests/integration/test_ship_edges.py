@@ -75,11 +75,21 @@ def shipper(zk: KazooClient, tmp_path: Path) -> Shipper:
     return Shipper(zk, SRC, WalStore(str(tmp_path / "src")))
 
 
-def rows(b: MiniClusterProcess) -> dict[bytes, dict[bytes, bytes]]:
+def rows(b: MiniClusterProcess) -> dict[bytes, dict[bytes, list[tuple[bytes, int]]]]:
+    """Every cell on the peer: row -> column -> every version (value, timestamp), newest first."""
     conn = happybase.Connection(*b.thrift)
-    out = dict(conn.table("t").scan())
+    t = conn.table("t")
+    out = {
+        row: {col: t.cells(row, col, versions=5, include_timestamp=True) for col in sorted(data)}
+        for row, data in t.scan()
+    }
     conn.close()
     return out
+
+
+def shipped(*ids: int) -> dict[bytes, dict[bytes, list[tuple[bytes, int]]]]:
+    """What the peer holds once the puts ``put(i)`` of ``ids`` are applied: value and timestamp."""
+    return {b"row%d" % i: {b"r:q": [(b"v%d" % i, 1000 + i)]} for i in ids}
 
 
 def test_current_wal_incomplete_tail(
@@ -99,7 +109,7 @@ def test_current_wal_incomplete_tail(
     complete_end = writer.offset
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "ok", s.error
-    assert set(rows(peer_b)) == {b"row0", b"row1", b"row2"}
+    assert rows(peer_b) == shipped(0, 1, 2)
     queues = ReplicationQueues(zk, SRC)
     assert queues.get_position(str(SERVER), "1", wal)[0] == complete_end  # stops before the tail
     assert [w.name for w in queues.wals(str(SERVER), "1")] == [wal]  # still the current WAL
@@ -107,7 +117,7 @@ def test_current_wal_incomplete_tail(
     writer.append(*put(4))
     f.flush()
     s = shipper(zk, tmp_path).ship_peer("1")
-    assert set(rows(peer_b)) == {b"row%d" % i for i in range(5)}
+    assert rows(peer_b) == shipped(*range(5))
     assert s.totals()["entries_shipped"] == 2
     writer.close()
     f.close()
@@ -141,7 +151,7 @@ def test_incompatible_skip_counts(zk: KazooClient, zk_hosts: str, peer_b: MiniCl
     write_with_incompatible(path)
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "ok" and s.totals()["incompatible_skipped"] == 2
-    assert set(rows(peer_b)) == {b"row1", b"row4"}
+    assert rows(peer_b) == shipped(1, 4)
     assert s.queues[0].wals_removed == [wal]
 
 
@@ -218,7 +228,7 @@ def test_corrupt_wal_stops_the_queue_with_file_and_offset(
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "error" and s.error is not None
     assert f"byte offset {second}" in s.error and wal in s.error
-    assert set(rows(peer_b)) == {b"row1"}  # what came before was shipped, nothing after
+    assert rows(peer_b) == shipped(1)  # what came before was shipped, nothing after
     assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == second
 
 
@@ -316,7 +326,7 @@ def test_a_rolled_wal_is_finished_only_once_closed(
     old.close()
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.queues[0].wals_removed == [wal]
-    assert set(rows(peer_b)) == {b"row1", b"row2"}  # nothing lost
+    assert rows(peer_b) == shipped(1, 2)  # nothing lost
 
 
 def test_a_rolled_wal_without_trailer_is_finished_after_the_grace_or_when_its_server_is_gone(
@@ -337,7 +347,7 @@ def test_a_rolled_wal_without_trailer_is_finished_after_the_grace_or_when_its_se
     ReplicationPeers(zk, SRC).update("1", configuration={**peer.configuration, "walship.wal.close-grace": "0"})
     s = shipper(zk, tmp_path).ship_peer("1")
     assert wal in s.queues[0].wals_removed  # unchanged past the grace while the next WAL has entries
-    assert set(rows(peer_b)) == {b"row1", b"row2"}
+    assert rows(peer_b) == shipped(1, 2)
 
 
 def test_a_dead_servers_current_wal_is_finished(
@@ -350,7 +360,7 @@ def test_a_dead_servers_current_wal_is_finished(
     assert s.queues[0].wals_removed == []  # its server is live: it may still grow
     zk.delete(SRC.live_server(str(SERVER)))  # the server's ephemeral znode goes
     s = shipper(zk, tmp_path).ship_peer("1")
-    assert s.queues[0].wals_removed == [wal] and set(rows(peer_b)) == {b"row1"}
+    assert s.queues[0].wals_removed == [wal] and rows(peer_b) == shipped(1)
 
 
 def test_close_grace_must_be_seconds(
@@ -358,7 +368,7 @@ def test_close_grace_must_be_seconds(
 ) -> None:
     setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.wal.close-grace": "soon"})
     s = shipper(zk, tmp_path).ship_peer("1")
-    assert s.status == "error" and "walship.wal.close-grace must be seconds >= 0, got 'soon'" in (s.error or "")
+    assert s.status == "error" and "walship.wal.close-grace must be a finite number of seconds >= 0, got 'soon'" in (s.error or "")
 
 
 def test_the_wal_root_may_be_any_fsspec_url(
@@ -375,7 +385,7 @@ def test_the_wal_root_may_be_any_fsspec_url(
         w.append(*put(2))
     s = Shipper(zk, SRC, WalStore(root)).ship_peer("1")
     assert s.status == "ok", s.error
-    assert set(rows(peer_b)) == {b"row1", b"row2"} and s.queues[0].wals_removed == [wal]
+    assert rows(peer_b) == shipped(1, 2) and s.queues[0].wals_removed == [wal]
     local.write_bytes(b"")
     assert WalStore(f"file://{tmp_path / 'src'}").locate(wal).path == str(local)  # file:// URLs too
 
@@ -403,4 +413,4 @@ def test_a_wal_walship_cannot_read_stops_its_queue_naming_file_and_setting_and_o
     assert bad.status == "error" and bad.error is not None
     assert wal in bad.error and "encrypted" in bad.error and "hbase.regionserver.wal.encryption" in bad.error
     assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == 0  # nothing skipped
-    assert good.status == "shipped" and set(rows(peer_b)) == {b"row7"}
+    assert good.status == "shipped" and rows(peer_b) == shipped(7)

@@ -257,7 +257,7 @@ def test_time_range_and_row_prefix_restrict_the_comparison(
         (["--start-time", "2024-01-02T00:00:00Z", "--end-time", "2024-01-01T00:00:00Z"], "1", "--start-time"),
         (["--start-time", "2024-01-01T00:00:00Z", "--end-time", "2024-01-01T00:00:00Z"], "1", "empty or reversed"),
         (["--start-time", "yesterday"], "1", "--start-time: not an ISO time"),
-        (["--versions", "0"], "1", "--versions must be >= 1"),
+        (["--versions", "0"], "1", "--versions: must be 1 to 2147483647"),
         (["--versions", "x"], "1", "--versions: not an integer"),
         (["--recompare-sleep", "-1"], "1", "--recompare-sleep"),
     ],
