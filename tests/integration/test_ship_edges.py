@@ -368,7 +368,9 @@ def test_close_grace_must_be_seconds(
 ) -> None:
     setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.wal.close-grace": "soon"})
     s = shipper(zk, tmp_path).ship_peer("1")
-    assert s.status == "error" and "walship.wal.close-grace must be a finite number of seconds >= 0, got 'soon'" in (s.error or "")
+    assert s.status == "error" and "walship.wal.close-grace must be a finite number of seconds >= 0, got 'soon'" in (
+        s.error or ""
+    )
 
 
 def test_the_wal_root_may_be_any_fsspec_url(
