@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import happybase
@@ -67,7 +67,7 @@ def source(
                 when = ms(start) + i * 60_000
                 w.append(
                     WalKey(b"0" * 32, b"t", h * 10 + i, when, scopes={b"r": 1}),
-                    [Cell(b"h%d-%02d" % (h, i), b"r", b"q", when, CellType.Put, b"v")],
+                    [Cell(b"h%d-%02d" % (h, i), b"r", b"q", when, CellType.Put, b"v%d-%d" % (h, i))],
                 )
         end = start + HOUR - dt.timedelta(seconds=1)
         if h < 2:
@@ -75,11 +75,18 @@ def source(
     return root, b
 
 
-def rows(b: MiniClusterProcess) -> set[bytes]:
+def rows(b: MiniClusterProcess) -> dict[bytes, dict[bytes, list[tuple[bytes, int]]]]:
+    """Every cell on the peer: row -> column -> every version (value, timestamp)."""
     conn = happybase.Connection(*b.thrift)
-    out = {k for k, _ in conn.table("t").scan()}
+    t = conn.table("t")
+    out = {row: {c: t.cells(row, c, versions=5, include_timestamp=True) for c in sorted(d)} for row, d in t.scan()}
     conn.close()
     return out
+
+
+def written(pairs: Iterable[tuple[int, int]]) -> dict[bytes, dict[bytes, list[tuple[bytes, int]]]]:
+    """What the source's edits of hour ``h``, minute ``i`` for each pair put on a peer."""
+    return {b"h%d-%02d" % (h, i): {b"r:q": [(b"v%d-%d" % (h, i), ms(H0 + h * HOUR) + i * 60_000)]} for h, i in pairs}
 
 
 def test_replays_exactly_the_window_without_touching_queues(
@@ -88,12 +95,12 @@ def test_replays_exactly_the_window_without_touching_queues(
     root, b = source
     report = replay(zk, SRC, WalStore(str(root)), "1", H0 + HOUR, H0 + 2 * HOUR)
     assert report.entries_in_window == 10 and report.entries_shipped == 10 and report.gaps == []
-    assert rows(b) == {b"h1-%02d" % i for i in range(10)}
+    assert rows(b) == written((1, i) for i in range(10))
     assert ReplicationQueues(zk, SRC).list_queues() == []
     five = dt.timedelta(minutes=5)
     again = replay(zk, SRC, WalStore(str(root)), "1", H0 + five, H0 + 2 * HOUR)  # overlapping the first
     assert again.entries_shipped == 15
-    assert rows(b) == {b"h0-%02d" % i for i in range(5, 10)} | {b"h1-%02d" % i for i in range(10)}
+    assert rows(b) == written([(0, i) for i in range(5, 10)] + [(1, i) for i in range(10)])
 
 
 def test_a_gap_fails_naming_the_span_unless_allowed(zk: KazooClient, source: tuple[Path, MiniClusterProcess]) -> None:
@@ -101,12 +108,12 @@ def test_a_gap_fails_naming_the_span_unless_allowed(zk: KazooClient, source: tup
     (root / "oldWALs" / build_wal_name(SERVER, ms(H0))).unlink()  # the first hour's WAL is gone
     with pytest.raises(ReplicationError, match=r"no WAL covers 2026-11-20T09:30:00\+00:00 to 2026-11-20T10:30:00"):
         replay(zk, SRC, WalStore(str(root)), "1", H0 - HOUR / 2, H0 + HOUR / 2)
-    assert rows(b) == set()
+    assert rows(b) == {}
     end = H0 + HOUR + dt.timedelta(minutes=5, seconds=30)
     report = replay(zk, SRC, WalStore(str(root)), "1", H0 - HOUR / 2, end, allow_gaps=True)
     assert report.gaps == [["2026-11-20T09:30:00+00:00", "2026-11-20T11:00:00+00:00"]]
     assert report.entries_shipped == 6  # what is there: the first minutes of hour 1
-    assert rows(b) == {b"h1-%02d" % i for i in range(6)}
+    assert rows(b) == written((1, i) for i in range(6))
 
 
 def test_find_gaps() -> None:
@@ -124,7 +131,7 @@ def test_replay_command(
     assert main([*g, "replay", "--peer", "1", "--from", "2026-11-20T12:00:00Z", "--to", "2026-11-20T12:05:30Z"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["entries_shipped"] == 6
-    assert rows(b) == {b"h2-%02d" % i for i in range(6)}
+    assert rows(b) == written((2, i) for i in range(6))
     assert main([*g, "replay", "--peer", "1", "--from", "2026-11-20T08:00:00Z", "--to", "2026-11-20T09:00:00Z"]) == 1
     assert "no WAL covers 2026-11-20T08:00:00+00:00 to 2026-11-20T09:00:00+00:00" in capsys.readouterr().err
 
@@ -152,9 +159,9 @@ def test_replay_dag_windows_repeats_and_gaps(
         assert run.state == "success"
         windows.append((run.data_interval_start, run.data_interval_end))
         assert run.data_interval_end - run.data_interval_start == HOUR
-    assert rows(b) == {b"h%d-%02d" % (h, i) for h in range(3) for i in range(10)}
+    assert rows(b) == written((h, i) for h in range(3) for i in range(10))
     run = dag.test(logical_date=H0 + 2 * HOUR, run_conf={"peer_id": "1"})  # the same window again
-    assert run.state == "success" and rows(b) == {b"h%d-%02d" % (h, i) for h in range(3) for i in range(10)}
+    assert run.state == "success" and rows(b) == written((h, i) for h in range(3) for i in range(10))
     (root / "oldWALs" / build_wal_name(SERVER, ms(H0))).unlink()
     assert windows[0][0] == H0
     failed = dag.test(logical_date=H0 + HOUR, run_conf={"peer_id": "1"})

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import re
-import time
+import socket
 from collections.abc import Iterator
 
 from kazoo.client import KazooClient
@@ -26,7 +26,6 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KeeperState
 from kazoo.retry import KazooRetry
 
 from walship.defaults import zk_session_timeout
@@ -134,7 +133,8 @@ def connect(
     client = KazooClient(
         hosts=hosts,
         timeout=session_timeout if session_timeout is not None else zk_session_timeout(),
-        connection_retry=KazooRetry(max_tries=3, delay=0.2, max_delay=2),
+        # a server still starting drops connections for a moment: keep trying until the timeout
+        connection_retry=KazooRetry(max_tries=-1, delay=0.2, max_delay=2, deadline=timeout),
         command_retry=KazooRetry(max_tries=5, delay=0.1, max_delay=2),
         auth_data=auth_data,
         sasl_options=sasl_options,
@@ -157,29 +157,32 @@ def connect(
     return client
 
 
-def _start(client: KazooClient, hosts: str, timeout: float) -> None:
-    """``client.start(timeout)``, but a quorum that refuses every connection attempt (kazoo
-    gives up after its connection retries and closes) fails at once, not after ``timeout``.
+def _refused_everywhere(hosts: str, timeout: float) -> bool:
+    """Whether every server of the quorum refuses a TCP connection right now (nothing listens):
+    then there is no point waiting for a session."""
+    for part in hosts.split("/", 1)[0].split(","):
+        host, _, port = part.rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=min(timeout, 2.0)):
+                return False
+        except ConnectionRefusedError:
+            continue
+        except OSError:
+            return False  # unreachable or slow: kazoo's own wait decides
+    return True
 
-    :raises ZkUnavailableError: every attempt was refused.
-    :raises KazooTimeoutError: no connection within ``timeout`` seconds.
+
+def _start(client: KazooClient, hosts: str, timeout: float) -> None:
+    """``client.start(timeout)``, but a quorum where nothing listens fails at once, not after
+    ``timeout``.
+
+    :raises ZkUnavailableError: every server refused the connection.
+    :raises KazooTimeoutError: no session within ``timeout`` seconds.
     """
-    event = client.start_async()
-    deadline = time.monotonic() + timeout
-    tried = False  # kazoo's state is CLOSED before its first attempt too
-    while not event.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
-        state = client.client_state
-        tried = tried or state != KeeperState.CLOSED
-        if tried and state == KeeperState.CLOSED and not client.connected:
-            client.stop()
-            client.close()
-            raise ZkUnavailableError(f"ZooKeeper at {hosts} refused every connection (is it running there?)")
-        if time.monotonic() >= deadline:
-            client.stop()
-            raise KazooTimeoutError("connection time-out")
-    if not client.connected:  # the event is also set when the session could not be made
-        client.stop()
-        raise KazooTimeoutError("connection time-out")
+    if _refused_everywhere(hosts, timeout):
+        client.close()
+        raise ZkUnavailableError(f"ZooKeeper at {hosts} refused every connection (is it running there?)")
+    client.start(timeout=timeout)
 
 
 def inherit_acls(client: KazooClient, parent: str) -> None:
