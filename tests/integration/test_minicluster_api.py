@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import happybase
 import pytest
+from waiting import wait_until
 
 from walship.errors import MiniClusterError
 from walship.minicluster import AdminClient
@@ -105,9 +106,11 @@ def test_deletes_mask_the_right_cells(table: happybase.Table) -> None:
     assert table.row(b"r") == {b"g:c": b"c30"}
     table.put(b"r", {b"f:a": b"new"}, timestamp=31)
     assert table.row(b"r") == {b"f:a": b"new", b"g:c": b"c30"}
+    deleted_at = int(time.time() * 1000)
     table.delete(b"r")  # the whole row, now
     assert table.row(b"r") == {}
-    time.sleep(0.01)  # a put in the same millisecond as the delete would be masked, as on HBase
+    # a put in the same millisecond as the delete would be masked, as on HBase: the clock moves on first
+    wait_until(lambda: int(time.time() * 1000) > deleted_at + 1, interval=0.001, what="a later millisecond")
     table.put(b"r", {b"f:a": b"after"})
     assert table.row(b"r") == {b"f:a": b"after"}
 
