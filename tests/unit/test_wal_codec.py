@@ -454,3 +454,35 @@ def test_writer_refuses_oversized_fields() -> None:
         encode_cell(Cell(b"x", b"f" * 128, b"q", 1, CellType.Put))
     with pytest.raises(ValueError, match="writer_class"):
         WalWriter(io.BytesIO(), writer_class="Other")
+
+
+def test_a_whole_wal_file_is_byte_for_byte_what_hbases_format_says() -> None:
+    """Header, keys (scopes, cluster ids), cells (every type, tags) and trailer: WalWriter's file
+    equals the one encoded by hand from HBase's field numbers (tests/hbase_bytes.py)."""
+    ids = [uuid.UUID("00112233-4455-6677-8899-aabbccddeeff"), uuid.UUID(int=(1 << 127) | 5)]
+    raws = [
+        RawEntry(b"%032x" % 7, b"ns:t", 1, 1_700_000_000_000, [(b"r1", b"f", b"q", 5, 4, b"v", [])], scopes={b"f": 1}),
+        RawEntry(
+            b"%032x" % 8,
+            b"t",
+            2**40,
+            1_700_000_000_001,
+            [(b"\x00\xff", b"f", b"", 6, t, b"", [(8, b"tag")]) for t in (8, 12, 14)]
+            + [(b"r", b"g", b"q", 7, 4, b"x" * 300, [])],
+            cluster_ids=ids,
+            scopes={b"f": 1, b"g": 0},
+        ),
+    ]
+    buf = io.BytesIO()
+    with WalWriter(buf, writer_class="ProtobufLogWriter") as w:
+        for r in raws:
+            key = WalKey(r.region, r.table, r.seq, r.write_time, tuple(r.cluster_ids), r.scopes)
+            w.append(
+                key,
+                [
+                    Cell(row, fam, q, ts, CellType(t), v, tuple(Tag(a, b) for a, b in tags))
+                    for row, fam, q, ts, t, v, tags in r.cells
+                ],
+            )
+    expected = wal_bytes(raws, head=header("ProtobufLogWriter", has_value_compression=False))
+    assert buf.getvalue() == expected
