@@ -9,7 +9,7 @@ import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from walship.errors import BadRequestError, MiniClusterError, WalshipError
 from walship.minicluster.cluster import MiniCluster
@@ -20,11 +20,21 @@ __all__ = ["AdminClient", "AdminServer"]
 log = logging.getLogger(__name__)
 
 
-class AdminServer:
-    """Serves ``GET /info`` and ``POST /set-scope``, ``/roll``, ``/abort-rs``, ``/bulk-load``."""
+class ThriftControl(Protocol):
+    """Starts and stops the cluster's Thrift servers (the runner's ``ThriftServers``)."""
 
-    def __init__(self, cluster: MiniCluster, host: str, port: int) -> None:
+    def start(self, service: str, port: int = 0) -> dict[str, Any]: ...
+
+    def stop(self, address: str) -> dict[str, Any]: ...
+
+
+class AdminServer:
+    """Serves ``GET /info`` and ``POST /set-scope``, ``/roll``, ``/abort-rs``, ``/bulk-load``,
+    ``/thrift/start``, ``/thrift/stop``."""
+
+    def __init__(self, cluster: MiniCluster, host: str, port: int, *, servers: ThriftControl | None = None) -> None:
         self.cluster = cluster
+        self.servers = servers
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -72,6 +82,12 @@ class AdminServer:
             return {"rolled": c.roll(body.get("server"))}
         if path == "/abort-rs":
             return c.abort_rs(body["server"])
+        if path in ("/thrift/start", "/thrift/stop"):
+            if self.servers is None:
+                raise BadRequestError("this cluster's Thrift servers cannot be started or stopped here")
+            if path == "/thrift/start":
+                return self.servers.start(str(body["service"]), int(body.get("port") or 0))
+            return self.servers.stop(str(body["address"]))
         if path == "/bulk-load":
             cells = [
                 Cell(
@@ -128,6 +144,14 @@ class AdminClient:
 
     def abort_rs(self, server: str) -> dict[str, Any]:
         return self._call("POST", "/abort-rs", {"server": server})
+
+    def start_thrift(self, service: str, port: int = 0) -> str:
+        """Start one more ``thrift1`` or ``thrift2`` server of the cluster; its address."""
+        return str(self._call("POST", "/thrift/start", {"service": service, "port": port})["address"])
+
+    def stop_thrift(self, address: str) -> None:
+        """Stop the cluster's Thrift server at ``address`` (its open connections dropped)."""
+        self._call("POST", "/thrift/stop", {"address": address})
 
     def bulk_load(self, table: str, cells: list[tuple[bytes, bytes, bytes, bytes, int]]) -> dict[str, Any]:
         """Bulk-load ``(family, row, qualifier, value, timestamp)`` puts, as the harness's

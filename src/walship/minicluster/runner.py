@@ -15,7 +15,9 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
+from walship.errors import BadRequestError
 from walship.minicluster.admin import AdminServer
 from walship.minicluster.cluster import MiniCluster
 from walship.minicluster.regionserver import WalSettings
@@ -31,6 +33,59 @@ log = logging.getLogger(__name__)
 def _address(addr: tuple[object, ...]) -> str:
     host, port = addr[0], addr[1]
     return f"{host if isinstance(host, str) else bytes(host).decode()}:{port}"  # type: ignore[call-overload]
+
+
+class ThriftServers:
+    """The cluster's Thrift servers, by address: the ones it started with, and more started
+    and stopped while it runs (``POST /thrift/start`` and ``/thrift/stop`` of the admin
+    endpoint), as an operator runs several Thrift servers in front of one HBase cluster."""
+
+    def __init__(self, cluster: MiniCluster, host: str, modes: dict[str, Any]) -> None:
+        self.cluster = cluster
+        self.host = host
+        self.modes = modes
+        self.running: dict[str, ThriftServer] = {}
+        self._lock = threading.Lock()
+
+    def add(self, server: ThriftServer) -> str:
+        address = _address(server.address)
+        with self._lock:
+            self.running[address] = server
+        return address
+
+    def start(self, service: str, port: int = 0) -> dict[str, Any]:
+        """Start one more ``thrift1`` or ``thrift2`` server (on ``port``, 0 for a free one)."""
+        if service not in ("thrift1", "thrift2"):
+            raise BadRequestError(f"a Thrift server is thrift1 or thrift2, not {service!r}")
+        try:
+            if service == "thrift1":
+                server = ThriftServer(HbaseHandler(self.cluster), self.host, port, **self.modes)
+            else:
+                server = ThriftServer(
+                    THBaseHandler(self.cluster), self.host, port, service=hbase2.THBaseService, **self.modes
+                )
+        except OSError as exc:
+            raise BadRequestError(f"cannot serve {service} on {self.host}:{port}: {exc.strerror or exc}") from None
+        server.start()
+        address = self.add(server)
+        log.info("started a %s server on %s", service, address)
+        return {"service": service, "address": address}
+
+    def stop(self, address: str) -> dict[str, Any]:
+        """Stop the server at ``address``: it refuses new connections and drops open ones."""
+        with self._lock:
+            server = self.running.pop(address, None)
+        if server is None:
+            raise BadRequestError(f"no Thrift server of this cluster at {address!r}")
+        server.stop()
+        log.info("stopped the Thrift server on %s", address)
+        return {"stopped": address}
+
+    def stop_all(self) -> None:
+        with self._lock:
+            servers, self.running = list(self.running.values()), {}
+        for server in servers:
+            server.stop()
 
 
 def run_minicluster(
@@ -93,7 +148,11 @@ def run_minicluster(
             protocol=thrift_protocol,
             tls=tls,
         )
-    admin = AdminServer(cluster, host, admin_port)
+    servers = ThriftServers(cluster, host, {"transport": thrift_transport, "protocol": thrift_protocol, "tls": tls})
+    servers.add(thrift)
+    if thrift2 is not None:
+        servers.add(thrift2)
+    admin = AdminServer(cluster, host, admin_port, servers=servers)
     cluster.endpoints = {
         "thrift": _address(thrift.address),
         "thrift2": _address(thrift2.address) if thrift2 is not None else None,
@@ -130,9 +189,7 @@ def run_minicluster(
         while not stop.wait(0.5):
             pass
     finally:
-        thrift.stop()
-        if thrift2 is not None:
-            thrift2.stop()
+        servers.stop_all()
         admin.stop()
         cluster.stop()
         print(json.dumps({"stopped": True, "name": name}), flush=True)

@@ -275,7 +275,11 @@ class ThriftServer:
     def stop(self) -> None:
         self._stopping.set()
         with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept loop: the port is free at once
+        with contextlib.suppress(OSError):
             self.sock.close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
         with self._clients_lock:
             clients = list(self._clients)
         for c in clients:
