@@ -445,5 +445,6 @@ def test_the_command_as_a_process_prints_no_traceback(pair: tuple[Cluster, Clust
             [sys.executable, "-m", "walship.cli", "--zk", a.zk_hosts, "--znode-parent", a.parent, *argv],
             capture_output=True, text=True, timeout=60, env=env, check=False,
         )  # fmt: skip
-        assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr, proc.stderr
-        assert proc.stderr.startswith("walship: ") or "usage:" in proc.stderr
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        # one line: "walship: ..." for a refusal, "walship scope enforce: ..." for a missing flag
+        assert proc.stderr.startswith("walship") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
