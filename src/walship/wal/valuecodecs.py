@@ -90,24 +90,24 @@ class ValueCodec:
     def compress(self, value: bytes) -> bytes:
         return self._pack(value)
 
+    def _length(self, data: bytes, p: int, what: str) -> tuple[int, int]:
+        """The int32 length of a block or chunk at ``p``, and the offset after it."""
+        if p + 4 > len(data):
+            raise ValueError(f"{self.name} {what} length cut short at byte {p} of {len(data)}")
+        return _INT32.unpack_from(data, p)[0], p + 4
+
     def _unblock(self, data: bytes, size: int) -> bytes:
         """Undo Hadoop's block framing (``BlockDecompressorStream``)."""
         assert self._chunk is not None
         parts: list[bytes] = []
         p, n, got = 0, len(data), 0
         while p < n:
-            if p + 4 > n:
-                raise ValueError(f"{self.name} block length cut short at byte {p} of {n}")
-            raw = _INT32.unpack_from(data, p)[0]
-            p += 4
+            raw, p = self._length(data, p, "block")
             if raw < 0 or got + raw > size:
                 raise ValueError(f"{self.name} block of {raw} bytes overruns the value of {size}")
             block = 0
             while block < raw:
-                if p + 4 > n:
-                    raise ValueError(f"{self.name} chunk length cut short at byte {p} of {n}")
-                clen = _INT32.unpack_from(data, p)[0]
-                p += 4
+                clen, p = self._length(data, p, "chunk")
                 if clen < 0 or p + clen > n:
                     raise ValueError(f"{self.name} chunk of {clen} bytes overruns the value's {n} bytes")
                 piece = self._chunk(data[p : p + clen], raw - block)

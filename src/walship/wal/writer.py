@@ -43,19 +43,12 @@ _MAX_TAGS = 0xFFFF
 
 def encode_cell(cell: Cell) -> bytes:
     """Encode one cell as WALCellCodec does without compression: int32 length + KeyValue."""
-    row, family, qualifier, ts, ctype, value, tags = cell
-    if len(row) > _MAX_ROW:
-        raise ValueError(f"row is {len(row)} bytes; HBase allows at most {_MAX_ROW}")
-    if len(family) > _MAX_FAMILY:
-        raise ValueError(f"family is {len(family)} bytes; HBase allows at most {_MAX_FAMILY}")
+    row, family, qualifier, ts, ctype, value, _ = cell
+    tag_bytes = _check_cell(cell)
+    if tag_bytes:
+        tag_bytes = _INT16.pack(len(tag_bytes)) + tag_bytes
     code = CellType(ctype).value
     klen = 12 + len(row) + len(family) + len(qualifier)
-    tag_bytes = b""
-    if tags:
-        tag_bytes = b"".join(_encode_tag(t) for t in tags)
-        if len(tag_bytes) > _MAX_TAGS:
-            raise ValueError(f"tags are {len(tag_bytes)} bytes; HBase allows at most {_MAX_TAGS}")
-        tag_bytes = _INT16.pack(len(tag_bytes)) + tag_bytes
     total = 8 + klen + len(value) + len(tag_bytes)
     return b"".join(
         (
