@@ -82,6 +82,15 @@ def create_table(hb: HBaseProcess, table: str, splits: list[bytes] | None = None
     hb.call("create_table", table=table, families=families, splits=[s.hex() for s in splits or []])
 
 
+def table_on_both(source: HBaseProcess, target: HBaseProcess, prefix: str) -> tuple[Cluster, Cluster]:
+    """A new table (r scoped 1, l scoped 0) created on the source and the peer cluster: both
+    clusters' views of it."""
+    table = unique(prefix)
+    for hb in (source, target):
+        create_table(hb, table)
+    return cluster(source, table), cluster(target, table)
+
+
 def layout(c: Cluster) -> ZnodeLayout:
     return ZnodeLayout(c.parent)
 
@@ -130,11 +139,7 @@ def real_ab(real: tuple[HBaseProcess, HBaseProcess], protocol: str) -> Iterator[
     """The ``ab`` fixture on real HBase: a table of the test's own on A and B (r scoped 1 on
     both, l scoped 0), peer 1 from A to B added through HBase's Admin and adopted; the peer
     is removed afterwards."""
-    a_hb, b_hb = real
-    table = unique("t")
-    for hb in real:
-        create_table(hb, table)
-    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    a, b = table_on_both(*real, "t")
     add_managed_peer(a, b, "1", protocol)
     wait_queues_hold_current_wals(a, "1")
     try:

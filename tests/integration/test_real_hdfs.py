@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 from real_hbase import (
     all_wal_entries,
-    cluster,
-    create_table,
     layout,
     managed_peer,
+    table_on_both,
     unique,
     wait_queues_hold_current_wals,
 )
@@ -54,10 +53,8 @@ def test_wals_on_hdfs_are_read_over_webhdfs_and_shipped(
 ) -> None:
     _, b_hb = real_hbase
     assert hdfs_source.wal_root.startswith("webhdfs://") and hdfs_source.ready["wal_root"].startswith("hdfs://")
-    table = unique("hdfs")
-    for hb in (hdfs_source, b_hb):
-        create_table(hb, table)
-    h, b = cluster(hdfs_source, table), cluster(b_hb, table)
+    h, b = table_on_both(hdfs_source, b_hb, "hdfs")
+    table = h.table_name.decode()
     with managed_peer(h, b, unique("h")) as peer:
         wait_queues_hold_current_wals(h, peer)
         conn = h.conn()
@@ -105,10 +102,8 @@ def test_an_open_wal_counts_for_what_hbase_hflushed_not_for_the_namenodes_length
     hdfs_source: HBaseProcess, real_hbase: tuple[HBaseProcess, HBaseProcess], tmp_path: Path
 ) -> None:
     _, b_hb = real_hbase
-    table = unique("open")
-    for hb in (hdfs_source, b_hb):
-        create_table(hb, table)
-    h, b = cluster(hdfs_source, table), cluster(b_hb, table)
+    h, b = table_on_both(hdfs_source, b_hb, "open")
+    table = h.table_name.decode()
     store = WalStore(hdfs_source.wal_root)
     with managed_peer(h, b, unique("o")) as peer:
         wait_queues_hold_current_wals(h, peer)
@@ -160,10 +155,8 @@ def test_wait_drained_on_hdfs_returns_with_every_acknowledged_write_on_b_without
     hdfs_source: HBaseProcess, real_hbase: tuple[HBaseProcess, HBaseProcess]
 ) -> None:
     _, b_hb = real_hbase
-    table = unique("drain")
-    for hb in (hdfs_source, b_hb):
-        create_table(hb, table)
-    h, b = cluster(hdfs_source, table), cluster(b_hb, table)
+    h, b = table_on_both(hdfs_source, b_hb, "drain")
+    table = h.table_name.decode()
     store = WalStore(hdfs_source.wal_root)
     with managed_peer(h, b, unique("d")) as peer, zk_client(h.zk_hosts) as client:
         wait_queues_hold_current_wals(h, peer)

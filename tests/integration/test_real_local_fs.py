@@ -10,7 +10,7 @@ import os
 import posixpath
 
 import pytest
-from real_hbase import cluster, create_table, layout, managed_peer, queued_wals, unique, wait_queues_hold_current_wals
+from real_hbase import layout, managed_peer, queued_wals, table_on_both, unique, wait_queues_hold_current_wals
 from replication_helpers import contents, ship
 from waiting import wait_until
 
@@ -30,10 +30,8 @@ def test_walships_cleaner_on_a_real_local_archive(
     real_multiwal: HBaseProcess, real_hbase: tuple[HBaseProcess, HBaseProcess]
 ) -> None:
     hb, (_, b_hb) = real_multiwal, real_hbase
-    table = unique("lfs")
-    for h in (hb, b_hb):
-        create_table(h, table)
-    a, b = cluster(hb, table), cluster(b_hb, table)
+    a, b = table_on_both(hb, b_hb, "lfs")
+    table = a.table_name.decode()
     with managed_peer(a, b, unique("lfs")) as peer:
         wait_queues_hold_current_wals(a, peer)
         conn = a.conn()
