@@ -53,8 +53,9 @@ def cmd_wal_dump(args: argparse.Namespace) -> int:
     except IsADirectoryError:
         print(f"walship: {shown}: a folder, not a WAL file", file=sys.stderr)
         return 1
-    except OSError as exc:
-        print(f"walship: {shown}: cannot be read: {exc.strerror or exc}", file=sys.stderr)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"walship: {shown!r}: cannot be read: {reason}", file=sys.stderr)
         return 1
     except WalshipError as exc:
         out.flush()

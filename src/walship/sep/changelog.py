@@ -168,8 +168,9 @@ def prepare_local_dir(url: str) -> None:
     shown = url if len(url) <= 120 else f"{url[:120]}... ({len(url):,} characters)"
     try:
         os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise ChangeLogError(f"{shown}: cannot be the change log's folder: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ChangeLogError(f"{shown!r}: cannot be the change log's folder: {reason}") from None
     if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
         raise ChangeLogError(f"{shown}: not a folder this process can write")
 
