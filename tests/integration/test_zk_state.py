@@ -10,9 +10,11 @@ import time
 
 import pytest
 from conftest import server_name, wal_name
-from kazoo.client import KazooClient
+from waiting import wait_until
+from kazoo.client import KazooClient, KazooState
 
 from walship.errors import (
+    WalshipError,
     InvalidPeerConfigError,
     PeerExistsError,
     PeerNotFoundError,
@@ -20,8 +22,10 @@ from walship.errors import (
     QueueError,
     QueueNotFoundError,
     ZkDataError,
+    ZkUnavailableError,
 )
 from walship.zk import (
+    QueueId,
     PeerConfig,
     ReplicationPeers,
     ReplicationQueues,
@@ -52,10 +56,7 @@ def test_cluster_id_and_live_servers(zk: KazooClient, zk_hosts: str, layout: Zno
     assert live_servers(zk, layout) == [server_name(1)]
     other.stop()
     other.close()
-    deadline = time.time() + 10
-    while live_servers(zk, layout) and time.time() < deadline:
-        time.sleep(0.05)
-    assert live_servers(zk, layout) == []
+    wait_until(lambda: live_servers(zk, layout) == [], timeout=10, what="the closed server's znode to go")
 
 
 def test_peers_round_trip(zk: KazooClient, layout: ZnodeLayout) -> None:
@@ -139,20 +140,30 @@ def test_positions_move_forward_only(zk: KazooClient, layout: ZnodeLayout) -> No
 
 
 def test_concurrent_position_writers_never_go_backwards(zk_hosts: str, layout: ZnodeLayout) -> None:
+    """Four writers race positions up; every write that landed is recorded with the znode
+    version it made, and in version order the positions only ever rise."""
     clients = [connect(zk_hosts) for _ in range(4)]
     server = server_name(1)
     (w,) = _queues_with_wals(clients[0], layout, server, ["1"], 1)
     errors: list[Exception] = []
+    landed: list[tuple[int, int]] = []  # (znode version, position) of each write
+    refused: list[int] = []
+    lock = threading.Lock()
 
     def writer(client: KazooClient, start: int) -> None:
         q = ReplicationQueues(client, layout)
         for pos in range(start, 400, 4):
             try:
-                q.set_position(server, "1", w, pos)
+                version = q.set_position(server, "1", w, pos)
             except PositionBackwardsError:
+                with lock:
+                    refused.append(pos)
                 continue
             except Exception as exc:
                 errors.append(exc)
+                continue
+            with lock:
+                landed.append((version, pos))
 
     threads = [threading.Thread(target=writer, args=(c, i)) for i, c in enumerate(clients)]
     for t in threads:
@@ -160,6 +171,14 @@ def test_concurrent_position_writers_never_go_backwards(zk_hosts: str, layout: Z
     for t in threads:
         t.join()
     assert errors == []
+    assert len(landed) + len(refused) == 400
+    by_version: dict[int, set[int]] = {}
+    for version, pos in landed:
+        by_version.setdefault(version, set()).add(pos)
+    assert all(len(p) == 1 for p in by_version.values()), by_version  # one position per version
+    in_order = [next(iter(by_version[v])) for v in sorted(by_version)]
+    assert in_order == sorted(set(in_order)), in_order  # strictly rising with the version
+    assert in_order[-1] == 399
     assert ReplicationQueues(clients[0], layout).get_position(server, "1", w)[0] == 399
     for c in clients:
         c.stop()
@@ -296,32 +315,61 @@ def expire_session(client: KazooClient, hosts: str) -> None:
     ghost.close()
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1])
+class _ExpiringClaimer(ReplicationQueues):
+    """Claims as walship does; after ``after`` queues its ZooKeeper session is expired (a
+    real expiry, by a second client on the same session) before the next queue is claimed."""
+
+    def __init__(self, client: KazooClient, layout: ZnodeLayout, hosts: str, after: int) -> None:
+        super().__init__(client, layout)
+        self.hosts = hosts
+        self.after = after
+        self.expired = False
+        self.before_expiry: list[str] = []
+        self.session_before = client.client_id[0]
+
+    def claim_queue(self, dead_server: str, queue_id: str, dest_server: str, *, attempts: int = 5) -> str | None:
+        if not self.expired and len(self.before_expiry) == self.after:
+            lost = threading.Event()
+
+            def on_state(state: str) -> bool:
+                if state == KazooState.LOST:
+                    lost.set()
+                    return True
+                return False
+
+            self.client.add_listener(on_state)
+            expire_session(self.client, self.hosts)
+            assert lost.wait(30), "the claimer's session did not expire"
+            self.expired = True
+        new_id = super().claim_queue(dead_server, queue_id, dest_server, attempts=attempts)
+        if not self.expired:
+            self.before_expiry.append(queue_id)
+        return new_id
+
+
+@pytest.mark.parametrize("after", [0, 1, 7, 19])
 def test_session_expired_mid_claim_leaves_no_half_moved_queue(
-    zk: KazooClient, zk_hosts: str, layout: ZnodeLayout, delay: float
+    zk: KazooClient, zk_hosts: str, layout: ZnodeLayout, after: int
 ) -> None:
-    """The claimer's session expires while it claims 20 queues: whatever it had done, every
-    queue is whole in one place with its positions, and a second claimer finishes the rest."""
+    """The claimer's session expires after it claimed ``after`` of 20 queues: the claim stops
+    with walship's error, every queue is whole in one place with its positions,
+    and a second claimer finishes the rest."""
     peers = [str(i) for i in range(1, 21)]
     wals = _queues_with_wals(zk, layout, DEAD, peers, 3)
     for p in peers:
         ReplicationQueues(zk, layout).set_position(DEAD, p, wals[1], 10 * int(p))
     claimer = connect(zk_hosts)
+    expiring = _ExpiringClaimer(claimer, layout, zk_hosts, after)
     outcome: list[object] = []
-
-    def claim() -> None:
-        try:
-            outcome.append(ReplicationQueues(claimer, layout).claim_all(DEAD, server_name(1)))
-        except Exception as exc:
-            outcome.append(exc)
-
-    t = threading.Thread(target=claim)
-    t.start()
-    time.sleep(delay)  # deliberate: expire the session at a varying point of the claim, none observable
-    expire_session(claimer, zk_hosts)
-    t.join(timeout=60)
-    claimer.stop()
-    claimer.close()
+    try:
+        outcome.append(expiring.claim_all(DEAD, server_name(1)))
+    except WalshipError as exc:  # anything else (kazoo's own errors among them) fails the test
+        outcome.append(exc)
+    finally:
+        claimer.stop()
+        claimer.close()
+    assert expiring.expired  # the session did expire in the middle of the claim
+    assert len(expiring.before_expiry) == after  # ... after exactly that many queues
     queues = ReplicationQueues(zk, layout)
     listed = queues.list_queues()
     assert sorted(q.peer_id for q in listed) == sorted(peers)  # nothing lost, nothing doubled
@@ -329,6 +377,12 @@ def test_session_expired_mid_claim_leaves_no_half_moved_queue(
         assert [w.name for w in q.wals] == wals
         assert q.wals[1].position == 10 * int(q.peer_id)
         assert (q.server, q.recovered) in {(DEAD, False), (server_name(1), True)}
+    moved = sorted(q.peer_id for q in listed if q.recovered)
+    (result,) = outcome  # the expired session stops the claim with walship's error ...
+    assert isinstance(result, ZkUnavailableError), result
+    assert f"of {DEAD} into {server_name(1)}" in str(result)
+    # ... and what it had claimed before the expiry, and only that, stayed claimed
+    assert moved == sorted(QueueId.parse(q).peer_id for q in expiring.before_expiry)
     queues.claim_all(DEAD, server_name(2))
     final = queues.list_queues()
     assert sorted(q.peer_id for q in final) == sorted(peers)

@@ -32,6 +32,7 @@ from walship.errors import (
 )
 from walship.servername import ServerName
 from walship.wal.names import parse_wal_name
+from walship.zk.client import zk_errors
 from walship.zk.encoding import decode_position, encode_position
 from walship.zk.layout import ZnodeLayout
 from walship.zk.multiread import read_many
@@ -346,7 +347,13 @@ class ReplicationQueues:
         so a position written meanwhile makes the multi fail rather than be lost.
 
         :returns: the new queue id, or ``None`` when the queue is gone (another claimer took it).
+        :raises ZkUnavailableError: the session or connection was lost; the queue is then
+            whole where it was or where it went, never half moved.
         """
+        with zk_errors(f"claiming queue {queue_id} of {dead_server} into {dest_server}"):
+            return self._claim_queue(dead_server, queue_id, dest_server, attempts)
+
+    def _claim_queue(self, dead_server: str, queue_id: str, dest_server: str, attempts: int) -> str | None:
         ServerName.parse(dead_server)
         if dest_server == dead_server:
             raise QueueError(f"cannot claim queue {queue_id} of {dead_server} into itself")
@@ -394,6 +401,10 @@ class ReplicationQueues:
     def claim_all(self, dead_server: str, dest_server: str) -> list[tuple[str, str]]:
         """Claim every queue of a dead server. A queue of a peer that no longer exists is
         removed instead, as HBase does. Returns (old id, new id) for each queue claimed here."""
+        with zk_errors(f"claiming the queues of {dead_server} into {dest_server}"):
+            return self._claim_all(dead_server, dest_server)
+
+    def _claim_all(self, dead_server: str, dest_server: str) -> list[tuple[str, str]]:
         claimed = []
         try:
             peers = set(self.client.get_children(self.layout.peers))
