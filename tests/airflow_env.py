@@ -55,3 +55,18 @@ def source_conn(cluster: Any) -> str:
             "extra": {"znode_parent": cluster.parent, "wal_root": cluster.mc.wal_root},
         }
     )
+
+
+def task_failures(out: str) -> list[str]:
+    """The exception line (``module.Error: message``) of each task that failed in the captured
+    output of ``dag.test()`` runs, in the order they failed."""
+    reasons = []
+    lines = out.splitlines()
+    for i, line in enumerate(lines):
+        if "Task failed with exception" not in line:
+            continue
+        for later in lines[i + 1 :]:
+            if later and not later[0].isspace() and not later.startswith("Traceback") and ": " in later:
+                reasons.append(later)
+                break
+    return reasons

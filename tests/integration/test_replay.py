@@ -10,6 +10,7 @@ from pathlib import Path
 
 import happybase
 import pytest
+from airflow_env import task_failures
 from kazoo.client import KazooClient
 
 from walship.cli import main
@@ -137,7 +138,11 @@ def test_replay_command(
 
 
 def test_replay_dag_windows_repeats_and_gaps(
-    dagbag: object, zk_hosts: str, source: tuple[Path, MiniClusterProcess], monkeypatch: pytest.MonkeyPatch
+    dagbag: object,
+    zk_hosts: str,
+    source: tuple[Path, MiniClusterProcess],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     root, b = source
     hostport, _, chroot = zk_hosts.partition("/")
@@ -164,7 +169,11 @@ def test_replay_dag_windows_repeats_and_gaps(
     assert run.state == "success" and rows(b) == written((h, i) for h in range(3) for i in range(10))
     (root / "oldWALs" / build_wal_name(SERVER, ms(H0))).unlink()
     assert windows[0][0] == H0
+    capfd.readouterr()
     failed = dag.test(logical_date=H0 + HOUR, run_conf={"peer_id": "1"})
     assert failed.state == "failed"
+    (reason,) = task_failures(capfd.readouterr().out)  # failed for the gap, and only for it
+    assert reason.startswith("walship.errors.ReplayGapError: ") and "for peer 1: no WAL covers" in reason
+    assert f"{H0.isoformat()} to {(H0 + HOUR).isoformat()}" in reason and "allow gaps" in reason
     allowed = dag.test(logical_date=H0 + HOUR, run_conf={"peer_id": "1", "allow_gaps": True})
     assert allowed.state == "success"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_env import source_conn
+from airflow_env import source_conn, task_failures
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, current_wals_enqueued, make_cluster
 from sep_listeners import DELAY_ENV, OUT_ENV, read_events
@@ -201,7 +201,7 @@ def collect_airflow_leftovers() -> Any:
 
 
 def test_d_sep_dag_runs_the_subscriptions_or_waits_then_skips(
-    dagbag: Any, a: Cluster, events_path: str, monkeypatch: pytest.MonkeyPatch
+    dagbag: Any, a: Cluster, events_path: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
     dag = dagbag.dags["walship_sep"]
@@ -222,8 +222,12 @@ def test_d_sep_dag_runs_the_subscriptions_or_waits_then_skips(
     assert sorted(rows_of(read_events(events_path))) == wanted
     assert sorted(rows_of(read_events(events_path + ".second"))) == wanted
 
+    capfd.readouterr()
     bad = dag.test(run_conf={"subscriptions": "sub,nosuch", "duration": 2})
-    assert bad.state == "failed"  # at once: no retry makes it a subscription
+    assert bad.state == "failed"
+    assert bad.get_task_instance("tail").try_number == 1  # at once: no retry makes it a subscription
+    (reason,) = task_failures(capfd.readouterr().out)
+    assert reason.endswith("Param subscriptions: subscription nosuch does not exist (/hbase-a/replication/peers/nosuch)")
 
 
 def test_a_run_with_nothing_to_do_waits_for_a_subscription(zk: KazooClient, zk_hosts: str) -> None:
