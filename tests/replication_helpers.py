@@ -134,3 +134,66 @@ def contents(
         out[row] = {col: t.cells(row, col, versions=versions, include_timestamp=True) for col in sorted(data)}
     conn.close()
     return out
+
+
+class LockstepShipper:
+    """Ships peer 1 of ``source`` one small batch at a time, never while a drained check runs.
+
+    Every check of :func:`walship.status.drain.behind` (what ``wait-drained`` and the drain
+    trigger poll) takes the same lock as a batch, and the check that finds nothing behind
+    reads the peer's rows (``on_peer``) and stops the shipping before releasing it: so
+    ``on_peer`` is the peer exactly when the drained answer was given, not a moment later
+    when the shipper may have caught up with an answer given too early. Shipping starts
+    after the first check, so that one always finds the rows written before it behind."""
+
+    def __init__(self, source: Cluster, target: Cluster, monkeypatch: Any, *, batch_entries: int) -> None:
+        from walship.status import drain
+
+        self.source, self.target, self.batch_entries = source, target, batch_entries
+        self.on_peer: dict[bytes, dict[bytes, list[tuple[bytes, int]]]] | None = None
+        self.failures: list[str] = []
+        self.batches = 0
+        self._gate = threading.Lock()
+        self._stop = threading.Event()
+        self._checked = threading.Event()
+        self._thread = threading.Thread(target=self._ship, name="lockstep-shipper")
+        checked = drain.behind
+
+        def behind_between_batches(*args: Any, **kwargs: Any) -> Any:
+            with self._gate:
+                late = checked(*args, **kwargs)
+                if not late and self.on_peer is None:
+                    self.on_peer = contents(self.target)
+                    self._stop.set()
+                self._checked.set()
+                return late
+
+        monkeypatch.setattr(drain, "behind", behind_between_batches)
+
+    def _ship(self) -> None:
+        with zk_client(self.source.zk_hosts) as client:
+            shipper = Shipper(
+                client,
+                ZnodeLayout(self.source.parent),
+                WalStore(self.source.mc.wal_root),
+                batch_entries=self.batch_entries,
+            )
+            while not self._checked.wait(0.05):
+                if self._stop.is_set():
+                    return
+            while not self._stop.is_set():
+                with self._gate:
+                    if self._stop.is_set():
+                        break
+                    summary = shipper.ship_peer("1", max_batches=1)
+                    self.batches += 1
+                if summary.status == "error":
+                    self.failures.append(str(summary.error))
+
+    def __enter__(self) -> LockstepShipper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from replication_helpers import Cluster, contents
+from replication_helpers import Cluster, LockstepShipper
 
 from walship.cli import main
 from walship.replicate import Shipper, WalStore
@@ -34,13 +34,11 @@ def cli_args(a: Cluster) -> list[str]:
 
 
 def test_wait_drained_returns_once_every_earlier_row_is_on_the_peer(
-    ab: tuple[Cluster, Cluster], capsys: pytest.CaptureFixture[str]
+    ab: tuple[Cluster, Cluster], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = ab
     write(a, 0, 300)
-    before = {b"row%05d" % i for i in range(300)}
     stop = threading.Event()
-    failures: list[str] = []
 
     def keep_writing() -> None:  # writes go on through the whole wait
         i = 0
@@ -48,30 +46,24 @@ def test_wait_drained_returns_once_every_earlier_row_is_on_the_peer(
             write(a, i, 5, prefix=b"late")
             i += 5
 
-    def ship_slowly() -> None:  # one small batch per queue and pass
-        with zk_client(a.zk_hosts) as client:
-            shipper = Shipper(client, ZnodeLayout(a.parent), WalStore(str(a.mc.data_dir)), batch_entries=20)
-            while not stop.is_set():
-                summary = shipper.ship_peer("1", max_batches=1)
-                if summary.status == "error":
-                    failures.append(str(summary.error))
-
-    threads = [threading.Thread(target=keep_writing), threading.Thread(target=ship_slowly)]
-    for t in threads:
-        t.start()
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
     try:
-        code = main([*cli_args(a), "wait-drained", "--peer", "1", "--timeout", "90", "--json"])
-        on_peer = set(contents(b))  # read at once, while shipping goes on
+        with LockstepShipper(a, b, monkeypatch, batch_entries=20) as shipper:
+            code = main([*cli_args(a), "wait-drained", "--peer", "1", "--timeout", "90", "--json", "--poll", "0.05"])
     finally:
         stop.set()
-        for t in threads:
-            t.join()
+        writer.join()
     out = capsys.readouterr().out
     assert code == 0, out
     result = json.loads(out)
     assert result["drained"] and result["cut"]["points"] and result["seconds"] > 0
-    assert before <= on_peer, f"{len(before - on_peer)} rows written before the call are missing on the peer"
-    assert not failures
+    assert shipper.batches > 3  # it had to wait for several batches
+    on_peer = shipper.on_peer  # the peer when wait-drained said drained, no batch shipped since
+    assert on_peer is not None
+    missing = [i for i in range(300) if on_peer.get(b"row%05d" % i, {}).get(b"r:q", [(b"", 0)])[0][0] != b"v%d" % i]
+    assert not missing, f"{len(missing)} rows written before the call were not on the peer when it returned"
+    assert not shipper.failures
 
 
 def test_wait_drained_times_out_with_exit_2_naming_each_queue(

@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import gc
 import json
-import threading
 from typing import Any
 
 import pytest
 from airflow_env import source_conn
-from replication_helpers import Cluster, contents
-
-from walship.replicate import Shipper, WalStore
-from walship.zk import ZnodeLayout, zk_client
+from replication_helpers import Cluster, LockstepShipper
 
 pytestmark = [
     pytest.mark.integration,
@@ -38,25 +34,17 @@ def test_the_sensor_waits_until_every_earlier_row_is_on_the_peer(
     for i in range(120):
         t.put(b"pre%04d" % i, {b"r:q": b"%d" % i})
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
-    stop = threading.Event()
-
-    def ship_slowly() -> None:
-        with zk_client(a.zk_hosts) as client:
-            shipper = Shipper(client, ZnodeLayout(a.parent), WalStore(str(a.mc.data_dir)), batch_entries=10)
-            while not stop.is_set():
-                shipper.ship_peer("1", max_batches=1)
-
-    shipper = threading.Thread(target=ship_slowly)
-    shipper.start()
-    try:
+    with LockstepShipper(a, b, monkeypatch, batch_entries=10) as shipper:
         run = dagbag.dags["walship_drain"].test(run_conf={"peer_id": "1", "timeout_s": 120})
-        on_peer = set(contents(b))
-    finally:
-        stop.set()
-        shipper.join()
     ti = run.get_task_instance("wait_drained")
     assert ti.state == "success", ti.state
-    assert {b"pre%04d" % i for i in range(120)} <= on_peer
+    assert shipper.batches > 3  # it had to wait for several batches
+    on_peer = shipper.on_peer  # the peer when the trigger said drained, no batch shipped since
+    assert on_peer is not None
+    assert {row: cells[b"r:q"][0][0] for row, cells in on_peer.items()} == {
+        b"pre%04d" % i: b"%d" % i for i in range(120)
+    }
+    assert not shipper.failures
 
 
 def test_the_sensor_fails_on_timeout_naming_the_queues_behind(

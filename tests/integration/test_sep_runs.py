@@ -227,7 +227,9 @@ def test_d_sep_dag_runs_the_subscriptions_or_waits_then_skips(
     assert bad.state == "failed"
     assert bad.get_task_instance("tail").try_number == 1  # at once: no retry makes it a subscription
     (reason,) = task_failures(capfd.readouterr().out)
-    assert reason.endswith("Param subscriptions: subscription nosuch does not exist (/hbase-a/replication/peers/nosuch)")
+    assert reason.endswith(
+        "Param subscriptions: subscription nosuch does not exist (/hbase-a/replication/peers/nosuch)"
+    )
 
 
 def test_a_run_with_nothing_to_do_waits_for_a_subscription(zk: KazooClient, zk_hosts: str) -> None:

@@ -10,23 +10,23 @@ import time
 
 import pytest
 from conftest import server_name, wal_name
-from waiting import wait_until
 from kazoo.client import KazooClient, KazooState
+from waiting import wait_until
 
 from walship.errors import (
-    WalshipError,
     InvalidPeerConfigError,
     PeerExistsError,
     PeerNotFoundError,
     PositionBackwardsError,
     QueueError,
     QueueNotFoundError,
+    WalshipError,
     ZkDataError,
     ZkUnavailableError,
 )
 from walship.zk import (
-    QueueId,
     PeerConfig,
+    QueueId,
     ReplicationPeers,
     ReplicationQueues,
     ZnodeLayout,
