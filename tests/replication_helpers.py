@@ -107,15 +107,18 @@ def ship(source: Cluster, peer_id: str = "1", **kwargs: object) -> PeerSummary:
 
 
 def tail_in_thread(
-    source: Cluster, peers: str | list[str] = "1", **options: Any
+    source: Cluster, peers: str | list[str] = "1", *, tailers: list[Tailer] | None = None, **options: Any
 ) -> tuple[threading.Thread, list[TailSummary]]:
     """A tailer of the source's peer(s) with ``options`` (``duration``, ``stop``, ...), run in
-    a thread of its own over its own ZooKeeper client; its summary lands in the list when it ends."""
+    a thread of its own over its own ZooKeeper client; its summary lands in the list when it
+    ends (and the tailer itself in ``tailers`` as it starts)."""
     out: list[TailSummary] = []
 
     def run() -> None:
         with zk_client(source.zk_hosts) as client:
             tailer = Tailer(client, ZnodeLayout(source.parent), WalStore(source.mc.wal_root), peers, **options)
+            if tailers is not None:
+                tailers.append(tailer)
             out.append(tailer.run())
 
     thread = threading.Thread(target=run)

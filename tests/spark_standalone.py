@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyspark
+from waiting import wait_until
 
 from walship.zk.localserver import free_port
 
@@ -62,13 +62,15 @@ def standalone_spark(tmp_path: Path, *, cores: int = 2, memory: str = "2g") -> I
         env=env, stdout=logs, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while _alive_workers(webui) < 1:
-            if time.monotonic() > deadline or master.poll() is not None or worker.poll() is not None:
+
+        def up() -> bool:
+            if master.poll() is not None or worker.poll() is not None:
                 raise RuntimeError(
                     f"standalone Spark did not start: {(tmp_path / 'spark-standalone.log').read_text()[-3000:]}"
                 )
-            time.sleep(0.5)
+            return _alive_workers(webui) >= 1
+
+        wait_until(up, timeout=120, interval=0.5, what="a standalone Spark worker to register")
         yield Standalone(f"spark://127.0.0.1:{port}", "127.0.0.1", port, rest, work)
     finally:
         for proc in (worker, master):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
 import happybase
 import pytest
 from kazoo.client import KazooClient
+from waiting import wait_until
 
 from walship.cli import main
 from walship.minicluster import AdminClient, encode_cluster_ids
@@ -133,10 +133,10 @@ def test_restart_after_sigkill_recovers_every_acknowledged_write(minicluster_fac
     assert len(info["old_wals"]) >= 2  # the crashed servers' WALs, replayed and archived
     # the killed servers' ZooKeeper sessions expire after the session timeout, as on HBase
     expected = sorted(rs["name"] for rs in info["regionservers"])
-    deadline = time.time() + 30
-    while live_servers(zk, ZnodeLayout("/hbase-k")) != expected and time.time() < deadline:
-        time.sleep(0.2)
-    assert live_servers(zk, ZnodeLayout("/hbase-k")) == expected
+    wait_until(
+        lambda: live_servers(zk, ZnodeLayout("/hbase-k")) == expected,
+        what="the killed servers' znodes to expire",
+    )
     c.close()
 
 

@@ -6,7 +6,6 @@ event still end the wait. WALs on a local disk are probed by default, others not
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -30,18 +29,22 @@ def sink_protocol() -> str:
     return "thrift1"
 
 
-def start(a: Cluster, duration: float, stop: threading.Event) -> tuple[threading.Thread, list[TailSummary]]:
-    return tail_in_thread(a, duration=duration, idle_sleep=IDLE_SLEEP, stop=stop)
+def start(
+    a: Cluster, duration: float, stop: threading.Event, tailers: list[Tailer] | None = None
+) -> tuple[threading.Thread, list[TailSummary]]:
+    return tail_in_thread(a, duration=duration, idle_sleep=IDLE_SLEEP, stop=stop, tailers=tailers)
 
 
 def test_a_write_ends_the_idle_wait(ab: tuple[Cluster, Cluster]) -> None:
     a, b = ab
     stop = threading.Event()
-    tailer, out = start(a, duration=120, stop=stop)
+    running: list[Tailer] = []
+    tailer, out = start(a, duration=120, stop=stop, tailers=running)
     try:
         tb = b.table()
         for i in range(3):
-            time.sleep(0.5)  # the tailer waits, idle, between the writes
+            # each write lands while the tailer waits, idle, after a pass that found nothing
+            wait_until(lambda: running and running[0].idle.is_set(), what="the tailer to wait idle")
             a.table().put(b"row-%d" % i, {b"r:q": b"%d" % i})
             wait_until(lambda i=i: tb.row(b"row-%d" % i), timeout=30, what=f"row-{i} on B")
     finally:

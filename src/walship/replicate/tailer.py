@@ -149,6 +149,7 @@ class Tailer:
             probe_interval = PROBE_INTERVAL if local else 0.0
         self.probe_interval = probe_interval  # 0: no probe, wait idle_sleep after an idle pass
         self.stop = stop or threading.Event()  # set it to end the run early (a signal, a test)
+        self.idle = threading.Event()  # set while it waits after a pass that found nothing new
         self._locks: dict[tuple[str, str], Any] = {}
         self._tailed: dict[str, _Tailed] = {}
         self._session_lost = False
@@ -298,7 +299,13 @@ class Tailer:
         """After a pass that found nothing new: wait at most ``idle_sleep`` seconds, less when
         a WAL grew or appeared since ``before`` (the listing taken as that pass began, so a
         write made during the pass ends the wait at once)."""
-        end = min(time.monotonic() + self.idle_sleep, deadline)
+        self.idle.set()
+        try:
+            self._wait_for_change(before, min(time.monotonic() + self.idle_sleep, deadline))
+        finally:
+            self.idle.clear()
+
+    def _wait_for_change(self, before: _Listing | None, end: float) -> None:
         if before is None:
             self.stop.wait(max(0.0, end - time.monotonic()))
             return
