@@ -7,11 +7,13 @@ from __future__ import annotations
 import datetime
 import gc
 import json
+from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow_env import source_conn
+from airflow_env import ROOT, source_conn
 from replication_helpers import TABLE, Cluster, contents, ship
 
 from walship.verify.model import LATEST
@@ -207,44 +209,44 @@ def test_results_live_in_their_own_znodes_and_errors_say_whether_to_retry(zk_hos
 
 
 def test_the_verify_task_fails_with_the_recorded_reason_and_retries_only_when_it_may_help(
-    zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+    ab: tuple[Cluster, Cluster], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The Spark job failed having recorded why (here without Spark: the submit is replaced)."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    """The verify task's real spark-submit fails three ways: the job recorded a reason a retry
+    cannot mend, one it may mend, or nothing (Spark itself failed, an earlier record forgotten)."""
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
     from walship_airflow.operators import WalshipVerifyOperator
+    from walship_airflow.planning import spark_settings
 
-    from walship.errors import VerifyError, VerifyUnavailableError, WalshipError
-    from walship.spark.verify import error_record, record_result
     from walship.verify import VerifyJob
+    from walship.zk.localserver import free_port
 
-    host, _, chroot = zk_hosts.partition("/")
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_WALSHIP_SOURCE",
-        json.dumps({"conn_type": "walship", "host": f"{host}/{chroot}", "extra": {"wal_root": "/w"}}),
+    a, _ = ab
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", verify_conn(a))
+    conf, _ = spark_settings()
+
+    def submit(job: VerifyJob, app: Path = ROOT / "spark_jobs" / "verify.py") -> None:
+        args = ["--job", job.to_json(), "--job-id", "run1"]
+        WalshipVerifyOperator(task_id="verify", application=str(app), application_args=args, conf=conf).execute({})
+
+    job = VerifyJob(
+        zk=a.zk_hosts,
+        znode_parent=a.parent,
+        wal_root=str(a.mc.data_dir),
+        source_thrift2=a.thrift2_address(),
+        peer_id="1",
+        tables=("nosuch",),
     )
-    job = VerifyJob(zk=zk_hosts, znode_parent="/hbase", wal_root="/w", source_thrift2="h:1", peer_id="1")
-    failure: list[WalshipError] = []
-
-    def submit(self: Any, context: Any) -> None:
-        record_result(job, "run1", error_record(job, failure[0]))
-        raise AirflowException("Cannot execute: spark-submit ... Error code is: 1.")
-
-    monkeypatch.setattr(SparkSubmitOperator, "execute", submit)
-    op = WalshipVerifyOperator(
-        task_id="verify", application="verify.py", application_args=["--job", job.to_json(), "--job-id", "run1"]
-    )
-    failure.append(VerifyError("--table nosuch: no such table on the source cluster"))
     with pytest.raises(AirflowFailException, match="verify of peer 1 failed: --table nosuch: no such table"):
-        op.execute({})
-    failure[0] = VerifyUnavailableError("the source cluster does not answer")
-    with pytest.raises(AirflowException, match="does not answer") as caught:
-        op.execute({})
-    assert not isinstance(caught.value, AirflowFailException)  # retried
+        submit(job)
+    with zk_client(a.zk_hosts) as client:  # recorded under the job id, not retryable
+        record = VerifyStore(client, ZnodeLayout(a.parent)).get("1", "run1")
+    assert record is not None and record["error_type"] == "VerifyError" and not record["retryable"]
 
-    def crash(self: Any, context: Any) -> None:  # no record: the submit's own error, and no stale one
-        raise AirflowException("Cannot execute: spark-submit")
+    nobody = replace(job, tables=(TABLE.decode(),), source_thrift2=f"127.0.0.1:{free_port()}")
+    with pytest.raises(AirflowException, match="verify of peer 1 failed: .*127.0.0.1") as caught:
+        submit(nobody)
+    assert not isinstance(caught.value, AirflowFailException)  # Airflow retries it
 
-    monkeypatch.setattr(SparkSubmitOperator, "execute", crash)
-    with pytest.raises(AirflowException, match="^Cannot execute: spark-submit$"):
-        op.execute({})
+    with pytest.raises(AirflowException, match="Cannot execute") as caught:  # no record, none stale
+        submit(job, ROOT / "spark_jobs" / "nosuch.py")
+    assert "verify of peer" not in str(caught.value)
