@@ -6,9 +6,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
 
 import happybase
 import pytest
@@ -21,7 +20,6 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.protos import WAL_pb2
 from walship.replicate import Shipper, WalStore
 from walship.servername import ServerName
-from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, register_sink
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.wal.format import DEFAULT_CODEC, MAGIC, encode_varint
 from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
@@ -232,23 +230,6 @@ def test_corrupt_wal_stops_the_queue_with_file_and_offset(
     assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == second
 
 
-class RecordingSink:
-    """A sink registered by name at run time, as a third-party sink would be by entry point:
-    it keeps what it is given."""
-
-    received: ClassVar[list[tuple[str, list[FilteredEntry], bool]]] = []
-
-    def __init__(self, peer: PeerConfig, context: SinkContext) -> None:
-        self.context = context
-
-    def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
-        RecordingSink.received.append((wal, list(entries), self.context.replaying))
-        return ApplyStats(cells=sum(len(fe.cells) for fe in entries))
-
-    def close(self) -> None:
-        pass
-
-
 def test_dead_letters_are_listed_and_replayed_exactly(
     zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -270,22 +251,23 @@ def test_dead_letters_are_listed_and_replayed_exactly(
     assert "not replayed" in err and "Thrift1" in err and "nothing lost" in err
     assert main([*flags, "deadletter", "list", "--peer", "1", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 2
-    # a sink that can: every cell exactly as written, and the replay is recorded
-    register_sink("recording", RecordingSink)
-    RecordingSink.received.clear()
+    # the Thrift2 sink can: on B each delete masks exactly the version it names
+    b = happybase.Connection(*peer_b.thrift)
+    t = b.table("t")
+    t.put(b"row1", {b"r:q": b"older"}, timestamp=1000)
+    t.put(b"row1", {b"r:z": b"z1"}, timestamp=1001)
+    t.put(b"row1", {b"r:z": b"z2"}, timestamp=1002)
+    b.close()
+    assert rows(peer_b)[b"row1"] == {b"r:q": [(b"v1", 1001), (b"older", 1000)], b"r:z": [(b"z2", 1002), (b"z1", 1001)]}
     peer = ReplicationPeers(zk, SRC).get("1")
-    ReplicationPeers(zk, SRC).update("1", configuration={**peer.configuration, "walship.sink.protocol": "recording"})
+    host, port = peer_b.thrift2
+    config = {**peer.configuration, "walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"}
+    ReplicationPeers(zk, SRC).update("1", configuration=config)
     assert main([*flags, "deadletter", "replay", "--peer", "1"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["cells_applied"] == 2 and len(report["files_replayed"]) == 1
-    ((got_wal, entries, replaying),) = RecordingSink.received
-    assert got_wal == wal and replaying
-    cells = [c for fe in entries for c in fe.cells]
-    assert [(c.row, c.family, c.qualifier, c.timestamp, c.type) for c in cells] == [
-        (b"row1", b"r", b"q", 1001, CellType.Delete),
-        (b"row1", b"r", b"", 1002, CellType.DeleteFamilyVersion),
-    ]
-    assert all(fe.entry.key.table == b"t" and fe.cluster_ids for fe in entries)
+    # the Delete of r:q at 1001 and the DeleteFamilyVersion of r at 1002, nothing more
+    assert rows(peer_b) == {b"row1": {b"r:q": [(b"older", 1000)], b"r:z": [(b"z1", 1001)]}, **shipped(4)}
     assert main([*flags, "deadletter", "list", "--peer", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []  # nothing pending; kept under replayed/
     assert len(list((tmp_path / "src" / "walship-deadletter" / "peer-1" / "replayed").rglob("*.jsonl"))) == 1

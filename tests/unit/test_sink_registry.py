@@ -1,0 +1,38 @@
+"""A sink registered by name at run time, as a third-party sink is by entry point: a peer that
+names it gets it, with the peer and the context it was created for; bad names are refused."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from walship.errors import ConfigError
+from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, create_sink, register_sink, sink_protocols
+from walship.zk import PeerConfig
+
+
+class NamedSink:
+    def __init__(self, peer: PeerConfig, context: SinkContext) -> None:
+        self.peer, self.context = peer, context
+
+    def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
+        return ApplyStats(cells=sum(len(fe.cells) for fe in entries))
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_registered_sink_is_what_a_peer_naming_it_gets() -> None:
+    register_sink("named-at-run-time", NamedSink)
+    assert "named-at-run-time" in sink_protocols()
+    peer = PeerConfig("7", "zk:2181:/b", configuration={"walship.sink.protocol": "named-at-run-time"})
+    context = SinkContext("/wal-root", replaying=True)
+    sink = create_sink(peer, context)
+    assert isinstance(sink, NamedSink) and sink.peer is peer and sink.context is context
+
+
+@pytest.mark.parametrize("name", ["", "a b", "a/b", "a:b"])
+def test_bad_sink_names_are_refused(name: str) -> None:
+    with pytest.raises(ConfigError, match="invalid sink protocol name"):
+        register_sink(name, NamedSink)
