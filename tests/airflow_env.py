@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 _HOME = tempfile.mkdtemp(prefix="walship-airflow-")
 os.environ.update(
@@ -70,3 +72,16 @@ def task_failures(out: str) -> list[str]:
                 reasons.append(later)
                 break
     return reasons
+
+
+#: The warnings Airflow, its Spark provider and their libraries raise in these tests, each
+#: named (marks for a module's ``pytestmark``); nothing else is ignored.
+AIRFLOW_WARNINGS: list[Any] = [
+    pytest.mark.filterwarnings("ignore:GitWildMatchPattern:DeprecationWarning"),  # pathspec, under Airflow's bundles
+    pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient` is deprecated"),  # svcs, dag.test()
+    # the pipes Airflow's task runner and the Spark hook leave to the garbage collector
+    pytest.mark.filterwarnings(r"ignore:unclosed file <_io\.(TextIOWrapper|FileIO):ResourceWarning"),
+    pytest.mark.filterwarnings(
+        r"ignore:Exception ignored in. <_io\.(TextIOWrapper|FileIO):pytest.PytestUnraisableExceptionWarning"
+    ),
+]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_env import source_conn
+from airflow_env import AIRFLOW_WARNINGS, source_conn
 from real_hbase import BACKENDS
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 
@@ -20,10 +20,7 @@ from walship.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::UserWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+    *AIRFLOW_WARNINGS,
 ]
 
 

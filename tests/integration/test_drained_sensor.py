@@ -8,15 +8,12 @@ import json
 from typing import Any
 
 import pytest
-from airflow_env import source_conn
+from airflow_env import AIRFLOW_WARNINGS, source_conn
 from replication_helpers import Cluster, LockstepShipper
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::UserWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+    *AIRFLOW_WARNINGS,
 ]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import happybase
 import pytest
-from airflow_env import task_failures
+from airflow_env import AIRFLOW_WARNINGS, task_failures
 from kazoo.client import KazooClient
 
 from walship.cli import main
@@ -25,10 +25,7 @@ from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLay
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::UserWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+    *AIRFLOW_WARNINGS,
 ]
 
 SRC = ZnodeLayout("/src")

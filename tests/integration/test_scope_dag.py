@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from airflow_env import source_conn
+from airflow_env import AIRFLOW_WARNINGS, source_conn
 from replication_helpers import Cluster, make_cluster
 from test_scope import add, create
 
@@ -17,10 +17,7 @@ from walship.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::UserWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+    *AIRFLOW_WARNINGS,
 ]
 
 

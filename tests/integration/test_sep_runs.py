@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_env import source_conn, task_failures
+from airflow_env import AIRFLOW_WARNINGS, source_conn, task_failures
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, current_wals_enqueued, make_cluster
 from sep_listeners import DELAY_ENV, OUT_ENV, read_events
@@ -32,10 +32,7 @@ from walship.zk.locks import read_holder
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::UserWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+    *AIRFLOW_WARNINGS,
 ]
 
 Factory = Callable[..., MiniClusterProcess]

@@ -38,10 +38,7 @@ from walship.zk.localserver import LocalZooKeeper, free_port
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::UserWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+    *airflow_env.AIRFLOW_WARNINGS,
 ]
 
 CHROMIUM = "/usr/bin/chromium"

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow_env import ROOT, source_conn
+from airflow_env import AIRFLOW_WARNINGS, ROOT, source_conn
 from replication_helpers import TABLE, Cluster, contents, ship
 
 from walship.verify.model import LATEST
@@ -22,10 +22,7 @@ from walship.zk.progress import VerifyStore
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore::UserWarning"),
-    pytest.mark.filterwarnings("ignore::ResourceWarning"),
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+    *AIRFLOW_WARNINGS,
 ]
 
 #: every Param: dag.test() keeps an earlier run's conf in the DAG object's Params
