@@ -1,10 +1,13 @@
 """
 ### walship_replicate
 
-Ships a peer's replication queues of the source cluster (connection `walship_source`) with
-Spark (connection `spark_default`):
+Ships the replication queues of the source cluster (connection `walship_source`) with Spark
+(connection `spark_default`): of every enabled peer walship manages, subscriptions among them,
+as they are at each run (a peer added or removed between runs needs no change here), or of
+the peers the Param `peer_id` names (`1,2`). Queues of several peers over the same WALs are
+shipped by one Spark task that reads each WAL once for all of them.
 
-1. **wait_for_unshipped** — a deferrable sensor: done when a queue of the peer has unshipped
+1. **wait_for_unshipped** — a deferrable sensor: done when a queue of the peers has unshipped
    bytes; a scheduled run is skipped when nothing arrives within 50 seconds. A run triggered
    by hand does not wait: it ships every queue matching `queue` at once (or is skipped, with
    the reason in the task log, when there is none).
@@ -13,7 +16,8 @@ Spark (connection `spark_default`):
    per queue, each holding its queue's ZooKeeper lock: queues in parallel, each in order. The
    Spark connection is the Param `spark_conn_id` (default `spark_default`); the Python
    interpreter on the Spark hosts comes from its extra `pyspark_python`.
-4. **report** — reads the jobs' summaries from ZooKeeper and records an asset event for the peer.
+4. **report** — reads the jobs' summaries from ZooKeeper and records an asset event for each
+   peer shipped.
 
 Each Spark job lingers (Param `linger`, default 30 s): after its first pass it goes on shipping
 new edits, so that its start-up is paid once for more of them, and ends early once no new edit
@@ -52,7 +56,11 @@ REPLICATED = AssetAlias("walship_replicated")
     tags=["walship", "replication"],
     default_args={"owner": "walship", "retries": 2, "retry_delay": timedelta(seconds=20)},
     params={
-        "peer_id": Param("1", type="string", minLength=1, description="the peer to ship to"),
+        "peer_id": Param(
+            "",
+            type="string",
+            description="the peer(s) to ship to, comma-separated (empty: every enabled walship peer and subscription)",
+        ),
         "queue": Param("", type="string", description="only this queue: an id, server/id or glob (empty: all)"),
         "max_batches": Param(0, type="integer", minimum=0, description="stop each queue after N batches (0: no limit)"),
         "batch_entries": Param(defaults.BATCH_ENTRIES, type="integer", minimum=1, description="entries per batch"),

@@ -1,8 +1,10 @@
 """
 ### walship_tail
 
-Low-latency replication: one long-lived task follows the current WAL of every queue of the
-peer and ships new entries within a second or two. It holds the queues' ZooKeeper locks for
+Low-latency replication: one long-lived task follows the current WAL of every queue of every
+enabled peer walship manages (subscriptions among them; re-read every few seconds, so a peer
+added meanwhile is picked up), or of the peers the Param `peer_id` names, and ships new
+entries within a second or two, reading each WAL once for all of them. It holds the queues' ZooKeeper locks for
 its run, so `walship_replicate` skips those queues (and says so); it rides out a peer outage
 by backing off and resuming from the committed positions; it ends after `duration` seconds
 so that the next continuous run takes over.
@@ -29,7 +31,11 @@ from walship import defaults
     tags=["walship", "replication", "tail"],
     default_args={"owner": "walship", "retries": 3, "retry_delay": timedelta(seconds=10)},
     params={
-        "peer_id": Param("1", type="string", minLength=1, description="the peer to ship to"),
+        "peer_id": Param(
+            "",
+            type="string",
+            description="the peer(s) to ship to, comma-separated (empty: every enabled walship peer and subscription)",
+        ),
         "duration": Param(
             defaults.TAIL_DURATION, type="number", minimum=1, description="seconds before this run hands over"
         ),
@@ -54,7 +60,7 @@ def walship_tail() -> None:
                 run_id=str(context["run_id"]),
             ).run()
         if summary.status == "error":
-            raise TailError(f"tailing peer {params['peer_id']}: " + "; ".join(summary.errors))
+            raise TailError(f"tailing peer(s) {summary.peer_id}: " + "; ".join(summary.errors))
         return summary.to_json()
 
     tail()

@@ -1,4 +1,5 @@
-"""spark-submit entry point: ship a peer's queues, one Spark task per queue.
+"""spark-submit entry point: ship peers' queues, one Spark task per queue (per group of
+queues over the same WALs when the job names several peers: ``"peer_id": "1,2,subs"``).
 
     spark-submit spark_jobs/ship.py --job '{"zk": "h:2181", "znode_parent": "/hbase",
         "wal_root": "hdfs://nn/hbase", "peer_id": "1", "job_id": "run-1.g0", ...}'
@@ -25,7 +26,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--zk")
     p.add_argument("--znode-parent", default="/hbase")
     p.add_argument("--wal-root")
-    p.add_argument("--peer")
+    p.add_argument("--peer", help="a peer, or several comma-separated (each WAL read once for all)")
     p.add_argument("--queues", default="", help="server/queueId;server/queueId... (empty: all of the peer)")
     p.add_argument("--queue-filter", default=None)
     p.add_argument("--max-batches", type=int, default=None)
@@ -74,14 +75,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName(f"walship-ship-peer-{job.peer_id}").getOrCreate()
     try:
-        summary = ship_with_spark(spark, job)
+        summaries = ship_with_spark(spark, job)
     except WalshipError as exc:
         print(f"ship.py: {exc}", file=sys.stderr)
         return 1
     finally:
         spark.stop()
-    print(json.dumps(summary.to_json()))
-    return 1 if summary.status == "error" else 0
+    failed = any(s.status == "error" for s in summaries)
+    if len(summaries) == 1:
+        print(json.dumps(summaries[0].to_json()))
+    else:
+        print(json.dumps({"status": "error" if failed else "ok", "peers": [s.to_json() for s in summaries]}))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -85,3 +85,93 @@ AIRFLOW_WARNINGS: list[Any] = [
         r"ignore:Exception ignored in. <_io\.(TextIOWrapper|FileIO):pytest.PytestUnraisableExceptionWarning"
     ),
 ]
+
+
+class Standalone:
+    """A live ``airflow standalone`` (scheduler, DAG processor, triggerer, API server) on a
+    metadata DB and free ports of its own, in its own process group; user ``walship`` (admin)."""
+
+    USER = "walship"
+
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        from walship.zk.localserver import free_port
+
+        self.home = home
+        self.password = os.urandom(9).hex()
+        (home / "passwords.json").write_text(json.dumps({self.USER: self.password}))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = home / "standalone.log"
+        self.env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API__WORKERS": "1",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__API_AUTH__JWT_SECRET": os.urandom(32).hex(),
+            "AIRFLOW__API__SECRET_KEY": os.urandom(32).hex(),
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            **env,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._token: str | None = None
+
+    def __enter__(self) -> Standalone:
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(
+                [str(Path(sys.executable).parent / "airflow"), "standalone"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait)
+                if sig == signal.SIGTERM:
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # the scheduler's workers outlive the parent
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                continue
+
+    def alive(self) -> None:
+        assert self.proc is not None and self.proc.poll() is None, (
+            f"airflow standalone exited ({None if self.proc is None else self.proc.returncode}):\n"
+            f"{self.log.read_text(errors='replace')[-3000:]}"
+        )
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        """A call of the REST API (``/api/v2`` + ``path``) as the admin user; ``None`` while the
+        server does not answer."""
+        import httpx
+
+        self.alive()
+        try:
+            if self._token is None:
+                r = httpx.post(
+                    f"{self.url}/auth/token", json={"username": self.USER, "password": self.password}, timeout=10
+                )
+                if r.status_code not in (200, 201):
+                    return None
+                self._token = str(r.json()["access_token"])
+            headers = {"Authorization": f"Bearer {self._token}"}
+            return httpx.request(method, f"{self.url}/api/v2{path}", headers=headers, timeout=30, **kwargs)
+        except httpx.TransportError:
+            return None

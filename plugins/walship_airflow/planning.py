@@ -51,18 +51,27 @@ def spark_settings(spark_conn_id: str = SPARK_CONN_ID) -> tuple[dict[str, str], 
 
 def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, jar: str) -> list[dict[str, Any]]:
     """One Spark submit per group of queues (at most ``max_parallel_jobs`` groups): the
-    keyword arguments of each mapped ``ship`` task, the job description as JSON.
+    keyword arguments of each mapped ``ship`` task, the job description as JSON. The queues
+    of several peers over the same WALs stay in one job, which reads each WAL once for them
+    all; a job names the peers of its queues.
 
     :param app: ``spark_jobs/ship.py`` as the Spark hosts see it.
     :param jar: ``spark_jobs/pyrunner.jar``, for cluster deploy mode on a standalone master.
     """
+    from walship.replicate.feeds import group_key
     from walship.spark.ship import ShipJob
+    from walship.zk import QueueId
 
     params = context["params"]
     if not queues:
         return []
-    n = max(1, min(int(params["max_parallel_jobs"]), len(queues)))
-    groups = [sorted(queues)[i::n] for i in range(n)]
+    by_wals: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for key in sorted(queues):
+        server, _, queue_id = key.partition("/")
+        by_wals.setdefault(group_key(server, queue_id), []).append(key)
+    shared = [by_wals[k] for k in sorted(by_wals)]
+    n = max(1, min(int(params["max_parallel_jobs"]), len(shared)))
+    groups = [[key for keys in shared[i::n] for key in keys] for i in range(n)]
     spark_conn_id = str(params.get("spark_conn_id") or SPARK_CONN_ID)
     conf, standalone_cluster = spark_settings(spark_conn_id)
     run_id = str(context["run_id"])
@@ -72,7 +81,7 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
             zk=source.zk,
             znode_parent=source.znode_parent,
             wal_root=source.wal_root,
-            peer_id=str(params["peer_id"]),
+            peer_id=",".join(dict.fromkeys(QueueId.parse(key.partition("/")[2]).peer_id for key in group)),
             queues=tuple(group),
             max_batches=int(params["max_batches"]) or None,
             batch_bytes=int(params["batch_bytes"]),
@@ -92,35 +101,42 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
 
 
 def read_summaries(source: SourceCluster, jobs: list[dict[str, Any]], context: Any, alias: Any) -> dict[str, Any]:
-    """Sum the jobs' summaries (from ZooKeeper), record an asset event for the peer, fail on
-    any error."""
+    """Sum the jobs' summaries (from ZooKeeper), record an asset event for each peer shipped,
+    fail on any error."""
     from walship.replicate.shipper import SUMMED_FIELDS
     from walship.spark.ship import ShipJob
     from walship.zk import ZnodeLayout, zk_client
     from walship.zk.progress import JobStore
 
     totals = dict.fromkeys(SUMMED_FIELDS, 0)
+    per_peer: dict[str, dict[str, int]] = {}
     errors = []
-    peer_id = str(context["params"]["peer_id"])
     with zk_client(source.zk, auth=source.auth, parent=source.znode_parent) as client:
         store = JobStore(client, ZnodeLayout(source.znode_parent))
         for kwargs in jobs or []:
             job = ShipJob.from_json(kwargs["application_args"][-1])
-            summary = store.get(job.peer_id, job.job_id or "")
-            if summary is None:
-                errors.append(f"ship job {job.job_id} (queues {', '.join(job.queues)}) recorded no summary")
-                continue
-            for key, value in summary.get("totals", {}).items():
-                totals[key] = totals.get(key, 0) + int(value)
-            if summary.get("status") == "error":
-                errors.append(str(summary.get("error")))
-            for q in summary.get("queues", []):
-                if q.get("status") == "busy" and q.get("message"):
-                    log.info("%s", q["message"])
-    if jobs:
+            for peer_id in job.peer_ids:
+                summary = store.get(peer_id, job.job_id or "")
+                if summary is None:
+                    errors.append(
+                        f"ship job {job.job_id} (queues {', '.join(job.queues)}) recorded no summary for peer {peer_id}"
+                    )
+                    continue
+                mine = per_peer.setdefault(peer_id, dict.fromkeys(SUMMED_FIELDS, 0))
+                for key, value in summary.get("totals", {}).items():
+                    totals[key] = totals.get(key, 0) + int(value)
+                    mine[key] = mine.get(key, 0) + int(value)
+                if summary.get("status") == "error":
+                    errors.append(f"peer {peer_id}: {summary.get('error')}")
+                for q in summary.get("queues", []):
+                    if q.get("status") == "busy" and q.get("message"):
+                        log.info("%s", q["message"])
+    for peer_id, peer_totals in sorted(per_peer.items()):
         context["outlet_events"][alias].add(
-            Asset(name=f"walship-peer-{peer_id}", uri=f"walship://peer/{peer_id}"), extra={"peer_id": peer_id, **totals}
+            Asset(name=f"walship-peer-{peer_id}", uri=f"walship://peer/{peer_id}"),
+            extra={"peer_id": peer_id, **peer_totals},
         )
     if errors:
         raise AirflowException("; ".join(errors))
-    return {"peer_id": peer_id, "jobs": len(jobs or []), **totals}
+    asked = str(context["params"].get("peer_id") or "")
+    return {"peer_id": asked, "peers": sorted(per_peer), "jobs": len(jobs or []), **totals}

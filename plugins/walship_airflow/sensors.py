@@ -18,16 +18,23 @@ from walship_airflow.triggers import UnshippedQueuesTrigger, WalDrainedTrigger
 class WalQueueSensor(BaseSensorOperator):
     """Waits for work in the replication queues of ``peer_id``; returns the queues
     (``server/queueId``) that have it. Deferred to the triggerer while it waits.
+    ``peer_id`` may name several peers (``1,2,subs``) or none: then every enabled peer
+    walship manages, subscriptions among them, as they are when the sensor looks.
 
     A manually triggered run does not wait: it returns at once every queue of the peer that
     matches ``queue_filter`` (with or without a backlog), so that a run triggered with Params
     ships what it was asked; with no such queue it is skipped, saying why.
 
-    :param peer_id: the peer (templated).
+    :param peer_id: the peer(s) (templated; empty: every peer).
     :param queue_filter: only queues matching this id, ``server/id`` or glob (templated).
     """
 
     template_fields: Sequence[str] = ("peer_id", "queue_filter")
+
+    @property
+    def peers_shown(self) -> str:
+        """The peers, as the log names them."""
+        return f"peer {self.peer_id}" if self.peer_id else "every peer"
 
     def __init__(
         self,
@@ -62,10 +69,10 @@ class WalQueueSensor(BaseSensorOperator):
                 auth=src.auth,
             )
         except WalshipError as exc:
-            raise AirflowException(f"peer {self.peer_id}: {exc}") from None
+            raise AirflowException(f"{self.peers_shown}: {exc}") from None
         for p in found:
             self.log.info(
-                "peer %s: queue %s, %d WAL(s), %d bytes unshipped", self.peer_id, p.key, p.wals, p.backlog_bytes
+                "%s: queue %s, %d WAL(s), %d bytes unshipped", self.peers_shown, p.key, p.wals, p.backlog_bytes
             )
         return [p.key for p in found]
 
@@ -79,9 +86,9 @@ class WalQueueSensor(BaseSensorOperator):
             if not queues:
                 where = f" matching {self.queue_filter!r}" if self.queue_filter else ""
                 raise AirflowSkipException(
-                    f"peer {self.peer_id}: nothing to ship: no queue{where} (or the peer is disabled)"
+                    f"{self.peers_shown}: nothing to ship: no queue{where} (or the peer is disabled)"
                 )
-            self.log.info("manual run: shipping %d queue(s) of peer %s now", len(queues), self.peer_id)
+            self.log.info("manual run: shipping %d queue(s) of %s now", len(queues), self.peers_shown)
             return queues
         if not self.deferrable:
             return super().execute(context)
@@ -89,8 +96,8 @@ class WalQueueSensor(BaseSensorOperator):
         if pending:
             return pending
         self.log.info(
-            "peer %s: nothing unshipped yet; waiting up to %s s (the run is skipped if nothing arrives)",
-            self.peer_id,
+            "%s: nothing unshipped yet; waiting up to %s s (the run is skipped if nothing arrives)",
+            self.peers_shown,
             self.timeout,
         )
         src = WalshipHook(self.walship_conn_id).get_source()
@@ -104,9 +111,9 @@ class WalQueueSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> list[str]:
         if not event or event.get("status") != "pending":
-            raise AirflowException(f"peer {self.peer_id}: {event.get('message') if event else 'no event'}")
+            raise AirflowException(f"{self.peers_shown}: {event.get('message') if event else 'no event'}")
         self.log.info(
-            "peer %s: queues with work: %s (%d bytes)", self.peer_id, event["queues"], event.get("backlog_bytes", 0)
+            "%s: queues with work: %s (%d bytes)", self.peers_shown, event["queues"], event.get("backlog_bytes", 0)
         )
         return list(event["queues"])
 

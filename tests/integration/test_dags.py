@@ -55,7 +55,7 @@ def test_replicate_dag_structure(dagbag: Any) -> None:
 
 
 REPLICATE_DEFAULTS = {
-    "peer_id": "1",
+    "peer_id": "",
     "queue": "",
     "max_batches": 0,
     "batch_entries": 25_000,
@@ -187,7 +187,13 @@ def test_dag_ships_in_cluster_deploy_mode_on_a_standalone_master(
             ),
         )
         # every Param given: dag.test() keeps an earlier run's conf in the DAG object's Params
-        conf = {**REPLICATE_DEFAULTS, "max_parallel_jobs": 1, "spark_conn_id": "spark_standalone", "linger": 0}
+        conf = {
+            **REPLICATE_DEFAULTS,
+            "peer_id": "1",
+            "max_parallel_jobs": 1,
+            "spark_conn_id": "spark_standalone",
+            "linger": 0,
+        }
         run = dagbag.dags["walship_replicate"].test(run_conf=conf)
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
         assert run.state == "success", states
@@ -218,7 +224,7 @@ def test_dag_replicates_from_a_source_behind_a_digest_acl(
     conn = json.loads(source_conn(a))
     dag = dagbag.dags["walship_replicate"]
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps({**conn, "login": "walship", "password": "s3cret"}))
-    run = dag.test(run_conf={**REPLICATE_DEFAULTS, "max_parallel_jobs": 1, "linger": 0})
+    run = dag.test(run_conf={**REPLICATE_DEFAULTS, "peer_id": "1", "max_parallel_jobs": 1, "linger": 0})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 100

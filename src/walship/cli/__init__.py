@@ -18,6 +18,7 @@ from typing import NoReturn
 from walship import __version__, defaults
 from walship.cli import (
     changelog,
+    copy,
     deadletter,
     minicluster,
     peers,
@@ -132,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         zookeeper,
         scope,
         verify,
+        copy,
     ):
         group.register(sub)
     return parser

@@ -41,7 +41,7 @@ from walship.zk import (
 )
 from walship.zk.client import KAZOO_ERRORS, translate, zk_errors
 from walship.zk.locks import Holder
-from walship.zk.peers import parse_cluster_key
+from walship.zk.peers import parse_cluster_key, validate_peer_id
 
 __all__ = [
     "CLOSE_GRACE_KEY",
@@ -53,6 +53,7 @@ __all__ = [
     "matches_queue",
     "next_in_group",
     "pending_queues",
+    "split_peer_ids",
 ]
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,21 @@ def matches_queue(q: QueueInfo, pattern: str) -> bool:
     """Whether ``pattern`` (a queue id, ``server/id`` or a glob over ``server/id``) names ``q``."""
     qid = str(q.queue_id)
     return pattern in (qid, f"{q.server}/{qid}") or fnmatch.fnmatchcase(f"{q.server}/{qid}", pattern)
+
+
+def split_peer_ids(text: str) -> list[str]:
+    """``1,2,subs``: the peer ids, in order, each once; empty for an empty text (every peer).
+
+    :raises ConfigError: an empty id between commas, or an invalid one.
+    """
+    if not text.strip():
+        return []
+    ids = list(dict.fromkeys(p.strip() for p in text.split(",")))
+    for peer_id in ids:
+        if not peer_id:
+            raise ConfigError(f"expected peer ids separated by commas, got {text!r}")
+        validate_peer_id(peer_id)
+    return ids
 
 
 def next_in_group(queue: QueueInfo, index: int) -> str | None:
@@ -281,16 +297,41 @@ class Planner:
             total = max(total, 1)
         return total
 
+    def shipped_peer_ids(self) -> list[str]:
+        """The peers a run that names none ships: every enabled peer walship manages,
+        subscriptions among them. A managed peer that HBase ships too is left out, with an
+        error in the log (``walship status`` and the peer's own runs name it)."""
+        out = []
+        for peer in self.peers.list():
+            if not (peer.managed and peer.enabled):
+                continue
+            if peer.hbase_state_enabled:
+                log.error(
+                    "peer %s left out: managed by walship but its HBase peer-state is ENABLED (double shipping)",
+                    peer.peer_id,
+                )
+                continue
+            out.append(peer.peer_id)
+        return out
+
+    def resolve_peers(self, peer_ids: str) -> list[str]:
+        """``1,2,subs``: those peers; empty: :meth:`shipped_peer_ids`, read now."""
+        return split_peer_ids(peer_ids) or self.shipped_peer_ids()
+
     def pending(
         self, peer_id: str, queue_filter: str | None = None, *, include_drained: bool = False
     ) -> list[PendingQueue]:
         """The peer's queues with work, oldest first; none while the peer is disabled.
-        Queues of dead servers count (they will be claimed and drained).
+        Queues of dead servers count (they will be claimed and drained). ``peer_id`` may name
+        several peers (``1,2,subs``) or none (every peer a run ships, see :meth:`resolve_peers`).
 
         :param include_drained: list the queues without work too (backlog 0).
         :raises PeerNotFoundError: no such peer.
         :raises DoubleShippingError: a managed peer HBase ships too.
         """
+        ids = self.resolve_peers(peer_id)
+        if ids != [peer_id]:
+            return [q for pid in ids for q in self.pending(pid, queue_filter, include_drained=include_drained)]
         peer = self.peers.get(peer_id)
         peer.check_ownership()
         if not peer.enabled:
@@ -316,6 +357,7 @@ def pending_queues(
 ) -> list[PendingQueue]:
     """:meth:`Planner.pending` with a client of its own (for the Airflow sensor and trigger;
     without ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
-    with zk_client(zk, auth=auth, parent=znode_parent) as client, zk_errors(f"listing the queues of peer {peer_id}"):
+    what = f"listing the queues of peer {peer_id}" if peer_id else "listing the queues of every peer"
+    with zk_client(zk, auth=auth, parent=znode_parent) as client, zk_errors(what):
         planner = Planner(client, ZnodeLayout(znode_parent), WalStore(wal_root))
         return planner.pending(peer_id, queue_filter, include_drained=include_drained)

@@ -41,9 +41,17 @@ from fsspec.implementations.local import LocalFileSystem
 from kazoo.client import KazooClient, KazooState
 
 from walship import defaults
-from walship.errors import ConfigError, SinkUnavailableError, SubscriberError, WalshipError, ZkUnavailableError
+from walship.errors import (
+    ConfigError,
+    PeerNotFoundError,
+    SinkUnavailableError,
+    SubscriberError,
+    WalshipError,
+    ZkUnavailableError,
+)
 from walship.replicate.feeds import Feed, group_key
 from walship.replicate.filters import EntryFilter
+from walship.replicate.planning import split_peer_ids
 from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink
@@ -106,8 +114,11 @@ class _Tailed:
 
 
 class Tailer:
-    """Tails the queues of one peer, or of several (``peer_id`` a list: queues over the same
-    WALs share one read of each WAL), for ``duration`` seconds (see the module docstring)."""
+    """Tails the queues of one peer, or of several (``peer_id`` a list or ``1,2,subs``: queues
+    over the same WALs share one read of each WAL), for ``duration`` seconds (see the module
+    docstring). With no peer (``""``) it tails every peer walship ships (enabled, managed,
+    subscriptions among them), re-read at each rediscovery: a peer added meanwhile is picked
+    up, one removed or disabled is let go."""
 
     def __init__(
         self,
@@ -125,11 +136,12 @@ class Tailer:
         run_id: str | None = None,
         stop: threading.Event | None = None,
     ) -> None:
-        ids = [peer_id] if isinstance(peer_id, str) else list(dict.fromkeys(peer_id))
-        if not ids or not all(ids):
-            raise ConfigError(f"tail: name at least one peer, got {peer_id!r}")
+        ids = split_peer_ids(peer_id) if isinstance(peer_id, str) else list(dict.fromkeys(peer_id))
+        if not all(ids):
+            raise ConfigError(f"tail: expected peer ids, got {peer_id!r}")
         self.client = client
         self.layout = layout
+        self.every = not ids  # every peer walship ships, as they come and go
         self.peer_ids = ids
         self.peer_id = ",".join(ids)
         if not (math.isfinite(duration) and duration > 0):
@@ -143,7 +155,9 @@ class Tailer:
         if probe_interval is not None and probe_interval < 0:
             raise ConfigError(f"tail: the probe interval must be >= 0 seconds, got {probe_interval}")
         self.max_backoff = max_backoff
-        self.shipper = shipper or Shipper(client, layout, walstore, holder=Holder.here(f"tail-{self.peer_id}", run_id))
+        self.shipper = shipper or Shipper(
+            client, layout, walstore, holder=Holder.here(f"tail-{self.peer_id or 'every-peer'}", run_id)
+        )
         if probe_interval is None:
             local = isinstance(self.shipper.walstore.fs, LocalFileSystem)
             probe_interval = PROBE_INTERVAL if local else 0.0
@@ -191,8 +205,13 @@ class Tailer:
         """
         try:
             enabled: dict[str, PeerConfig] = {}
-            for peer_id in self.peer_ids:
-                peer = self.shipper.peers.get(peer_id)
+            for peer_id in self._current_peer_ids():
+                try:
+                    peer = self.shipper.peers.get(peer_id)
+                except PeerNotFoundError:
+                    if not self.every:
+                        raise
+                    continue  # removed since it was listed: let go at the next rediscovery
                 peer.check_ownership()
                 if peer.enabled:
                     enabled[peer_id] = peer
@@ -204,6 +223,26 @@ class Tailer:
         except KAZOO_ERRORS as exc:
             raise translate(exc, f"tailing peer {self.peer_id}") from exc
         return enabled
+
+    def _current_peer_ids(self) -> list[str]:
+        """The peers to tail now: those named, or (tailing every peer) those walship ships
+        now; the queues and sink of a peer that left are let go."""
+        if not self.every:
+            return self.peer_ids
+        ids = self.shipper.planner.shipped_peer_ids()
+        gone = set(self.peer_ids) - set(ids)
+        for key in [k for k in self._locks if QueueId.parse(k[1]).peer_id in gone]:
+            self._release(key)
+        for peer_id in sorted(gone):
+            tailed = self._tailed.pop(peer_id, None)
+            if tailed is not None:
+                with contextlib.suppress(Exception):
+                    tailed.sink.close()
+            log.info("peer %s is no longer shipped by walship (removed or disabled): not tailing it", peer_id)
+        for peer_id in sorted(set(ids) - set(self.peer_ids)):
+            log.info("peer %s: tailing it from now on", peer_id)
+        self.peer_ids = ids
+        return ids
 
     def _rebuild(self, peer: PeerConfig) -> None:
         """The filter chain and sink for ``peer``, new or changed; the old sink is closed (also
@@ -369,6 +408,8 @@ class Tailer:
                 if not shipped:
                     self._idle(listing, deadline)
         finally:
+            if self.every:
+                summary.peer_id = ",".join(self.peer_ids)
             self.shipper.flush_progress()
             for key in list(self._locks):
                 self._release(key)

@@ -1,7 +1,8 @@
-"""Ship a peer's queues with Spark: the driver plans, one Spark task ships one queue.
+"""Ship peers' queues with Spark: the driver plans, one Spark task ships one queue (or the
+queues of several peers over the same WALs, reading each WAL once for all of them).
 
-Queues run in parallel, each in order: a task ships its queue alone, holding the queue's
-ZooKeeper lock, exactly as ``walship ship`` does in one process. Only plain data crosses
+Queues run in parallel, each in order: a task ships its queues, holding each queue's
+ZooKeeper lock, exactly as ``walship ship --peer 1,2`` does in one process. Only plain data crosses
 between driver and executors (the job description out, JSON summaries back), and nothing is
 left on a local disk: the driver writes the job's summary into walship's znodes
 (:class:`~walship.zk.progress.JobStore`), where the ``report`` task reads it, whichever host
@@ -19,13 +20,14 @@ from typing import Any
 
 from walship import defaults
 from walship.errors import ConfigError
+from walship.replicate.feeds import group_key
+from walship.replicate.planning import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
-from walship.zk import ZnodeLayout, zk_client
-from walship.zk.client import KAZOO_ERRORS, translate, validate_hosts
+from walship.zk import QueueId, ZnodeLayout, zk_client
+from walship.zk.client import validate_hosts, zk_errors
 from walship.zk.layout import check_znode_name
 from walship.zk.locks import Holder
-from walship.zk.peers import validate_peer_id
 from walship.zk.progress import JobStore
 
 __all__ = ["ShipJob", "plan_queues", "ship_with_spark"]
@@ -47,8 +49,8 @@ class ShipJob:
     zk: str
     znode_parent: str
     wal_root: str
-    peer_id: str
-    queues: tuple[str, ...] = ()  # "server/queueId"; empty: every queue of the peer
+    peer_id: str  # one peer, or several: "1,2,subs"
+    queues: tuple[str, ...] = ()  # "server/queueId"; empty: every queue of the peers
     queue_filter: str | None = None
     max_batches: int | None = None
     batch_bytes: int = defaults.BATCH_BYTES
@@ -61,7 +63,8 @@ class ShipJob:
     def __post_init__(self) -> None:
         validate_hosts(self.zk)
         ZnodeLayout(self.znode_parent)
-        validate_peer_id(self.peer_id)
+        if not split_peer_ids(self.peer_id):
+            raise ConfigError("ship job: 'peer_id' names no peer")
         if not self.wal_root:
             raise ConfigError("ship job: 'wal_root' is empty")
         if self.batch_bytes <= 0 or self.batch_entries <= 0:
@@ -95,6 +98,10 @@ class ShipJob:
         except TypeError as exc:
             raise ConfigError(f"ship job description: {exc}") from None
 
+    @property
+    def peer_ids(self) -> list[str]:
+        return split_peer_ids(self.peer_id)
+
     def holder(self) -> Holder:
         return Holder.here(f"ship-job-{self.job_id or 'adhoc'}", self.run_id)
 
@@ -111,49 +118,58 @@ def _shipper(job: ShipJob, client: Any) -> Shipper:
     )
 
 
-def plan_queues(job: ShipJob) -> tuple[PeerSummary, list[tuple[str, str]]]:
-    """On the driver: claim dead servers' queues, then list the (server, queue id) to ship."""
-    with zk_client(job.zk) as client:
+def plan_queues(job: ShipJob) -> tuple[list[PeerSummary], list[list[tuple[str, str]]]]:
+    """On the driver: claim dead servers' queues, then list the (server, queue id) to ship,
+    in groups: the queues of the job's peers over the same WALs form one group (one task)."""
+    with zk_client(job.zk) as client, zk_errors(f"planning ship job for peer {job.peer_id}"):
         shipper = _shipper(job, client)
-        summary = PeerSummary(job.peer_id)
-        try:
-            peer = shipper.peers.get(job.peer_id)
+        summaries = {pid: PeerSummary(pid) for pid in job.peer_ids}
+        enabled = []
+        for pid, summary in summaries.items():
+            peer = shipper.peers.get(pid)
             peer.check_ownership()
-            if not peer.enabled:
+            if peer.enabled:
+                enabled.append(pid)
+            else:
                 summary.status = "disabled"
-                return summary, []
-            result = shipper.planner.failover()
-            summary.claimed, summary.claim_failures = result.claimed, result.failures
-            wanted = set(job.queues)
-            tasks = []
-            for q in shipper.planner.peer_queues(job.peer_id, job.queue_filter):
-                key = f"{q.server}/{q.queue_id}"
-                if wanted and key not in wanted:
+        if not enabled:
+            return list(summaries.values()), []
+        result = shipper.planner.failover()
+        for summary in summaries.values():
+            summary.claimed, summary.claim_failures = list(result.claimed), list(result.failures)
+        wanted = set(job.queues)
+        groups: dict[tuple[str, tuple[str, ...]], list[tuple[str, str]]] = {}
+        for queues in shipper.planner.queues_of(enabled, job.queue_filter).values():
+            for q in queues:
+                if wanted and f"{q.server}/{q.queue_id}" not in wanted:
                     continue
-                tasks.append((q.server, str(q.queue_id)))
-        except KAZOO_ERRORS as exc:
-            raise translate(exc, f"planning ship job for peer {job.peer_id}") from exc
-        return summary, tasks
+                groups.setdefault(group_key(q.server, str(q.queue_id)), []).append((q.server, str(q.queue_id)))
+        return list(summaries.values()), [groups[key] for key in sorted(groups)]
 
 
-def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[dict[str, Any]]:
-    """On an executor: ship the queues of this partition, one after another; with
+def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Iterator[dict[str, Any]]:
+    """On an executor: ship the queues of this partition's groups (a group's queues share
+    one read of their WALs), one group after another; with
     ``job.linger``, pass after pass until that many seconds from the first pass have gone
     (a pass that finds nothing new waits a second), so that a job's start-up is paid once for
     more edits, or until passes found nothing new for :data:`LINGER_QUIET` seconds. A queue
     that fails, moves or is busy leaves the passes."""
-    todo = list(tasks)
+    todo = [task for group in groups for task in group]
     if not todo:
         return
     deadline = time.monotonic() + job.linger
     with zk_client(job.zk) as client:
         shipper = _shipper(job, client)
-        peer = shipper.peers.get(job.peer_id)
+        with zk_errors(f"reading peers {job.peer_id}"):
+            peers = {pid: shipper.peers.get(pid) for pid in dict.fromkeys(_peer_of(t) for t in todo)}
         done: dict[tuple[str, str], QueueSummary] = {}
         quiet_since: float | None = None
         while todo:
             read = 0
-            for qs in shipper.ship_queues(peer, todo, job.max_batches):
+            by_peer: dict[str, list[tuple[str, str]]] = {}
+            for task in todo:
+                by_peer.setdefault(_peer_of(task), []).append(task)
+            for qs in shipper.ship_queues_of([peers[pid] for pid in by_peer], by_peer, job.max_batches):
                 read += qs.entries_read
                 key = (qs.server, qs.queue_id)
                 if key in done:
@@ -178,24 +194,32 @@ def ship_partition(job: ShipJob, tasks: Iterator[tuple[str, str]]) -> Iterator[d
             yield qs.to_json()
 
 
-def record_summary(job: ShipJob, summary: PeerSummary) -> None:
-    """Write the job's summary into walship's znodes, for the report task and status."""
+def _peer_of(task: tuple[str, str]) -> str:
+    return QueueId.parse(task[1]).peer_id
+
+
+def record_summaries(job: ShipJob, summaries: list[PeerSummary]) -> None:
+    """Write the job's summary of each peer into walship's znodes, for the report task and status."""
     if not job.job_id:
         return
-    with zk_client(job.zk) as client:
-        try:
-            JobStore(client, ZnodeLayout(job.znode_parent)).put(job.peer_id, job.job_id, summary.to_json())
-        except KAZOO_ERRORS as exc:
-            raise translate(exc, f"writing the summary of ship job {job.job_id}") from exc
+    with zk_client(job.zk) as client, zk_errors(f"writing the summary of ship job {job.job_id}"):
+        store = JobStore(client, ZnodeLayout(job.znode_parent))
+        for summary in summaries:
+            store.put(summary.peer_id, job.job_id, summary.to_json())
 
 
-def ship_with_spark(spark: Any, job: ShipJob) -> PeerSummary:
-    """Plan on the driver, ship one queue per Spark task, gather and record the summaries."""
-    summary, tasks = plan_queues(job)
-    if tasks:
-        rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
+def ship_with_spark(spark: Any, job: ShipJob) -> list[PeerSummary]:
+    """Plan on the driver, ship one group of queues per Spark task, gather and record the
+    summaries (one per peer of the job, in its order)."""
+    summaries, groups = plan_queues(job)
+    if groups:
+        rdd = spark.sparkContext.parallelize(groups, numSlices=len(groups))
         results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
-        summary.queues = [QueueSummary.from_json(r) for r in results]
-        summary.settle()
-    record_summary(job, summary)
-    return summary
+        by_peer = {s.peer_id: s for s in summaries}
+        for result in results:
+            qs = QueueSummary.from_json(result)
+            by_peer[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
+        for summary in summaries:
+            summary.settle()
+    record_summaries(job, summaries)
+    return summaries

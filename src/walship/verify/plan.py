@@ -130,7 +130,7 @@ class VerifyJob:
         """
         if not thrift2_servers(peer):
             raise VerifyError(
-                f"peer {peer.peer_id} has no Thrift2 servers: verify reads the peer over Thrift2 and needs "
+                f"peer {peer.peer_id} has no Thrift2 servers: verify and copy reach the peer over Thrift2 and need "
                 f"{SINK_THRIFT2_KEY}=HOST:PORT[,...] in its configuration (walship peer set {peer.peer_id} "
                 f"--config {SINK_THRIFT2_KEY}=HOST:PORT)"
             )

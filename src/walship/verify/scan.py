@@ -144,6 +144,21 @@ class Side(ThriftSession):
             lambda c: c.putMultiple(table.encode(), [tput]),
         )
 
+    def put_rows(self, table: str, rows: Sequence[tuple[bytes, Mapping[CellKey, bytes]]]) -> None:
+        """Put several rows in one call, each cell with its own timestamp (a copy's batch)."""
+        puts = [
+            hbase2.TPut(
+                row=row,
+                columnValues=[
+                    hbase2.TColumnValue(family=f, qualifier=q, value=v, timestamp=ts) for (f, q, ts), v in cells.items()
+                ],
+            )
+            for row, cells in rows
+            if cells
+        ]
+        if puts:
+            self.call(f"put {len(puts)} row(s) into table {table}", lambda c: c.putMultiple(table.encode(), puts))
+
     def delete_versions(self, table: str, row: bytes, cells: Sequence[CellKey]) -> None:
         """Delete exactly these versions (``DELETE_COLUMN`` at each cell's timestamp)."""
         if not cells:
