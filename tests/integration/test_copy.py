@@ -9,9 +9,11 @@ import datetime
 import json
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import real_hbase as real_hbase_module
+from airflow_env import AIRFLOW_WARNINGS, source_conn, task_failures
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 
 from walship.cli import main
@@ -22,7 +24,7 @@ from walship.sinks.thriftconn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.zk.peers import MANAGED_KEY
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, *AIRFLOW_WARNINGS]
 
 
 def global_flags(a: Cluster) -> list[str]:
@@ -109,6 +111,37 @@ def first_copy(
     assert main([*global_flags(a), "copy", "--peer", "2", "--json"]) == 0
     capsys.readouterr()
     assert contents(b) == on_a
+
+
+def test_the_copy_dag_copies_through_spark(
+    dagbag: Any,
+    minicluster_factory: Callable[..., MiniClusterProcess],
+    zk_hosts: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """``walship_copy`` with Airflow itself (``dag.test()``) and a real spark-submit: one task
+    per source region fills the new peer; a bad ``until`` fails the run, naming the Param."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    write_versions(a, b"before", 40)
+    AdminClient(a.mc.admin).roll()
+    add_peer(a, b, "2", protocol="thrift2", **{MANAGED_KEY: "true"})
+    conn = json.loads(source_conn(a))
+    conn["extra"]["thrift2"] = a.thrift2_address()
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps(conn))
+    dag = dagbag.dags["walship_copy"]
+    assert type(dag.timetable).__name__ == "NullTimetable"  # manual only
+    params = {"peer_id": "2", "tables": [], "until": "", "spark_conn_id": "spark_default"}
+    run = dag.test(run_conf=params)
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "success", states
+    assert contents(b) == contents(a, b"r") and len(contents(b)) == 40
+    capfd.readouterr()
+    bad = dag.test(run_conf={**params, "until": "yesterday"})
+    assert bad.state == "failed"
+    (reason,) = task_failures(capfd.readouterr().out)
+    assert reason.endswith("Param until: not an ISO time: 'yesterday'")
 
 
 def test_first_copy_on_the_minicluster(

@@ -34,7 +34,14 @@ def collect_airflow_leftovers() -> Any:
 
 def test_dags_import_without_errors(dagbag: Any) -> None:
     assert dagbag.import_errors == {}
-    assert {"walship_replicate", "walship_clean", "walship_tail", "walship_scope", "walship_verify"} <= set(dagbag.dags)
+    assert {
+        "walship_replicate",
+        "walship_clean",
+        "walship_tail",
+        "walship_scope",
+        "walship_verify",
+        "walship_copy",
+    } <= set(dagbag.dags)
     tail = dagbag.dags["walship_tail"]
     assert tail.max_active_runs == 1 and "continuous" in type(tail.timetable).__name__.lower()
 

@@ -1,7 +1,7 @@
 """``walship copy``: a first copy of the rows a new peer selects, from the source's Thrift2
 server (the global ``--source-thrift2``) into the peer's ``walship.sink.thrift2`` servers,
 every version with its own timestamp (see :mod:`walship.copy`). Runs in this process;
-``spark_jobs/copy.py`` runs the same splits as Spark tasks.
+``spark_jobs/copy_rows.py`` runs the same splits as Spark tasks.
 
 The runbook: add the peer (its queues start with the current WALs), copy up to the moment it
 was added (``--until``), ship, then ``walship verify`` shows 0 bad rows.

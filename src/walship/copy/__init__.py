@@ -10,7 +10,7 @@ timestamps make a copy repeatable (a second one changes nothing) and let it over
 shipping: an edit both copied and shipped lands once.
 
 It plans exactly as ``walship verify`` does (:func:`walship.verify.plan`), so ``walship
-verify`` afterwards compares what was copied. ``spark_jobs/copy.py`` runs the same splits as
+verify`` afterwards compares what was copied. ``spark_jobs/copy_rows.py`` runs the same splits as
 Spark tasks, one per split.
 """
 
