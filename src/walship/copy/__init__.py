@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,7 +139,8 @@ def copy_split(
     batch_bytes: int = BATCH_BYTES,
     progress: Callable[[int, int], None] | None = None,
 ) -> SplitCopied:
-    """Copy one split: scan it on the source, put every row into the peer in batches.
+    """Copy one split: scan it on the source, put every row into the peer in batches (one
+    batch being put while the next is read).
 
     :param progress: called with (rows, bytes) after each batch is put.
     :raises VerifyUnavailableError: a side's servers do not answer (nothing is left half
@@ -147,7 +149,19 @@ def copy_split(
     began = time.monotonic()
     out = SplitCopied(split)
     versions = dict(split.families)
-    with job.source_side() as source, job.peer_side() as peer:
+    with (
+        job.source_side() as source,
+        job.peer_side() as peer,
+        ThreadPoolExecutor(1, thread_name_prefix="walship-copy-put") as putter,
+    ):
+        in_flight: Future[None] | None = None
+
+        def put(batch: list[tuple[bytes, dict[tuple[bytes, bytes, int], bytes]]], size: int) -> None:
+            nonlocal in_flight
+            if in_flight is not None:
+                in_flight.result()  # one batch in flight at most; its error stops the copy here
+            in_flight = putter.submit(_put, peer, split.table, batch, size, out, progress) if batch else None
+
         for start, stop in split.ranges:
             batch: list[tuple[bytes, dict[tuple[bytes, bytes, int], bytes]]] = []
             size = 0
@@ -155,9 +169,10 @@ def copy_split(
                 batch.append((row, cells))
                 size += _size(row, cells)
                 if len(batch) >= batch_rows or size >= batch_bytes:
-                    _put(peer, split.table, batch, size, out, progress)
+                    put(batch, size)
                     batch, size = [], 0
-            _put(peer, split.table, batch, size, out, progress)
+            put(batch, size)
+        put([], 0)
     out.seconds = round(time.monotonic() - began, 3)
     log.info("%s: copied %d row(s), %d cell(s) into peer %s", split.describe(), out.rows, out.cells, job.peer_id)
     return out
