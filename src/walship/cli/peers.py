@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -34,6 +35,17 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         configuration={**parse_config_pairs(args.config), MANAGED_KEY: "true"},
     )
     validate_peer(config)
+    if args.print_hbase_shell:
+        from walship.hbaseshell import add_peer_command
+
+        print(add_peer_command(config))
+        print(
+            f"# paste it into the HBase shell of the source cluster, then run: walship peer adopt {config.peer_id}"
+            f"{'' if config.enabled else f' && walship peer disable {config.peer_id}'}\n"
+            "# (HBase's region servers queue WALs for the peer at once; walship ships it once adopted)",
+            file=sys.stderr,
+        )
+        return 0
     with state(args) as (client, layout):
         ReplicationPeers(client, layout).add(config)
     print(
@@ -295,6 +307,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"peer configuration entry, repeatable (e.g. {SINK_THRIFT_KEY}=host:9090)",
     )
     add.add_argument("--disabled", action="store_true", help="add the peer disabled")
+    add.add_argument(
+        "--print-hbase-shell",
+        action="store_true",
+        help="write nothing: print the HBase shell add_peer command that adds this peer to a running HBase "
+        "(then 'walship peer adopt ID'), the way that needs no region server restart",
+    )
     add.set_defaults(func=cmd_peer_add)
     pset = peer_sub.add_parser(
         "set",
