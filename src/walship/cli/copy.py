@@ -15,6 +15,7 @@ import logging
 import math
 
 from walship.cli.argtypes import iso_time
+from walship.cli.progress import meter
 from walship.copy import copy, copy_job
 from walship.errors import VerifyError
 from walship.verify.model import LATEST
@@ -45,7 +46,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
         tables=args.table or (),
         until_ms=until_ms(args.until),
     )
-    result = copy(job)
+    with meter(f"copying into peer {args.peer}", quiet=args.json) as shown:
+        result = copy(job, meter=shown)
     print(json.dumps(result.to_json(), sort_keys=True) if args.json else result.summary())
     return 0
 

@@ -7,6 +7,7 @@ import json
 import logging
 
 from walship.cli.common import source
+from walship.cli.progress import meter
 
 __all__ = ["register"]
 
@@ -33,8 +34,8 @@ def cmd_deadletter_list(args: argparse.Namespace) -> int:
 def cmd_deadletter_replay(args: argparse.Namespace) -> int:
     from walship.replicate.deadletters import replay_dead_letters
 
-    with source(args) as (client, layout, walstore):
-        report = replay_dead_letters(client, layout, walstore, args.peer)
+    with source(args) as (client, layout, walstore), meter(f"replaying dead letters of peer {args.peer}") as shown:
+        report = replay_dead_letters(client, layout, walstore, args.peer, meter=shown)
     print(json.dumps(report.to_json()))
     return 0
 

@@ -9,6 +9,8 @@ import logging
 from walship import defaults
 from walship.cli.argtypes import duration, iso_time, positive_int, seconds
 from walship.cli.common import source
+from walship.cli.progress import meter, polled
+from walship.progress import NO_METER
 
 __all__ = ["register"]
 
@@ -38,7 +40,12 @@ def cmd_ship(args: argparse.Namespace) -> int:
             batch_entries=args.batch_entries,
             lock_timeout=args.lock_wait,
         )
-        summaries = shipper.ship_peers(args.peer, args.queue, args.max_batches)
+        with meter(f"shipping to peer(s) {','.join(args.peer)}") as shown:
+            if shown is not NO_METER:  # the backlog, measured only when it is shown
+                backlog = shipper.planner.pending(",".join(args.peer), args.queue)
+                shown.start(sum(p.backlog_bytes for p in backlog), "bytes")
+            with polled(shown, lambda: shipper.read_stats.bytes):
+                summaries = shipper.ship_peers(args.peer, args.queue, args.max_batches)
     failed = any(s.status == "error" for s in summaries)
     if len(summaries) == 1:
         out = summaries[0].to_json()
@@ -61,8 +68,10 @@ def cmd_tail(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from walship.replicate.replay import replay
 
-    with source(args) as (client, layout, walstore):
-        report = replay(client, layout, walstore, args.peer, args.start, args.end, allow_gaps=args.allow_gaps)
+    with source(args) as (client, layout, walstore), meter(f"replaying into peer {args.peer}") as shown:
+        report = replay(
+            client, layout, walstore, args.peer, args.start, args.end, allow_gaps=args.allow_gaps, meter=shown
+        )
     print(json.dumps(report.to_json()))
     return 0
 

@@ -14,6 +14,7 @@ import logging
 import math
 
 from walship.cli.argtypes import count, iso_time
+from walship.cli.progress import meter
 from walship.errors import VerifyError
 from walship.files import check_url
 from walship.verify import VerifyJob, verify
@@ -82,7 +83,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.report is not None:
         check_url(args.report, "--report")  # before any comparing: a report nowhere is refused now
     job = job_from_args(args)
-    result = verify(job, report=args.report)
+    with meter(f"verifying peer {args.peer}", quiet=args.json) as shown:
+        result = verify(job, report=args.report, meter=shown)
     if args.json:
         print(json.dumps(result.to_json(), sort_keys=True))
     else:

@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from walship.progress import NO_METER, Meter
 from walship.verify import Split, VerifyJob, plan
 from walship.verify.model import LATEST
 
@@ -200,13 +201,14 @@ def combine(job: VerifyJob, copied: Iterable[SplitCopied], seconds: float) -> Co
     return CopyResult(job.peer_id, job.end_ms, list(copied), seconds)
 
 
-def copy(job: VerifyJob, *, progress: Callable[[int, int], None] | None = None) -> CopyResult:
-    """Plan and copy every split in this process.
+def copy(job: VerifyJob, *, meter: Meter = NO_METER) -> CopyResult:
+    """Plan and copy every split in this process (``meter`` counts the rows copied).
 
     :raises PeerNotFoundError: no such peer.
     :raises VerifyError: an unknown table, a table the peer lacks, a peer without Thrift2 servers.
     """
     began = time.monotonic()
     job, splits = plan(job)
-    copied = [copy_split(job, s, progress=progress) for s in splits]
+    meter.start(None, "rows")
+    copied = [copy_split(job, s, progress=lambda rows, _bytes: meter.advance(rows)) for s in splits]
     return combine(job, copied, time.monotonic() - began)

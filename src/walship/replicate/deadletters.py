@@ -16,6 +16,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from walship.errors import DeadLetterError, WalshipError
+from walship.progress import NO_METER, Meter
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink, SinkContext, create_sink
 from walship.sinks.deadletter import DeadLetterStore, group_entries
@@ -63,8 +64,10 @@ def replay_dead_letters(
     peer_id: str,
     *,
     sink_factory: Callable[[PeerConfig, SinkContext], Sink] = create_sink,
+    meter: Meter = NO_METER,
 ) -> DeadLetterReplay:
-    """Apply the peer's pending dead letters, file by file, in WAL order.
+    """Apply the peer's pending dead letters, file by file, in WAL order (``meter`` counts
+    the files).
 
     :raises DeadLetterError: a file could not be applied (named, with the sink's reason);
         it and the files after it stay pending.
@@ -75,6 +78,7 @@ def replay_dead_letters(
     if not files:
         return report
     sink = sink_factory(peer, SinkContext(walstore.root, replaying=True))
+    meter.start(len(files), "files")
     try:
         for i, path in enumerate(files):
             letters = store.read(path)
@@ -89,6 +93,7 @@ def replay_dead_letters(
                 ) from exc
             store.mark_replayed(path)
             report.files_replayed.append(path)
+            meter.advance()
             log.info("peer %s: replayed %d dead letters of %s", peer_id, len(letters), path)
     finally:
         sink.close()

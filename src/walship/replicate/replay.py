@@ -25,6 +25,7 @@ from kazoo.client import KazooClient
 
 from walship import defaults
 from walship.errors import ConfigError, InvalidWalNameError, ReplayGapError
+from walship.progress import NO_METER, Meter
 from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
@@ -65,6 +66,11 @@ class _WalFile:
     name: WalName
     archived: bool
     mtime_ms: int
+    size: int
+
+
+def _overlaps(span: tuple[int, int], start_ms: int, end_ms: int) -> bool:
+    return span[1] > start_ms and span[0] < end_ms
 
 
 def _iso(ms: int) -> str:
@@ -130,8 +136,9 @@ def replay(
     allow_gaps: bool = False,
     batch_entries: int = defaults.BATCH_ENTRIES,
     sink: Sink | None = None,
+    meter: Meter = NO_METER,
 ) -> ReplayReport:
-    """Replay the window [start, end) to ``peer_id``.
+    """Replay the window [start, end) to ``peer_id`` (``meter`` counts the WAL bytes read).
 
     :raises ReplayGapError: WALs covering part of the window are gone (unless ``allow_gaps``).
     :raises ReplicationError: the peer refused the edits.
@@ -156,7 +163,7 @@ def replay(
         info = walstore.fs.info(path)
         mtime = info.get("mtime") or info.get("created") or 0
         mtime = mtime.timestamp() if hasattr(mtime, "timestamp") else float(mtime)
-        files.append(_WalFile(path, name, archived, int(mtime * 1000)))
+        files.append(_WalFile(path, name, archived, int(mtime * 1000), int(info.get("size") or 0)))
     covered, spans = _coverage(files, int(time.time() * 1000))
     gaps = find_gaps(covered, start_ms, end_ms)
     report.gaps = [[_iso(s), _iso(e)] for s, e in gaps]
@@ -168,11 +175,12 @@ def replay(
         )
     entry_filter = planner.entry_filter(peer)
     sink = sink or create_sink(peer, SinkContext(walstore.root))
+    in_window = [
+        f for f in sorted(files, key=lambda f: (f.name.timestamp, f.path)) if _overlaps(spans[f.path], start_ms, end_ms)
+    ]
+    meter.start(sum(f.size for f in in_window), "bytes")
     try:
-        for f in sorted(files, key=lambda f: (f.name.timestamp, f.path)):
-            s, e = spans[f.path]
-            if e <= start_ms or s >= end_ms:
-                continue
+        for f in in_window:
             report.wals_read.append(f.name.name)
             batch: list[FilteredEntry] = []
             # up to what a reader sees: on HDFS a WAL being written lists less
@@ -199,6 +207,7 @@ def replay(
                         batch = []
             if batch:
                 report.add(sink.apply(batch, f.name.name), len(batch))
+            meter.advance(f.size)
     finally:
         sink.close()
     log.info(

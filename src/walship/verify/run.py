@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from walship.errors import ReplicationError, VerifyError
+from walship.progress import NO_METER, Meter
 from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
 from walship.verify.compare import compare_row, merge_rows
@@ -264,11 +265,16 @@ def write_report(result: VerifyResult, directory: str) -> dict[str, str]:
     return written
 
 
-def verify(job: VerifyJob, report: str | None = None) -> VerifyResult:
-    """Plan and compare every split in this process; write the report when asked."""
+def verify(job: VerifyJob, report: str | None = None, *, meter: Meter = NO_METER) -> VerifyResult:
+    """Plan and compare every split in this process (``meter`` counts the splits); write the
+    report when asked."""
     began = time.monotonic()
     job, splits = plan(job)
-    results = [run_split(job, s) for s in splits]
+    meter.start(len(splits), "splits")
+    results = []
+    for split in splits:
+        results.append(run_split(job, split))
+        meter.advance()
     result = combine(job, splits, results, time.monotonic() - began)
     if report:
         result.report = write_report(result, report)
