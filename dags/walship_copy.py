@@ -24,7 +24,7 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import Param, dag, task
-from walship_airflow.operators import WalshipShipOperator
+from walship_airflow.operators import WalshipShipOperator, spark_pool
 
 SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
 COPY_APP = os.environ.get("WALSHIP_COPY_APP", str(SPARK_JOBS / "copy_rows.py"))
@@ -65,7 +65,7 @@ def walship_copy() -> None:
         return copy_jobs(WalshipHook().get_source(), context, COPY_APP, PYRUNNER_JAR)
 
     jobs: Any = plan()
-    WalshipShipOperator.partial(task_id="copy", name="walship-copy").expand_kwargs(jobs)
+    WalshipShipOperator.partial(task_id="copy", name="walship-copy", pool=spark_pool()).expand_kwargs(jobs)
 
 
 walship_copy()

@@ -35,7 +35,7 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import AssetAlias, Param, dag, task
-from walship_airflow.operators import WalshipShipOperator
+from walship_airflow.operators import WalshipShipOperator, spark_pool
 from walship_airflow.sensors import WalQueueSensor
 
 from walship import defaults
@@ -102,6 +102,7 @@ def walship_replicate() -> None:
         task_id="ship",
         name="walship-ship",
         retries=1,
+        pool=spark_pool(),  # $WALSHIP_SPARK_POOL: one slot per Spark worker core
     ).expand_kwargs(jobs)
 
     @task(outlets=[REPLICATED])

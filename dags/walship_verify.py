@@ -29,7 +29,7 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
-from walship_airflow.operators import WalshipVerifyOperator
+from walship_airflow.operators import WalshipVerifyOperator, spark_pool
 from walship_airflow.verify import VERIFY_ASSET
 
 SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
@@ -105,7 +105,9 @@ def walship_verify() -> None:
         return verify_jobs(WalshipHook().get_source(), context, VERIFY_APP, PYRUNNER_JAR)
 
     jobs: Any = plan()  # an XComArg: the tasks below take what it resolves to
-    verify = WalshipVerifyOperator.partial(task_id="verify", name="walship-verify").expand_kwargs(jobs)
+    verify = WalshipVerifyOperator.partial(task_id="verify", name="walship-verify", pool=spark_pool()).expand_kwargs(
+        jobs
+    )
 
     @task(outlets=[VERIFY_ASSET])
     def report(jobs: list[dict[str, Any]], **context: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.log import mask_secret
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class WalshipHook(BaseHook):
             raise AirflowException(f"connection {self.walship_conn_id}: extra 'wal_root' is missing")
         hosts = ",".join(h if ":" in h else f"{h}:{conn.port or 2181}" for h in conn.host.split(","))
         auth = extra.get("zk_auth") or (f"digest:{conn.login}:{conn.password}" if conn.login else None)
+        if auth:
+            mask_secret(auth)  # the whole SCHEME:CREDENTIAL, wherever a task would log it
+            mask_secret(auth.split(":", 1)[-1])
         thrift2 = extra.get("thrift2")
         return SourceCluster(
             zk=hosts,

@@ -3,6 +3,7 @@ the environment at run time (never through arguments, XCom or the job descriptio
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -12,17 +13,31 @@ from walship_airflow.hooks import WalshipHook
 
 #: The variable the Spark driver and executors read ZooKeeper credentials from.
 AUTH_ENV = "WALSHIP_ZK_AUTH"
+#: The variable naming the Airflow pool of walship's Spark tasks.
+POOL_ENV = "WALSHIP_SPARK_POOL"
+
+
+def spark_pool() -> str:
+    """``$WALSHIP_SPARK_POOL``, else Airflow's ``default_pool``."""
+    return os.environ.get(POOL_ENV, "").strip() or "default_pool"
 
 
 class WalshipShipOperator(SparkSubmitOperator):
     """A :class:`SparkSubmitOperator` for ``spark_jobs/ship.py``: when the ``walship_source``
-    connection holds ZooKeeper credentials, they reach the driver (client mode) and the
-    executors as ``WALSHIP_ZK_AUTH``.
+    connection holds ZooKeeper credentials, they reach the driver (client and local mode) as
+    ``WALSHIP_ZK_AUTH`` in the environment of the spark-submit process, never on its command
+    line nor in a log line (the hook registers them with Airflow's secrets masker). Executors
+    on Spark workers, and a driver in cluster deploy mode, read ``WALSHIP_ZK_AUTH`` from the
+    workers' own environment (docker-compose.yml sets it there).
+
+    The task runs in the Airflow pool ``$WALSHIP_SPARK_POOL`` when set (one slot per Spark
+    worker core), else the default pool.
 
     :param walship_conn_id: the source connection (default ``walship_source``).
     """
 
     def __init__(self, *, walship_conn_id: str = WalshipHook.default_conn_name, **kwargs: Any) -> None:
+        kwargs.setdefault("pool", spark_pool())
         super().__init__(**kwargs)
         self.walship_conn_id = walship_conn_id
 
@@ -31,7 +46,6 @@ class WalshipShipOperator(SparkSubmitOperator):
 
         auth = WalshipHook(self.walship_conn_id).get_source().auth
         if auth:
-            self.conf = {**(self.conf or {}), f"spark.executorEnv.{AUTH_ENV}": auth}
             _, standalone_cluster = spark_settings(self._conn_id)
             if not standalone_cluster:  # Spark refuses env_vars there; the workers' own environment holds it
                 self.env_vars = {**(self.env_vars or {}), AUTH_ENV: auth}

@@ -210,10 +210,15 @@ def test_dag_ships_in_cluster_deploy_mode_on_a_standalone_master(
 
 
 def test_dag_replicates_from_a_source_behind_a_digest_acl(
-    dagbag: Any, minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+    dagbag: Any,
+    minicluster_factory: Callable[..., MiniClusterProcess],
+    zk_hosts: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """The source's znodes need credentials: Airflow takes them from the walship_source
-    connection only (login and password, digest), and hands them to the Spark job itself."""
+    connection only (its extra ``zk_auth``), and hands them to the Spark job itself through
+    the environment: the credential shows in no task log line and no spark-submit command."""
     from kazoo.security import make_digest_acl
 
     from walship.zk import zk_client
@@ -230,11 +235,16 @@ def test_dag_replicates_from_a_source_behind_a_digest_acl(
     monkeypatch.delenv("WALSHIP_ZK_AUTH")  # from here on, the connection is the only source of them
     conn = json.loads(source_conn(a))
     dag = dagbag.dags["walship_replicate"]
-    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps({**conn, "login": "walship", "password": "s3cret"}))
+    conn["extra"]["zk_auth"] = "digest:walship:s3cret"
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps(conn))
+    capfd.readouterr()
     run = dag.test(run_conf={**REPLICATE_DEFAULTS, "peer_id": "1", "max_parallel_jobs": 1, "linger": 0})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "success", states
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 100
+    logged = capfd.readouterr()
+    assert "spark-submit" in logged.out + logged.err  # the submit's command was logged ...
+    assert "s3cret" not in logged.out + logged.err  # ... without the credential
 
 
 def test_clean_dag_run(dagbag: Any, zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

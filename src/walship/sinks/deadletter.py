@@ -5,9 +5,10 @@ DeleteFamilyVersion) under ``walship.incompatible=deadletter`` writes it here, a
 returns, so the queue's position moves past an edit only once it is either applied or a
 dead letter on durable storage.
 
-Where: the peer's ``walship.deadletter.dir`` (any fsspec URL), by default
-``<WAL root>/walship-deadletter`` — on the source's own file system, beside ``WALs/`` and
-``oldWALs/``, never a process's working directory. Layout::
+Where: the peer's ``walship.deadletter.dir`` (any fsspec URL); by default
+``$WALSHIP_DEADLETTER_DIR`` when the environment sets it (a volume of its own, where the WAL
+root is mounted read-only), else ``<WAL root>/walship-deadletter`` — on the source's own file
+system, beside ``WALs/`` and ``oldWALs/``; never a process's working directory. Layout::
 
     <dir>/peer-<id>/pending/<wal>/<first offset>-<last offset>.jsonl   to replay
     <dir>/peer-<id>/replayed/<wal>/<first offset>-<last offset>.jsonl  replayed, kept for audit
@@ -26,6 +27,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -39,13 +41,19 @@ from walship.wal.dump import to_string_binary
 from walship.wal.model import Cell, CellType, Tag, WalEntry, WalKey
 from walship.zk.peers import PeerConfig
 
-__all__ = ["DeadLetter", "DeadLetterStore", "default_deadletter_url"]
+__all__ = ["DEADLETTER_DIR_ENV", "DeadLetter", "DeadLetterStore", "default_deadletter_url"]
 
 log = logging.getLogger(__name__)
 
 
+#: The environment variable naming the default dead-letter directory (any fsspec URL).
+DEADLETTER_DIR_ENV = "WALSHIP_DEADLETTER_DIR"
+
+
 def default_deadletter_url(wal_root: str) -> str:
-    return f"{wal_root.rstrip('/')}/walship-deadletter"
+    """``$WALSHIP_DEADLETTER_DIR`` when set, else ``<wal_root>/walship-deadletter``."""
+    configured = os.environ.get(DEADLETTER_DIR_ENV, "").strip()
+    return configured or f"{wal_root.rstrip('/')}/walship-deadletter"
 
 
 def _b64(data: bytes) -> str:
