@@ -34,11 +34,12 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from walship.peer import PeerConfig
 from walship.replicate import WalStore
 from walship.replicate.cleaner import clean
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name, is_wal_name
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, connect
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect
 from walship.zk.encoding import encode_position
 from walship.zk.localserver import LocalZooKeeper, free_port
 

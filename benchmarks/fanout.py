@@ -27,9 +27,10 @@ import happybase
 
 from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.cluster import ensure_cluster_id
 from walship.zk.localserver import LocalZooKeeper, free_port
 

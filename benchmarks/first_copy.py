@@ -28,9 +28,10 @@ from verify_rows import load
 from walship.copy import copy, copy_job
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.verify.model import LATEST
 from walship.verify.scan import Side
-from walship.zk import PeerConfig, ReplicationPeers, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
 

@@ -42,9 +42,10 @@ import happybase
 
 from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.wal import WalReader, parse_wal_name
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 from walship.zk.locks import read_holder
 

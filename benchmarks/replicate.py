@@ -39,10 +39,11 @@ import happybase
 
 from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.sinks.thriftconn import open_thrift2
 from walship.thrift.hbase2 import hbase2
-from walship.zk import PeerConfig, ReplicationPeers, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -36,8 +36,9 @@ import happybase
 
 from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,12 +27,13 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from walship.peer import PeerConfig
 from walship.replicate import WalStore
 from walship.servername import ServerName
 from walship.status import collect_status
 from walship.status.metrics import serve, status_registry
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, connect
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect
 from walship.zk.cluster import ensure_cluster_id, register_server
 from walship.zk.encoding import encode_position
 from walship.zk.localserver import LocalZooKeeper, free_port

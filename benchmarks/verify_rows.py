@@ -26,12 +26,13 @@ import happybase
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.sinks.thriftconn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.verify import VerifyJob, verify
 from walship.verify.model import LATEST
 from walship.verify.scan import Side
-from walship.zk import PeerConfig, ReplicationPeers, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
 VALUE = b"x" * 100

@@ -13,9 +13,10 @@ from waiting import wait_until
 from walship.harness import HBaseProcess
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.replicate import PeerSummary, Shipper, WalStore
 from walship.replicate.tailer import Tailer, TailSummary
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 
 TABLE = b"t"
 #: The sinks of one behaviour suite: each test of it runs once per sink.

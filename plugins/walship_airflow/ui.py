@@ -26,7 +26,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from walship.errors import ConfigError, PeerNotFoundError, WalshipError, ZkUnavailableError
-from walship.zk.peers import validate_peer_id
+from walship.peer import validate_peer_id
 from walship_airflow.page import RunLink, Sample, render_page
 from walship_airflow.status import STATUS_ASSET_NAME, read_source_status
 

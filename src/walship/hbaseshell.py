@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from walship.zk.peers import PeerConfig
+from walship.peer import PeerConfig
 
 __all__ = ["add_peer_command", "ruby_string"]
 

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 
 from walship.cli import main
+from walship.peer import PeerConfig
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
 
 pytestmark = pytest.mark.integration
 

@@ -27,13 +27,14 @@ from waiting import wait_until
 from walship.cli import main
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.sep.changelog import SCHEMA, escape_path_name
 from walship.sinks.base import FilteredEntry, SinkContext, create_sink
 from walship.sinks.thriftconn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import CellType, WalEntry
 from walship.wal.model import Cell, WalKey
-from walship.zk import PeerConfig, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 
 pytestmark = pytest.mark.integration
 

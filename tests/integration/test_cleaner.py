@@ -16,11 +16,12 @@ from waiting import wait_until
 
 from walship.cli import main
 from walship.errors import WalshipError
+from walship.peer import PeerConfig
 from walship.replicate.cleaner import clean
 from walship.replicate.walstore import WalStore
 from walship.servername import ServerName
 from walship.wal import build_wal_name
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
 pytestmark = pytest.mark.integration

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from walship.peer import PeerConfig
 from walship.replicate.cleaner import clean
 from walship.replicate.walstore import WalStore
 from walship.servername import ServerName
 from walship.wal import build_wal_name
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ from walship.cli import main
 from walship.harness import HBaseProcess
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import MANAGED_KEY
 from walship.sinks.thriftconn import open_thrift2
 from walship.thrift.hbase2 import hbase2
-from walship.zk.peers import MANAGED_KEY
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_WARNINGS]
 

@@ -16,10 +16,11 @@ from replication_helpers import Cluster, add_peer, contents, make_cluster
 from waiting import wait_until
 
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import MANAGED_KEY
 from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
 from walship.zk import ZnodeLayout, zk_client
-from walship.zk.peers import MANAGED_KEY, ReplicationPeers
+from walship.zk.peers import ReplicationPeers
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_WARNINGS]
 

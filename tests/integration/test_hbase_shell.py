@@ -16,7 +16,8 @@ from replication_helpers import contents, ship
 from walship.cli import main
 from walship.harness import HBaseProcess
 from walship.hbaseshell import add_peer_command, ruby_string
-from walship.zk import PeerConfig, ReplicationPeers, zk_client
+from walship.peer import PeerConfig
+from walship.zk import ReplicationPeers, zk_client
 
 pytestmark = pytest.mark.integration
 

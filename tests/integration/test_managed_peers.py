@@ -14,7 +14,8 @@ from walship.cli import main
 from walship.errors import DoubleShippingError, PeerError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.peer import PeerConfig
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.encoding import encode_peer_state
 
 pytestmark = pytest.mark.integration

@@ -19,11 +19,12 @@ from walship.cli import main
 from walship.errors import InvalidPeerConfigError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.protos import Replication_pb2
 from walship.replicate.tailer import TailSummary
 from walship.sinks.base import validate_sink_config
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
-from walship.zk.encoding import PB_MAGIC, encode_peer_state
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
+from walship.zk.encoding import PB_MAGIC, encode_peer, encode_peer_state
 
 pytestmark = pytest.mark.integration
 
@@ -253,7 +254,7 @@ def test_validation_runs_on_the_merged_config_inside_the_write_loop(
             if calls == 1:
                 bad = replace(current, configuration={**current.configuration, "walship.sink.protocol": "nope"})
                 _, stat = other.get(LAYOUT.peer("1"))
-                other.set(LAYOUT.peer("1"), bad.to_bytes(), version=stat.version)
+                other.set(LAYOUT.peer("1"), encode_peer(bad), version=stat.version)
             return replace(current, configuration={**current.configuration, "k2": "v2"})
 
         _, version = raw(zk, "1")

@@ -17,7 +17,7 @@ from replication_helpers import Cluster, add_peer, make_cluster
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
-from walship.zk.peers import MANAGED_KEY
+from walship.peer import MANAGED_KEY
 
 pytestmark = pytest.mark.integration
 

@@ -17,11 +17,12 @@ from walship.cli import main
 from walship.errors import ReplicationError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.replicate.replay import find_gaps, replay
 from walship.replicate.walstore import WalStore
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,12 +16,13 @@ from replication_helpers import Cluster, make_cluster, ship
 
 from walship.cli import main
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.replicate.filters import EntryFilter
 from walship.scope import FamilySettings, TableInfo, audit_peer
 from walship.sinks.thriftconn import open_thrift2
 from walship.thrift.hbase2 import hbase2, table_name
 from walship.wal.model import Cell, CellType, WalEntry, WalKey
-from walship.zk import PeerConfig, ReplicationPeers, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import free_port
 
 pytestmark = pytest.mark.integration

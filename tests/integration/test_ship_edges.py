@@ -17,12 +17,13 @@ from walship.cli import main
 from walship.errors import WalMissingError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.protos import WAL_pb2
 from walship.replicate import Shipper, WalStore
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.wal.format import DEFAULT_CODEC, MAGIC, encode_varint
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
 
 pytestmark = pytest.mark.integration
 

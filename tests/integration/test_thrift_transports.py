@@ -27,11 +27,12 @@ from walship.cli import main
 from walship.errors import InvalidPeerConfigError, MiniClusterError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
 from walship.replicate import PeerSummary, Shipper, WalStore
 from walship.sinks.base import SinkContext, validate_sink_config
 from walship.sinks.hbase import ThriftSink
 from walship.sinks.thriftconn import ThriftOptions, open_connection
-from walship.zk import PeerConfig, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,8 @@ from walship.errors import (
     ZkDataError,
     ZkUnavailableError,
 )
+from walship.peer import PeerConfig
 from walship.zk import (
-    PeerConfig,
     QueueId,
     ReplicationPeers,
     ReplicationQueues,
@@ -37,7 +37,7 @@ from walship.zk import (
     read_cluster_id,
     register_server,
 )
-from walship.zk.encoding import encode_position
+from walship.zk.encoding import encode_peer, encode_position
 from walship.zk.locks import Holder
 
 pytestmark = pytest.mark.integration
@@ -68,7 +68,7 @@ def test_peers_round_trip(zk: KazooClient, layout: ZnodeLayout) -> None:
     assert peers.list() == [p1, p2]
     assert zk.get("/hbase/replication/peers/1/peer-state")[0] == bytes.fromhex("504255460800")
     assert zk.get("/hbase/replication/peers/2/peer-state")[0] == bytes.fromhex("504255460801")
-    assert zk.get("/hbase/replication/peers/2")[0] == p2.to_bytes()
+    assert zk.get("/hbase/replication/peers/2")[0] == encode_peer(p2)
     with pytest.raises(PeerExistsError, match="peer 1 exists"):
         peers.add(p1)
     peers.disable("1")

@@ -1,6 +1,10 @@
-"""docker-compose.yml, the production stack: Compose accepts it, and its structure keeps what the
-stack promises (images built or pinned, code mounted, one JWT secret, connections naming real
-services, healthy dependencies, one WAL volume shared by HBase, Airflow and Spark).
+"""docker-compose.yml, the production stack: Compose accepts it, with and without the profile
+of the bundled HBase clusters, and its structure keeps what the stack promises (images built or
+pinned, code mounted, one JWT secret, the source taken from .env, connections naming real
+services, healthy dependencies, the WAL volume writable only where HBase writes it and walship
+cleans it, dead letters and change logs on volumes of their own, scalable Spark workers, rotated
+logs, the metrics service). Also the HBase image's download check and configuration, and
+airflow-init's Spark pool.
 
 Needs neither a Docker daemon nor any image. With Debian's ``docker-compose`` (scripts/setup.sh
 installs it) or ``docker compose`` the checks read Compose's own rendering of the file
@@ -10,11 +14,15 @@ and the Compose-only tests are skipped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import sys
+import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -26,7 +34,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
-DOCKERFILES = (REPO / "Dockerfile", REPO / "docker" / "hbase" / "Dockerfile")
+HBASE_DIR = REPO / "docker" / "hbase"
+DOCKERFILES = (REPO / "Dockerfile", HBASE_DIR / "Dockerfile")
+AIRFLOW_INIT = REPO / "docker" / "airflow" / "init.sh"
 
 #: Every secret the stack reads; each must come from the environment (.env), never a default.
 SECRETS = {
@@ -43,11 +53,29 @@ AIRFLOW_SERVICES = (
     "airflow-dag-processor",
     "airflow-triggerer",
 )
-#: Where walship reads the source's WALs: the source cluster itself, the Airflow processes that
-#: plan, sense and drive the ship jobs, and the Spark executors that read and ship.
-WAL_USERS = ("hbase-a", "airflow-scheduler", "airflow-triggerer", "spark-worker")
-#: Where walship only reads the WALs' sizes: the API server's Replication page.
-WAL_READERS = ("airflow-api-server",)
+#: The profile of the bundled ZooKeeper and HBase clusters, and its services.
+PROFILE = "bundled-hbase"
+BUNDLED = ("zookeeper", "hbase-a", "hbase-b")
+HBASE_SERVICES = ("hbase-a", "hbase-b")
+#: What writes the WAL volume: the source cluster itself, and the scheduler, whose
+#: LocalExecutor runs walship_clean (the one walship process that deletes archived WALs).
+WAL_WRITERS = ("hbase-a", "airflow-scheduler")
+#: What only reads the WALs or their sizes: the deferred sensor's trigger, the Spark executors,
+#: the API server's Replication page and the metrics service.
+WAL_READERS = ("airflow-triggerer", "spark-worker", "airflow-api-server", "walship-metrics")
+#: What ships, and so writes dead letters and Parquet change logs.
+SHIPPERS = ("airflow-scheduler", "spark-worker")
+#: The walship command's source, in every container that runs walship.
+SOURCE_ENV = ("WALSHIP_ZK", "WALSHIP_ZNODE_PARENT", "WALSHIP_WAL_ROOT", "WALSHIP_SOURCE_THRIFT2", "WALSHIP_ZK_AUTH")
+WALSHIP_SERVICES = (*AIRFLOW_SERVICES, "spark-worker", "walship-metrics")
+#: An existing HBase, as an operator names it in .env.
+EXISTING_SOURCE = {
+    "WALSHIP_SOURCE_ZK": "zk1.example:2181,zk2.example:2181,zk3.example:2181",
+    "WALSHIP_SOURCE_ZNODE_PARENT": "/hbase-prod",
+    "WALSHIP_SOURCE_WAL_ROOT": "hdfs://nn.example:8020/hbase",
+    "WALSHIP_SOURCE_THRIFT2": "thrift-a.example:9090,thrift-b.example:9090",
+    "WALSHIP_SOURCE_ZK_AUTH": "digest:walship:zk-test-credential",
+}
 #: Settings that must be one value across all Airflow components.
 SHARED_AIRFLOW_SETTINGS = (
     "AIRFLOW__API_AUTH__JWT_SECRET",
@@ -57,6 +85,12 @@ SHARED_AIRFLOW_SETTINGS = (
     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL",
     "AIRFLOW_CONN_WALSHIP_SOURCE",
     "AIRFLOW_CONN_SPARK_DEFAULT",
+    "WALSHIP_ZK",
+    "WALSHIP_ZNODE_PARENT",
+    "WALSHIP_WAL_ROOT",
+    "WALSHIP_SOURCE_THRIFT2",
+    "WALSHIP_SPARK_POOL",
+    "WALSHIP_KEEP_DAYS",
 )
 CODE_DIRS = {"dags": "/opt/airflow/dags", "plugins": "/opt/airflow/plugins", "spark_jobs": "/opt/airflow/spark_jobs"}
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
@@ -131,19 +165,24 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
     return _VARIABLE.sub(substitute, value.replace("$$", "\0")).replace("\0", "$")
 
 
-@pytest.fixture(scope="module")
-def config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The file as Compose renders it (or as read and interpolated here, without Compose)."""
+def render(env: dict[str, str], home: Path) -> dict[str, Any]:
+    """The file with every profile enabled, as Compose renders it with only ``env`` as its
+    variables (or as read and interpolated here, without Compose)."""
     if COMPOSE is None:
         loaded = yaml.safe_load(COMPOSE_FILE.read_text())
-        return dict(interpolate({k: v for k, v in loaded.items() if not k.startswith("x-")}, SECRETS))
-    home = tmp_path_factory.mktemp("compose-home")
-    done = run_compose(["config"], write_env(home / "secrets.env", SECRETS), home)
+        return dict(interpolate({k: v for k, v in loaded.items() if not k.startswith("x-")}, env))
+    done = run_compose(["--profile", PROFILE, "config"], write_env(home / "compose.env", env), home)
     if done.returncode != 0:
-        pytest.fail(f"`{' '.join(COMPOSE)} config` failed (exit {done.returncode}):\n{done.stderr}")
+        pytest.fail(f"`{' '.join(COMPOSE)} --profile {PROFILE} config` failed (exit {done.returncode}):\n{done.stderr}")
     rendered = yaml.safe_load(done.stdout)
     assert isinstance(rendered, dict) and rendered.get("services"), f"no services in:\n{done.stdout[:2000]}"
     return rendered
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The file as Compose renders it with the secrets only (every other setting its default)."""
+    return render(SECRETS, tmp_path_factory.mktemp("compose-home"))
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +229,26 @@ def depends_on(service: dict[str, Any]) -> dict[str, str]:
     return {name: str((spec or {}).get("condition", "service_started")) for name, spec in deps.items()}
 
 
+def labels(service: dict[str, Any]) -> dict[str, str]:
+    found = service.get("labels") or {}
+    if isinstance(found, list):
+        found = dict(item.split("=", 1) if "=" in item else (item, "") for item in found)
+    return {str(k): str(v) for k, v in found.items()}
+
+
+def published_ports(service: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(host address, host port, container port) of each port a service publishes."""
+    out = []
+    for p in service.get("ports") or []:
+        if isinstance(p, dict):
+            out.append((str(p.get("host_ip") or ""), str(p.get("published") or ""), str(p["target"])))
+            continue
+        parts = str(p).partition("/")[0].rsplit(":", 2)
+        parts = [""] * (3 - len(parts)) + parts
+        out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
 def command(service: dict[str, Any]) -> list[str]:
     cmd = service.get("command") or []
     return cmd.split() if isinstance(cmd, str) else [str(c) for c in cmd]
@@ -223,9 +282,13 @@ def connection(services: dict[str, dict[str, Any]], variable: str) -> dict[str, 
 
 
 @needs_compose
-def test_compose_accepts_the_file(tmp_path: Path) -> None:
-    done = run_compose(["config", "-q"], write_env(tmp_path / "secrets.env", SECRETS), tmp_path)
-    assert done.returncode == 0, f"`{' '.join(COMPOSE or [])} config -q` exit {done.returncode}:\n{done.stderr}"
+@pytest.mark.parametrize("profiles", [(), (PROFILE,)], ids=["existing-hbase", PROFILE])
+def test_compose_accepts_the_file(tmp_path: Path, profiles: tuple[str, ...]) -> None:
+    args = [arg for name in profiles for arg in ("--profile", name)]
+    done = run_compose([*args, "config", "-q"], write_env(tmp_path / "secrets.env", SECRETS), tmp_path)
+    assert done.returncode == 0, (
+        f"`{' '.join([*(COMPOSE or []), *args])} config -q` exit {done.returncode}:\n{done.stderr}"
+    )
 
 
 @needs_compose
@@ -324,13 +387,138 @@ def test_build_contexts_hold_their_dockerfiles(services: dict[str, dict[str, Any
         assert path.is_file(), f"{name}: builds from {path}, which does not exist"
 
 
-def test_hbase_release_is_pinned_by_version_and_sha512() -> None:
-    text = (REPO / "docker" / "hbase" / "Dockerfile").read_text()
+def test_hbase_release_is_the_hadoop3_build_checked_against_its_published_sha512() -> None:
+    text = (HBASE_DIR / "Dockerfile").read_text()
     version = re.search(r"ARG HBASE_VERSION=(\S+)", text)
     assert version and re.fullmatch(r"2\.\d+\.\d+", version.group(1)), "HBASE_VERSION must pin an HBase 2.x.y release"
-    digest = re.search(r"ARG HBASE_SHA512=(\S+)", text)
-    assert digest and re.fullmatch(r"[0-9a-f]{128}", digest.group(1)), "HBASE_SHA512 must be a SHA-512 (128 hex digits)"
-    assert "sha512sum -c" in text, "the HBase tarball's SHA-512 is never checked"
+    assert re.search(r"hbase-\$\{HBASE_VERSION\}-hadoop3-bin\.tar\.gz", text), (
+        "the HBase release must be its -hadoop3-bin tarball (JDK 17 is tested with Hadoop 3 only)"
+    )
+    assert re.search(r"curl\b[^\n]*\.sha512\b", text), "the SHA-512 Apache publishes beside the tarball is not fetched"
+    assert text.count("sha512sum -c") >= 2, "the tarball must be checked against the published digest and the pin"
+    pin = re.search(r"^ARG HBASE_SHA512=(\S*)$", text, re.MULTILINE)
+    assert pin, "no build argument HBASE_SHA512 to pin the digest"
+    assert pin.group(1) == "" or re.fullmatch(r"[0-9a-f]{128}", pin.group(1)), (
+        "HBASE_SHA512 is empty or a SHA-512 (128 hex digits)"
+    )
+    assert re.search(r'-n "\$\{?HBASE_SHA512\}?"', text), "a non-empty HBASE_SHA512 is never checked"
+
+
+def hbase_download_script() -> str:
+    """The HBase image's download step, from its start to the unpacking: fetch the tarball and
+    its published SHA-512, check it (and the pin)."""
+    instructions: list[list[str]] = []
+    for line in (HBASE_DIR / "Dockerfile").read_text().splitlines():
+        if instructions and instructions[-1][-1].endswith("\\"):
+            instructions[-1].append(line)
+        elif line and not line[0].isspace() and not line.startswith("#"):
+            instructions.append([line])
+    run = next(i for i in instructions if i[0].startswith("RUN ") and any("sha512sum -c" in line for line in i))
+    steps = []
+    for line in run:
+        if "/opt/hbase" in line:
+            break
+        steps.append(line.removesuffix("\\"))
+    steps[0] = steps[0].removeprefix("RUN ")
+    return "\n".join(steps)
+
+
+@pytest.mark.skipif(not (shutil.which("bash") and shutil.which("sha512sum")), reason="needs bash and sha512sum")
+def test_hbase_download_reads_both_forms_of_the_published_sha512(tmp_path: Path) -> None:
+    script = hbase_download_script()
+    version = f"0.0.0-test{uuid.uuid4().hex[:12]}"
+    tarball = f"hbase-{version}-hadoop3-bin.tar.gz"
+    content = os.urandom(4096)
+    digest = hashlib.sha512(content).hexdigest()
+    wrapped = " ".join(digest.upper()[i : i + 8] for i in range(0, 128, 8))
+    published = {
+        "sha512sum": f"{digest}  {tarball}\n",
+        "gpg": f"{tarball}: {wrapped[:80]}\n{' ' * len(tarball)}  {wrapped[81:]}\n",
+    }
+    served = tmp_path / "served"
+    served.mkdir()
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    # curl -fsSL --retry 5 -o FILE URL, answered from `served`
+    (stubs / "curl").write_text(
+        "#!/bin/sh\nout=; url=\n"
+        'while [ $# -gt 0 ]; do case "$1" in -o|--retry) [ "$1" = -o ] && out=$2; shift 2;; '
+        '-*) shift;; *) url=$1; shift;; esac; done\ncp "$SERVED/${url##*/}" "$out"\n'
+    )
+    (stubs / "curl").chmod(0o755)
+
+    def build(sums: str, pin: str = "", body: bytes = content) -> subprocess.CompletedProcess[str]:
+        (served / tarball).write_bytes(body)
+        (served / f"{tarball}.sha512").write_text(sums)
+        env = {
+            "PATH": f"{stubs}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "SERVED": str(served),
+            "HBASE_VERSION": version,
+            "HBASE_SHA512": pin,
+            "APACHE_DIST": "https://dist.invalid",
+        }
+        try:
+            return subprocess.run(
+                ["bash", "-o", "pipefail", "-c", script], env=env, capture_output=True, text=True, check=False
+            )
+        finally:
+            for leftover in (Path("/tmp") / tarball, Path("/tmp") / f"{tarball}.sha512"):
+                leftover.unlink(missing_ok=True)
+
+    for form, sums in published.items():
+        done = build(sums)
+        assert done.returncode == 0, f"{form}: a good tarball is refused:\n{done.stderr}"
+        done = build(sums, pin=digest.upper())
+        assert done.returncode == 0, f"{form}: a good tarball with its pin is refused:\n{done.stderr}"
+        assert build(sums, body=content + b"x").returncode != 0, f"{form}: a tampered tarball is accepted"
+        assert build(sums, pin="0" * 128).returncode != 0, f"{form}: a tarball that is not the pinned one is accepted"
+    assert build(f"{tarball}: not a digest\n").returncode != 0, "a .sha512 without a digest is accepted"
+
+
+def render_hbase_site(tmp_path: Path, **env: str) -> dict[str, str]:
+    """hbase-site.xml as the HBase image's entrypoint renders it from ``env``: name -> value."""
+    conf = tmp_path / "conf"
+    conf.mkdir(exist_ok=True)
+    (conf / "hbase-site.xml.template").write_text((HBASE_DIR / "hbase-site.xml").read_text())
+    done = subprocess.run(
+        ["bash", str(HBASE_DIR / "entrypoint.sh"), "true"],
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HBASE_CONF_DIR": str(conf),
+            "HBASE_TMP_DIR": str(tmp_path / "tmp"),
+            "HBASE_LOG_DIR": str(tmp_path / "logs"),
+            "HBASE_ZNODE_PARENT": "/hbase-a",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"the entrypoint did not render hbase-site.xml:\n{done.stderr}"
+    root = ET.parse(conf / "hbase-site.xml").getroot()
+    return {str(p.findtext("name")): str(p.findtext("value")) for p in root.iter("property")}
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_hbase_keeps_archived_wals_a_day_and_has_no_removed_settings(tmp_path: Path) -> None:
+    site = render_hbase_site(tmp_path)
+    # gone since HBase 2.0: replication is always on
+    assert "hbase.replication" not in site
+    # longer than walship_replay's hourly windows and a day's backfill, which read oldWALs/
+    assert site.get("hbase.master.logcleaner.ttl") == "86400000"
+    assert render_hbase_site(tmp_path, HBASE_LOGCLEANER_TTL_MS="172800000")["hbase.master.logcleaner.ttl"] == (
+        "172800000"
+    )
+
+
+def test_hbase_daemons_may_open_many_files(services: dict[str, dict[str, Any]]) -> None:
+    bad = []
+    for name in HBASE_SERVICES:
+        nofile = (services[name].get("ulimits") or {}).get("nofile")
+        limits = (nofile.get("soft"), nofile.get("hard")) if isinstance(nofile, dict) else (nofile, nofile)
+        if any(limit is None or int(limit) < 65536 for limit in limits):
+            bad.append(f"{name}: nofile {nofile!r} (HBase asks for a high limit; 65536 here)")
+    assert not bad, "\n".join(bad)
 
 
 # ---- Airflow ---------------------------------------------------------------------------------
@@ -396,6 +584,12 @@ def test_connections_name_services_that_exist(services: dict[str, dict[str, Any]
     assert extra.get("znode_parent") == hbase_a.get("HBASE_ZNODE_PARENT"), (
         f"walship_source's znode_parent {extra.get('znode_parent')!r} is not hbase-a's {hbase_a.get('HBASE_ZNODE_PARENT')!r}"
     )
+    thrift2 = [h.strip().partition(":") for h in str(extra.get("thrift2") or "").split(",") if h.strip()]
+    assert thrift2, "walship_source has no extra thrift2 (the source's Thrift2 server)"
+    hbase_a_thrift2 = hbase_a.get("HBASE_THRIFT2_PORT", "9091")
+    assert all(host == "hbase-a" and port == hbase_a_thrift2 for host, _, port in thrift2), (
+        f"walship_source's thrift2 {extra.get('thrift2')!r} is not hbase-a's Thrift2 server (hbase-a:{hbase_a_thrift2})"
+    )
 
     spark = connection(services, "AIRFLOW_CONN_SPARK_DEFAULT")
     host = str(spark.get("host") or "")
@@ -452,30 +646,300 @@ def test_airflow_waits_for_its_database_and_init(services: dict[str, dict[str, A
     assert not bad, "\n".join(bad)
 
 
-# ---- the WAL volume --------------------------------------------------------------------------
+# ---- the bundled clusters and an existing HBase ---------------------------------------------
 
 
-def test_wal_volume_is_shared_by_hbase_a_airflow_and_spark(
-    config: dict[str, Any], services: dict[str, dict[str, Any]]
-) -> None:
+def test_bundled_clusters_are_an_opt_in_profile_labelled_non_durable(services: dict[str, dict[str, Any]]) -> None:
+    bad = []
+    for name, service in sorted(services.items()):
+        profiles = list(service.get("profiles") or [])
+        if name in BUNDLED:
+            if profiles != [PROFILE]:
+                bad.append(f"{name}: profiles {profiles}, not [{PROFILE!r}]")
+            durability = labels(service).get("walship.durability", "")
+            if not durability.startswith("non-durable"):
+                bad.append(f"{name}: no label walship.durability saying it is non-durable ({durability!r})")
+        elif profiles:
+            # the stack must run without any profile, against the HBase of .env
+            bad.append(f"{name}: in profiles {profiles}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_service_outside_the_profile_depends_on_it(services: dict[str, dict[str, Any]]) -> None:
+    # a service of a disabled profile cannot be a dependency: walship's tasks retry instead
+    bad = [
+        f"{name} depends on {target} (profile {services[target]['profiles']})"
+        for name, service in sorted(services.items())
+        if not service.get("profiles")
+        for target in depends_on(service)
+        if target in services and services[target].get("profiles")
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_source_is_the_bundled_hbase_a_by_default(services: dict[str, dict[str, Any]]) -> None:
+    expected = {
+        "WALSHIP_ZK": "zookeeper:2181",
+        "WALSHIP_ZNODE_PARENT": "/hbase-a",
+        "WALSHIP_WAL_ROOT": "/wal/hbase-a",
+        "WALSHIP_SOURCE_THRIFT2": "hbase-a:9091",
+        "WALSHIP_ZK_AUTH": "",
+    }
+    bad = []
+    for name in WALSHIP_SERVICES:
+        env = environment(services[name])
+        bad += [f"{name}: {k}={env.get(k)!r}, not {v!r}" for k, v in expected.items() if env.get(k) != v]
+    assert not bad, "\n".join(bad)
+
+
+def test_an_existing_hbase_is_named_in_env(tmp_path: Path) -> None:
+    rendered = dict(render({**SECRETS, **EXISTING_SOURCE}, tmp_path)["services"])
+    expected_env = {
+        "WALSHIP_ZK": EXISTING_SOURCE["WALSHIP_SOURCE_ZK"],
+        "WALSHIP_ZNODE_PARENT": EXISTING_SOURCE["WALSHIP_SOURCE_ZNODE_PARENT"],
+        "WALSHIP_WAL_ROOT": EXISTING_SOURCE["WALSHIP_SOURCE_WAL_ROOT"],
+        "WALSHIP_SOURCE_THRIFT2": EXISTING_SOURCE["WALSHIP_SOURCE_THRIFT2"],
+        "WALSHIP_ZK_AUTH": EXISTING_SOURCE["WALSHIP_SOURCE_ZK_AUTH"],
+    }
+    expected_conn = {
+        "conn_type": "walship",
+        "host": EXISTING_SOURCE["WALSHIP_SOURCE_ZK"],
+        "extra": {
+            "znode_parent": EXISTING_SOURCE["WALSHIP_SOURCE_ZNODE_PARENT"],
+            "wal_root": EXISTING_SOURCE["WALSHIP_SOURCE_WAL_ROOT"],
+            "thrift2": EXISTING_SOURCE["WALSHIP_SOURCE_THRIFT2"],
+            "zk_auth": EXISTING_SOURCE["WALSHIP_SOURCE_ZK_AUTH"],
+        },
+    }
+    bad = []
+    for name in WALSHIP_SERVICES:
+        env = environment(rendered[name])
+        bad += [f"{name}: {k}={env.get(k)!r}, not {v!r}" for k, v in expected_env.items() if env.get(k) != v]
+    for name, _ in airflow_services(rendered):
+        conn = connection({"airflow-scheduler": rendered[name]}, "AIRFLOW_CONN_WALSHIP_SOURCE")
+        if conn != expected_conn:
+            bad.append(f"{name}: walship_source is {conn}, not {expected_conn}")
+    assert not bad, "\n".join(bad)
+
+
+def test_zookeeper_credentials_reach_spark_only_through_the_environment(tmp_path: Path) -> None:
+    credential = EXISTING_SOURCE["WALSHIP_SOURCE_ZK_AUTH"]
+    rendered = dict(render({**SECRETS, **EXISTING_SOURCE}, tmp_path)["services"])
+    bad = []
+    for name in ("spark-worker", *AIRFLOW_SERVICES):
+        if environment(rendered[name]).get("WALSHIP_ZK_AUTH") != credential:
+            bad.append(f"{name}: WALSHIP_ZK_AUTH is not the source's credential")
+    for name, service in sorted(rendered.items()):
+        if any(credential in arg or "ZK_AUTH" in arg for arg in command(service)):
+            bad.append(f"{name}: ZooKeeper credentials on its command line")
+    spark = connection(rendered, "AIRFLOW_CONN_SPARK_DEFAULT")
+    if credential in json.dumps(spark):
+        bad.append("spark_default carries ZooKeeper credentials (they become spark-submit arguments)")
+    assert not bad, "\n".join(bad)
+
+
+# ---- volumes ---------------------------------------------------------------------------------
+
+
+def wal_volume(config: dict[str, Any], services: dict[str, dict[str, Any]]) -> Mount:
+    """The named volume hbase-a writes its WALs to, as hbase-a mounts it."""
     wal_dir = environment(services["hbase-a"]).get("HBASE_WAL_DIR", "")
     assert wal_dir.startswith("file:///"), (
         f"hbase-a's HBASE_WAL_DIR must be a local directory (file:///...): {wal_dir!r}"
     )
     wal_root = PurePosixPath(urlsplit(wal_dir).path)
-    source = connection(services, "AIRFLOW_CONN_WALSHIP_SOURCE")
-    assert (source.get("extra") or {}).get("wal_root") == str(wal_root), (
-        f"walship_source's wal_root {(source.get('extra') or {}).get('wal_root')!r} is not hbase-a's WAL directory {str(wal_root)!r}"
-    )
     holding = [m for m in mounts(services["hbase-a"]) if not m.bind and wal_root.is_relative_to(m.target)]
     assert holding, f"hbase-a writes WALs to {wal_root}, which is on no named volume"
     volume = max(holding, key=lambda m: len(m.target))
     assert volume.source in (config.get("volumes") or {}), f"volume {volume.source!r} is not declared"
+    return volume
+
+
+def test_wal_volume_is_shared_by_hbase_a_airflow_spark_and_metrics(
+    config: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    volume = wal_volume(config, services)
+    wal_root = PurePosixPath(urlsplit(environment(services["hbase-a"])["HBASE_WAL_DIR"]).path)
+    source = connection(services, "AIRFLOW_CONN_WALSHIP_SOURCE")
+    assert (source.get("extra") or {}).get("wal_root") == str(wal_root), (
+        f"walship_source's wal_root {(source.get('extra') or {}).get('wal_root')!r} is not hbase-a's WAL directory {str(wal_root)!r}"
+    )
     bad = []
-    for name in (*WAL_USERS, *WAL_READERS):
+    for name in (*WAL_WRITERS, *WAL_READERS):
         same = [m for m in mounts(services[name]) if m.source == volume.source and m.target == volume.target]
         if not same:
             bad.append(f"{name}: volume {volume.source!r} not mounted at {volume.target}")
-        elif name in WAL_USERS and any(m.read_only for m in same):
-            bad.append(f"{name}: volume {volume.source!r} mounted read-only (walship writes dead letters and cleans)")
+        elif name in WAL_WRITERS and any(m.read_only for m in same):
+            bad.append(f"{name}: volume {volume.source!r} mounted read-only (it writes WALs or cleans them)")
+        elif name in WAL_READERS and not all(m.read_only for m in same):
+            bad.append(f"{name}: volume {volume.source!r} mounted writable (it only reads WALs)")
     assert not bad, "\n".join(bad)
+
+
+def test_only_hbase_a_and_the_cleaner_can_write_wals(
+    config: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    volume = wal_volume(config, services)
+    writable = sorted(
+        name
+        for name, service in services.items()
+        if any(m.source == volume.source and not m.read_only for m in mounts(service))
+    )
+    assert writable == sorted(WAL_WRITERS), f"volume {volume.source!r} is writable in {writable}"
+
+
+@pytest.mark.parametrize(
+    ("volume", "target"), [("walship-deadletters", "/deadletters"), ("walship-changelogs", "/changelogs")]
+)
+def test_dead_letters_and_change_logs_have_volumes_of_their_own(
+    config: dict[str, Any], services: dict[str, dict[str, Any]], volume: str, target: str
+) -> None:
+    assert volume in (config.get("volumes") or {}), f"volume {volume!r} is not declared"
+    assert volume != wal_volume(config, services).source
+    bad = []
+    for name in SHIPPERS:
+        found = [m for m in mounts(services[name]) if m.target == target]
+        if not found or found[0].source != volume or found[0].bind:
+            bad.append(f"{name}: {target} is not the volume {volume!r}: {found}")
+        elif found[0].read_only:
+            bad.append(f"{name}: volume {volume!r} mounted read-only (it ships, and so writes it)")
+    for name, service in sorted(services.items()):
+        if name not in SHIPPERS and any(m.source == volume and not m.read_only for m in mounts(service)):
+            bad.append(f"{name}: mounts {volume!r} writable but ships nothing")
+    assert not bad, "\n".join(bad)
+
+
+def test_shippers_write_dead_letters_to_their_volume(services: dict[str, dict[str, Any]]) -> None:
+    wrong = {
+        name: environment(services[name]).get("WALSHIP_DEADLETTER_DIR")
+        for name in SHIPPERS
+        if environment(services[name]).get("WALSHIP_DEADLETTER_DIR") != "/deadletters"
+    }
+    assert not wrong, f"WALSHIP_DEADLETTER_DIR is not /deadletters: {wrong}"
+
+
+# ---- Spark -------------------------------------------------------------------------------------
+
+
+def test_spark_workers_can_be_scaled(services: dict[str, dict[str, Any]]) -> None:
+    # `docker compose up -d --scale spark-worker=N`: each replica registers under its own name
+    worker = services["spark-worker"]
+    bad = [f"spark-worker has a fixed {key}" for key in ("hostname", "container_name") if worker.get(key)]
+    if published_ports(worker):
+        bad.append(f"spark-worker publishes host ports (replicas would collide): {worker['ports']}")
+    cmd = command(worker)
+    if "--host" in cmd or "-h" in cmd:
+        bad.append(f"spark-worker's command fixes its host: {cmd}")
+    if "SPARK_LOCAL_HOSTNAME" in environment(worker):
+        bad.append("spark-worker sets SPARK_LOCAL_HOSTNAME")
+    assert not bad, "\n".join(bad)
+
+
+def test_spark_workers_clean_up_finished_applications(services: dict[str, dict[str, Any]]) -> None:
+    opts = environment(services["spark-worker"]).get("SPARK_WORKER_OPTS", "").split()
+    for flag in (
+        "-Dspark.worker.cleanup.enabled=true",
+        "-Dspark.worker.cleanup.interval=1800",
+        "-Dspark.worker.cleanup.appDataTtl=86400",
+    ):
+        assert flag in opts, f"SPARK_WORKER_OPTS lacks {flag}: {opts}"
+
+
+def test_spark_jobs_run_in_a_pool_of_the_workers_cores(services: dict[str, dict[str, Any]]) -> None:
+    pools = {name: environment(service).get("WALSHIP_SPARK_POOL") for name, service in airflow_services(services)}
+    assert set(pools.values()) == {"walship_spark"}, f"WALSHIP_SPARK_POOL: {pools}"
+    worker_cmd = command(services["spark-worker"])
+    cores = worker_cmd[worker_cmd.index("--cores") + 1]
+    slots = environment(services["airflow-init"]).get("SPARK_POOL_SLOTS")
+    assert slots == cores, f"SPARK_POOL_SLOTS defaults to {slots!r}, not the default worker's {cores} cores"
+
+
+def run_airflow_init(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    """docker/airflow/init.sh with a stand-in ``airflow`` that records its arguments."""
+    calls = tmp_path / "airflow-calls.jsonl"
+    stubs = tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    (stubs / "airflow").write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
+    (stubs / "airflow").chmod(0o755)
+    (stubs / "python").symlink_to(sys.executable)
+    calls.write_text("")
+    done = subprocess.run(
+        ["bash", str(AIRFLOW_INIT)],
+        env={
+            "PATH": f"{stubs}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql+psycopg2://airflow:x@postgres:5432/airflow",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
+            "AIRFLOW_ADMIN_PASSWORD": "test-admin-password",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done, [json.loads(line) for line in calls.read_text().splitlines()]
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_airflow_init_sizes_the_spark_pool(tmp_path: Path, services: dict[str, dict[str, Any]]) -> None:
+    env = environment(services["airflow-init"])
+    done, calls = run_airflow_init(
+        tmp_path, WALSHIP_SPARK_POOL=env["WALSHIP_SPARK_POOL"], SPARK_POOL_SLOTS=env["SPARK_POOL_SLOTS"]
+    )
+    assert done.returncode == 0, done.stderr
+    pools = [c for c in calls if c[:2] == ["pools", "set"]]
+    assert len(pools) == 1 and pools[0][2:4] == ["walship_spark", env["SPARK_POOL_SLOTS"]], calls
+    assert calls.index(["db", "migrate"]) < calls.index(pools[0]), f"the pool is set before the migration: {calls}"
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_airflow_init_refuses_a_pool_without_slots(tmp_path: Path) -> None:
+    done, calls = run_airflow_init(tmp_path, SPARK_POOL_SLOTS="0")
+    assert done.returncode != 0, "SPARK_POOL_SLOTS=0 is accepted"
+    assert "SPARK_POOL_SLOTS" in done.stdout + done.stderr, f"the error does not name SPARK_POOL_SLOTS:\n{done.stdout}"
+    assert not calls, f"airflow ran before the settings were checked: {calls}"
+
+
+# ---- housekeeping and metrics ----------------------------------------------------------------
+
+
+def test_every_service_rotates_its_docker_log(services: dict[str, dict[str, Any]]) -> None:
+    bad = []
+    for name, service in sorted(services.items()):
+        logging = service.get("logging") or {}
+        options = logging.get("options") or {}
+        if logging.get("driver") != "json-file" or not options.get("max-size") or not options.get("max-file"):
+            bad.append(f"{name}: logging {logging}")
+    assert not bad, "services whose Docker log grows without bound:\n" + "\n".join(bad)
+
+
+def test_airflow_services_know_how_long_task_logs_are_kept(services: dict[str, dict[str, Any]]) -> None:
+    # Airflow deletes no task logs itself; the walship_maintenance DAG prunes them
+    days = {name: environment(service).get("WALSHIP_KEEP_DAYS") for name, service in airflow_services(services)}
+    assert set(days.values()) == {"30"}, f"WALSHIP_KEEP_DAYS: {days}"
+
+
+def test_published_ports_are_on_localhost_only(services: dict[str, dict[str, Any]]) -> None:
+    bad = [
+        f"{name}: {host_ip or '*'}:{published}->{target}"
+        for name, service in sorted(services.items())
+        for host_ip, published, target in published_ports(service)
+        if host_ip != "127.0.0.1"
+    ]
+    assert not bad, "ports published beyond localhost:\n" + "\n".join(bad)
+
+
+def test_walship_metrics_serves_prometheus(services: dict[str, dict[str, Any]]) -> None:
+    metrics = services["walship-metrics"]
+    assert metrics.get("image") == services["airflow-scheduler"].get("image"), "walship-metrics is not walship's image"
+    assert command(metrics) == ["walship", "metrics", "serve", "--host", "0.0.0.0", "--port", "9108"]
+    assert ("127.0.0.1", "9108", "9108") in published_ports(metrics), published_ports(metrics)
+    assert metrics.get("restart") == "unless-stopped"
+    test = metrics.get("healthcheck", {}).get("test") or []
+    assert "http://127.0.0.1:9108/metrics" in " ".join(test if isinstance(test, list) else [test]), test
+    scheduler = environment(services["airflow-scheduler"])
+    env = environment(metrics)
+    differ = [k for k in SOURCE_ENV if env.get(k) != scheduler.get(k)]
+    assert not differ, f"walship-metrics reads another source than the scheduler: {differ}"

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import pytest
 
 from walship.errors import ConfigError
+from walship.peer import PeerConfig
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, create_sink, register_sink, sink_protocols
-from walship.zk import PeerConfig
 
 
 class NamedSink:

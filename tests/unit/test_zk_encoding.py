@@ -7,6 +7,7 @@ import struct
 import pytest
 
 from walship.errors import InvalidPeerConfigError, InvalidQueueIdError, ZkDataError
+from walship.peer import PeerConfig, format_table_cfs, parse_cluster_key, parse_table_cfs, validate_peer_id
 from walship.zk.encoding import (
     add_zk_metadata,
     decode_cluster_id,
@@ -14,11 +15,11 @@ from walship.zk.encoding import (
     decode_peer_state,
     decode_position,
     encode_cluster_id,
+    encode_peer,
     encode_peer_state,
     encode_position,
     strip_zk_metadata,
 )
-from walship.zk.peers import PeerConfig, format_table_cfs, parse_cluster_key, parse_table_cfs, validate_peer_id
 from walship.zk.queues import QueueId
 
 
@@ -76,7 +77,7 @@ def test_peer_bytes_match_hbase_field_numbers() -> None:
         + bytes([0x40, 0x00])  # 8 replicate_all
         + bytes([0x58, 0x00])  # 11 serial
     )
-    assert config.to_bytes() == expected
+    assert encode_peer(config) == expected
     back = PeerConfig.from_proto("1", decode_peer(expected, "/p"), enabled=True)
     assert back == config
 
@@ -195,7 +196,7 @@ def test_hbase_servers_metadata_header_is_taken_off_every_znode() -> None:
     assert decode_position(HBASE_HEADER + encode_position(254), path) == 254
     assert decode_cluster_id(HBASE_HEADER + encode_cluster_id("c0ffee"), path) == "c0ffee"
     peer = PeerConfig("1", "zk1:2181:/hbase-b", configuration={"walship.managed": "true"})
-    assert decode_peer(HBASE_HEADER + peer.to_bytes(), path).clusterkey == "zk1:2181:/hbase-b"
+    assert decode_peer(HBASE_HEADER + encode_peer(peer), path).clusterkey == "zk1:2181:/hbase-b"
     assert strip_zk_metadata(b"PBUF\x08\x00", path) == b"PBUF\x08\x00"  # no header: as it is
     assert strip_zk_metadata(b"", path) == b""
 

@@ -11,13 +11,13 @@ from typing import Any
 
 from walship.cli.common import parse_config_pairs, state
 from walship.errors import ConfigError, InvalidPeerConfigError
+from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
 from walship.sep.config import CHANGELOG_URL_KEY, LISTENER_KEY
 from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY
 from walship.sinks.hbase import SINK_THRIFT_KEY
 from walship.sinks.hbase2 import SINK_THRIFT2_KEY
-from walship.zk import PeerConfig, ReplicationPeers, ReplicationQueues, format_table_cfs, parse_table_cfs
-from walship.zk.peers import MANAGED_KEY, parse_namespaces
+from walship.zk import ReplicationPeers, ReplicationQueues
 
 __all__ = ["register"]
 

@@ -15,10 +15,9 @@ import time
 from walship.cli.argtypes import iso_time, shorten
 from walship.cli.common import state
 from walship.errors import ChangeLogError, ConfigError, InvalidPeerConfigError
+from walship.peer import parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
 from walship.sep.subscriptions import Subscriptions, describe
-from walship.zk import parse_table_cfs
-from walship.zk.peers import parse_namespaces
 
 __all__ = ["register", "start_time_ms"]
 

@@ -16,11 +16,12 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from walship.errors import DeadLetterError, WalshipError
+from walship.peer import PeerConfig
 from walship.progress import NO_METER, Meter
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink, SinkContext, create_sink
 from walship.sinks.deadletter import DeadLetterStore, group_entries
-from walship.zk import PeerConfig, ReplicationPeers, ZnodeLayout
+from walship.zk import ReplicationPeers, ZnodeLayout
 
 __all__ = ["DeadLetterReplay", "list_dead_letters", "replay_dead_letters"]
 

@@ -14,13 +14,14 @@ import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from walship.peer import PeerConfig
 from walship.replicate.filters import EntryFilter
 from walship.replicate.progressbook import PendingProgress
 from walship.replicate.summary import QueueSummary
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
 from walship.wal.model import METAFAMILY, WalEntry
 from walship.wal.names import parse_wal_name, wal_group
-from walship.zk import PeerConfig, QueueId, QueueInfo
+from walship.zk import QueueId, QueueInfo
 from walship.zk.queues import WalPosition
 
 __all__ = ["Batch", "Feed", "Member", "group_key", "wal_order"]

@@ -16,10 +16,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from walship.peer import PeerConfig
 from walship.sinks.base import FilteredEntry
 from walship.wal.markers import BulkLoad, bulk_load_of
 from walship.wal.model import METAFAMILY, ScopeType, WalEntry
-from walship.zk.peers import PeerConfig
 
 __all__ = ["EntryFilter", "FilteredEntry", "TableRule", "table_rule"]
 

@@ -13,6 +13,7 @@ import logging
 
 from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.files import check_url
+from walship.peer import MANAGED_KEY, SUBSCRIPTION_KEY, PeerConfig
 from walship.replicate.planning import CLOSE_GRACE_KEY, close_grace
 from walship.sep.config import (
     CHANGELOG_URL_KEY,
@@ -38,7 +39,6 @@ from walship.sinks.thriftconn import (
     THRIFT_SSL_VERIFY_KEY,
     THRIFT_TRANSPORT_KEY,
 )
-from walship.zk.peers import MANAGED_KEY, SUBSCRIPTION_KEY, PeerConfig
 
 __all__ = ["KNOWN_KEYS", "validate_peer"]
 

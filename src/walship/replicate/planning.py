@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 
 from walship.errors import ConfigError, ReplicationError, WalMissingError, WalshipError, ZkError
+from walship.peer import PeerConfig, parse_cluster_key, validate_peer_id
 from walship.replicate.filters import EntryFilter
 from walship.replicate.walstore import WalLocation, WalStore
 from walship.wal.names import wal_group
 from walship.wal.reader import WalReader
 from walship.zk import (
-    PeerConfig,
     QueueInfo,
     ReplicationPeers,
     ReplicationQueues,
@@ -41,7 +41,6 @@ from walship.zk import (
 )
 from walship.zk.client import KAZOO_ERRORS, translate, zk_errors
 from walship.zk.locks import Holder
-from walship.zk.peers import parse_cluster_key, validate_peer_id
 
 __all__ = [
     "CLOSE_GRACE_KEY",

@@ -34,6 +34,7 @@ from kazoo.client import KazooClient
 
 from walship import defaults
 from walship.errors import ConfigError
+from walship.peer import PeerConfig
 from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.grouppass import STOP_ERRORS, GroupPass
@@ -43,7 +44,7 @@ from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
 from walship.replicate.walstore import ReadStats, WalStore
 from walship.sinks.base import Sink, SinkContext, create_sink
-from walship.zk import PeerConfig, QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
+from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
 from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder
 from walship.zk.progress import ProgressStore

@@ -49,13 +49,14 @@ from walship.errors import (
     WalshipError,
     ZkUnavailableError,
 )
+from walship.peer import PeerConfig
 from walship.replicate.feeds import Feed, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.planning import split_peer_ids
 from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink
-from walship.zk import PeerConfig, QueueId, ZnodeLayout
+from walship.zk import QueueId, ZnodeLayout
 from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder, read_holder
 

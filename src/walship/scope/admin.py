@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from walship.errors import ConfigError, InvalidPeerConfigError, ScopeError, ScopeUnavailableError
+from walship.peer import PeerConfig, parse_host_ports
 from walship.scope.model import FOREVER, FamilySettings, TableInfo, family_text
 from walship.sinks.hbase import SINK_THRIFT_KEY, thrift_servers
 from walship.sinks.hbase2 import SINK_THRIFT2_KEY, thrift2_servers
@@ -29,7 +30,6 @@ from walship.sinks.thriftconn import (
     open_thrift2,
 )
 from walship.thrift.hbase2 import table_name, table_name_text
-from walship.zk.peers import PeerConfig, parse_host_ports
 
 __all__ = [
     "PeerTablesReader",

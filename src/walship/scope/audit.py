@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from kazoo.client import KazooClient
 
+from walship.peer import PeerConfig, TableCfs
 from walship.replicate.filters import table_rule
 from walship.scope.admin import PeerTablesReader, peer_tables_reader
 from walship.scope.model import (
@@ -36,7 +37,7 @@ from walship.scope.model import (
 from walship.sinks.hbase import SINK_THRIFT_KEY
 from walship.sinks.hbase2 import SINK_THRIFT2_KEY
 from walship.zk.layout import ZnodeLayout
-from walship.zk.peers import PeerConfig, ReplicationPeers, TableCfs
+from walship.zk.peers import ReplicationPeers
 
 __all__ = ["audit_peer", "describe_selection", "read_peer", "run_audit"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from walship.errors import ConfigError, InvalidPeerConfigError
-from walship.zk.peers import PeerConfig
+from walship.peer import PeerConfig
 
 __all__ = [
     "CHANGELOG_PROTOCOL",

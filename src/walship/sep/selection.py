@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from walship.errors import ConfigError, InvalidPeerConfigError, SubscriberError
+from walship.peer import PeerConfig
 from walship.sep.config import FILTER_KEY, SepSettings
 from walship.sep.events import SepEvent, events_of
 from walship.sep.listeners import EventFilter, load_filter
 from walship.wal.model import Cell, WalEntry
-from walship.zk.peers import PeerConfig
 
 __all__ = ["EventSelector", "KeptEntry", "Selection", "load_hook"]
 

@@ -30,6 +30,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
 from walship.errors import ConfigError, InvalidPeerConfigError, PeerError, PeerExistsError, PeerNotFoundError
+from walship.peer import MANAGED_KEY, SUBSCRIPTION_KEY, PeerConfig, TableCfs, table_cfs_json, validate_peer_id
 from walship.sep.config import (
     CHANGELOG_PROTOCOL,
     CHANGELOG_URL_KEY,
@@ -44,15 +45,7 @@ from walship.sep.config import (
 )
 from walship.zk.cluster import ensure_cluster_id, read_cluster_id
 from walship.zk.layout import ZnodeLayout
-from walship.zk.peers import (
-    MANAGED_KEY,
-    SUBSCRIPTION_KEY,
-    PeerConfig,
-    ReplicationPeers,
-    TableCfs,
-    table_cfs_json,
-    validate_peer_id,
-)
+from walship.zk.peers import ReplicationPeers
 
 __all__ = ["Subscriptions", "describe", "subscription_cluster_key"]
 

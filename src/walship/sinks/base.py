@@ -27,8 +27,8 @@ from importlib.metadata import entry_points
 from typing import Protocol
 
 from walship.errors import ConfigError, InvalidPeerConfigError, SinkNotFoundError
+from walship.peer import PeerConfig
 from walship.wal.model import Cell, WalEntry
-from walship.zk.peers import PeerConfig
 
 __all__ = [
     "DEADLETTER_DIR_KEY",

@@ -19,11 +19,11 @@ import logging
 from collections.abc import Sequence
 
 from walship.errors import ChangeLogError, InvalidPeerConfigError, SinkError, SubscriberError
+from walship.peer import PeerConfig
 from walship.sep.changelog import ChangeLogWriter, check_url
 from walship.sep.config import CHANGELOG_URL_KEY
 from walship.sep.selection import EventSelector
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
-from walship.zk.peers import PeerConfig
 
 __all__ = ["ChangeLogSink"]
 

@@ -36,10 +36,10 @@ import fsspec
 
 from walship.errors import DeadLetterError
 from walship.files import fsync_file, move_into_place
+from walship.peer import PeerConfig
 from walship.sinks.base import DEADLETTER_DIR_KEY, FilteredEntry
 from walship.wal.dump import to_string_binary
 from walship.wal.model import Cell, CellType, Tag, WalEntry, WalKey
-from walship.zk.peers import PeerConfig
 
 __all__ = ["DEADLETTER_DIR_ENV", "DeadLetter", "DeadLetterStore", "default_deadletter_url"]
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import ConfigError, IncompatibleEditError, InvalidPeerConfigError
+from walship.peer import PeerConfig, parse_host_ports
 from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.sinks.encoded import encode_call, sending
@@ -35,7 +36,6 @@ from walship.sinks.serverpool import ServerPool
 from walship.sinks.thriftconn import THRIFT1_REFUSALS, ThriftOptions, open_connection
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.wal.model import Cell, CellType
-from walship.zk.peers import PeerConfig, parse_host_ports
 
 __all__ = ["SINK_THRIFT_KEY", "ThriftSink", "thrift_servers"]
 

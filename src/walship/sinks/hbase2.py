@@ -29,6 +29,7 @@ from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import ConfigError, InvalidPeerConfigError
+from walship.peer import PeerConfig, parse_host_ports
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.encoded import encode_call, sending
 from walship.sinks.inorder import Sender
@@ -36,7 +37,6 @@ from walship.sinks.serverpool import ServerPool
 from walship.sinks.thriftconn import THRIFT2_REFUSALS, ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
-from walship.zk.peers import PeerConfig, parse_host_ports
 
 __all__ = ["SINK_THRIFT2_KEY", "Thrift2Sink", "thrift2_servers"]
 

@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from walship.errors import ConfigError, InvalidPeerConfigError, SinkError, SubscriberError
+from walship.peer import PeerConfig
 from walship.sep.config import LISTENER_KEY, SepSettings
 from walship.sep.dispatch import RowDispatcher
 from walship.sep.listeners import Listener, load_listener
 from walship.sep.selection import EventSelector, load_hook
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
-from walship.zk.peers import PeerConfig
 
 __all__ = ["SepSink"]
 

@@ -43,11 +43,11 @@ except ImportError:  # thriftpy2 without its compiled protocol
         """Never raised: the compiled protocol is not there."""
 
 
+from walship.peer import PeerConfig
 from walship.sinks.encoded import EncodingClient
 from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
-from walship.zk.peers import PeerConfig
 
 __all__ = [
     "THRIFT1_REFUSALS",

@@ -26,15 +26,15 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from walship.errors import WalMissingError, WalshipError
+from walship.peer import PeerConfig, table_cfs_json
 from walship.replicate.walstore import WalLocation, WalStore
 from walship.sinks.base import sink_endpoints
 from walship.status.model import PeerCount, PeerStatus, QueueStatus, ReplicationStatus, iso_ms
 from walship.wal.reader import WalReader
-from walship.zk import PeerConfig, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
+from walship.zk import QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
 from walship.zk.client import zk_errors
 from walship.zk.locks import Holder
 from walship.zk.multiread import read_many
-from walship.zk.peers import table_cfs_json
 
 __all__ = ["QueueFiles", "collect_status", "read_status"]
 

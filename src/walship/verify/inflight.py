@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 
+from walship.peer import PeerConfig
 from walship.replicate.filters import EntryFilter
 from walship.replicate.walstore import WalStore
 from walship.status.collect import QueueFiles
 from walship.verify.model import RowDiff
 from walship.wal.model import CellType
 from walship.wal.reader import WalReader
-from walship.zk import PeerConfig, ReplicationQueues, ZnodeLayout
+from walship.zk import ReplicationQueues, ZnodeLayout
 
 __all__ = ["Unshipped", "normalize_table", "unshipped_rows"]
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from walship.errors import ConfigError, InvalidPeerConfigError, VerifyError
+from walship.peer import PeerConfig, parse_host_ports, validate_peer_id
 from walship.replicate.filters import table_rule
 from walship.scope.admin import family_settings
 from walship.scope.model import FamilySettings, family_text
@@ -26,7 +27,6 @@ from walship.verify.inflight import normalize_table
 from walship.verify.model import LATEST, Split, to_bytes_binary
 from walship.verify.scan import Side
 from walship.zk.client import validate_hosts
-from walship.zk.peers import PeerConfig, parse_host_ports, validate_peer_id
 
 __all__ = ["SOURCE_FLAG", "VerifyJob", "compared_families", "plan_splits", "prefix_range"]
 

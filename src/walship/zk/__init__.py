@@ -6,13 +6,12 @@ from walship.zk.client import DEFAULT_ZK, connect, zk_client
 from walship.zk.cluster import ensure_cluster_id, live_servers, read_cluster_id, register_server
 from walship.zk.layout import DEFAULT_PARENT, ZnodeLayout
 from walship.zk.locks import queue_lock
-from walship.zk.peers import PeerConfig, ReplicationPeers, format_table_cfs, parse_table_cfs
+from walship.zk.peers import ReplicationPeers
 from walship.zk.queues import QueueId, QueueInfo, ReplicationQueues, WalPosition
 
 __all__ = [
     "DEFAULT_PARENT",
     "DEFAULT_ZK",
-    "PeerConfig",
     "QueueId",
     "QueueInfo",
     "ReplicationPeers",
@@ -21,9 +20,7 @@ __all__ = [
     "ZnodeLayout",
     "connect",
     "ensure_cluster_id",
-    "format_table_cfs",
     "live_servers",
-    "parse_table_cfs",
     "queue_lock",
     "read_cluster_id",
     "register_server",

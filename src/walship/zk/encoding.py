@@ -17,6 +17,7 @@ import struct
 from google.protobuf.message import DecodeError, Message
 
 from walship.errors import ZkDataError
+from walship.peer import PeerConfig
 from walship.protos import ClusterId_pb2, Replication_pb2
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "decode_peer_state",
     "decode_position",
     "encode_cluster_id",
+    "encode_peer",
     "encode_peer_state",
     "encode_position",
     "strip_pb_magic",
@@ -148,6 +150,11 @@ def decode_position(data: bytes, path: str) -> int:
 
 
 # -- peers ---------------------------------------------------------------------------------------
+
+
+def encode_peer(config: PeerConfig) -> bytes:
+    """A peer znode's data: ``PBUF`` + ReplicationPeer."""
+    return PB_MAGIC + config.to_proto().SerializeToString()
 
 
 def decode_peer(data: bytes, path: str) -> Replication_pb2.ReplicationPeer:
