@@ -63,9 +63,9 @@ ENV PATH=/opt/venv/bin:${PATH} \
 
 RUN useradd --uid "${WALSHIP_UID}" --gid 0 --home-dir /opt/airflow --no-create-home --shell /bin/bash walship \
  && mkdir -p /opt/airflow/dags /opt/airflow/plugins /opt/airflow/spark_jobs /opt/airflow/logs \
-             /opt/airflow/auth /opt/spark-work /wal \
- && chown -R "${WALSHIP_UID}:0" /opt/airflow /opt/spark-work /wal \
- && chmod 2775 /opt/airflow /opt/airflow/logs /opt/spark-work /wal \
+             /opt/airflow/auth /opt/spark-work /wal /deadletters /changelogs \
+ && chown -R "${WALSHIP_UID}:0" /opt/airflow /opt/spark-work /wal /deadletters /changelogs \
+ && chmod 2775 /opt/airflow /opt/airflow/logs /opt/spark-work /wal /deadletters /changelogs \
  && chmod 2770 /opt/airflow/auth
 
 COPY --chown=${WALSHIP_UID}:0 dags/ /opt/airflow/dags/

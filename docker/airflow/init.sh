@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# airflow-init (docker-compose.yml): migrate Airflow's metadata database and set the admin's
+# airflow-init (docker-compose.yml): migrate Airflow's metadata database, set the admin's
 # password for the simple auth manager (Airflow 3.3's default; its users are
-# AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS, their passwords a JSON file the api-server reads).
+# AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS, their passwords a JSON file the api-server reads) and
+# size the pool of walship's Spark jobs (WALSHIP_SPARK_POOL, default walship_spark) to
+# SPARK_POOL_SLOTS (default 2, one default worker's cores): the DAGs put their Spark tasks in it,
+# so that Airflow submits no more jobs than the workers have cores to run.
 # Runs once per `docker compose up`, before the other Airflow services; safe to run again.
 set -euo pipefail
 
@@ -11,6 +14,9 @@ say() { printf 'airflow-init: %s\n' "$*"; }
 : "${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:?is not set}"
 : "${AIRFLOW_ADMIN_PASSWORD:?is not set: put it in .env (see docker/airflow/env.example)}"
 admin_user="${AIRFLOW_ADMIN_USER:-admin}"
+spark_pool="${WALSHIP_SPARK_POOL:-walship_spark}"
+spark_pool_slots="${SPARK_POOL_SLOTS:-2}"
+[[ "$spark_pool_slots" =~ ^[1-9][0-9]*$ ]] || { say "SPARK_POOL_SLOTS must be a positive number: $spark_pool_slots"; exit 1; }
 
 case ",${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin}," in
   *",${admin_user}:admin,"*) ;;
@@ -35,4 +41,6 @@ with os.fdopen(fd, "w") as f:
     f.write("\n")
 os.replace(tmp, path)
 PY
+say "pool ${spark_pool}: ${spark_pool_slots} slots"
+airflow pools set "$spark_pool" "$spark_pool_slots" "walship's Spark jobs: one slot per worker core" >/dev/null
 say "done"

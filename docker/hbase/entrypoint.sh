@@ -14,6 +14,9 @@
 #   HBASE_WAL_DIR                     write-ahead logs: WALs/ and oldWALs/ (file:///data/wal)
 #   HBASE_TMP_DIR                     (/data/tmp)
 #   HBASE_LOGROLL_PERIOD_MS           a new WAL at least this often (3600000, HBase's default)
+#   HBASE_LOGCLEANER_TTL_MS           how long HBase keeps an archived WAL no queue holds
+#                                     (86400000, a day: longer than walship_replay's hourly
+#                                     windows and a day's backfill; HBase's default is 600000)
 #   HBASE_REGIONSERVER_HOSTNAME       the region server's name (the container's hostname)
 #   HBASE_THRIFT_PORT                 (9090)
 #   HBASE_THRIFT2_PORT                the Thrift2 (THBaseService) server, walship's exact sink (9091)
@@ -35,6 +38,7 @@ export HBASE_ROOTDIR="${HBASE_ROOTDIR:-file:///data/hbase}"
 export HBASE_WAL_DIR="${HBASE_WAL_DIR:-file:///data/wal}"
 export HBASE_TMP_DIR="${HBASE_TMP_DIR:-/data/tmp}"
 export HBASE_LOGROLL_PERIOD_MS="${HBASE_LOGROLL_PERIOD_MS:-3600000}"
+export HBASE_LOGCLEANER_TTL_MS="${HBASE_LOGCLEANER_TTL_MS:-86400000}"
 export HBASE_REGIONSERVER_HOSTNAME="${HBASE_REGIONSERVER_HOSTNAME:-$(uname -n)}"
 THRIFT_PORT="${HBASE_THRIFT_PORT:-9090}"
 THRIFT_TYPE="${HBASE_THRIFT_SERVER_TYPE:-threadpool}"
@@ -44,6 +48,9 @@ case "$HBASE_ZNODE_PARENT" in
   /*) ;;
   *) say "HBASE_ZNODE_PARENT must start with /: $HBASE_ZNODE_PARENT"; exit 1 ;;
 esac
+for name in HBASE_LOGROLL_PERIOD_MS HBASE_LOGCLEANER_TTL_MS; do
+  [[ "${!name}" =~ ^[0-9]+$ ]] || { say "$name must be a number of milliseconds: ${!name}"; exit 1; }
+done
 case "$THRIFT_TYPE" in
   threadpool | hsha | nonblocking | threadedselector) ;;
   *) say "HBASE_THRIFT_SERVER_TYPE must be threadpool, hsha, nonblocking or threadedselector: $THRIFT_TYPE"; exit 1 ;;
@@ -60,7 +67,7 @@ render_site() {
   local text name value
   text="$(<"$HBASE_CONF_DIR/hbase-site.xml.template")"
   for name in HBASE_ZK_QUORUM HBASE_ZK_PORT HBASE_ZNODE_PARENT HBASE_ROOTDIR HBASE_WAL_DIR HBASE_TMP_DIR \
-              HBASE_LOGROLL_PERIOD_MS HBASE_REGIONSERVER_HOSTNAME; do
+              HBASE_LOGROLL_PERIOD_MS HBASE_LOGCLEANER_TTL_MS HBASE_REGIONSERVER_HOSTNAME; do
     value="${!name}"
     value="${value//&/&amp;}"
     value="${value//</&lt;}"

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -267,9 +268,11 @@ def airflow_services(services: dict[str, dict[str, Any]]) -> Iterator[tuple[str,
             yield name, service
 
 
-def connection(services: dict[str, dict[str, Any]], variable: str) -> dict[str, Any]:
-    value = environment(services["airflow-scheduler"]).get(variable)
-    assert value, f"airflow-scheduler has no {variable}"
+def connection(
+    services: dict[str, dict[str, Any]], variable: str, service: str = "airflow-scheduler"
+) -> dict[str, Any]:
+    value = environment(services[service]).get(variable)
+    assert value, f"{service} has no {variable}"
     try:
         conn = json.loads(value)
     except json.JSONDecodeError as exc:
@@ -716,7 +719,7 @@ def test_an_existing_hbase_is_named_in_env(tmp_path: Path) -> None:
         env = environment(rendered[name])
         bad += [f"{name}: {k}={env.get(k)!r}, not {v!r}" for k, v in expected_env.items() if env.get(k) != v]
     for name, _ in airflow_services(rendered):
-        conn = connection({"airflow-scheduler": rendered[name]}, "AIRFLOW_CONN_WALSHIP_SOURCE")
+        conn = connection(rendered, "AIRFLOW_CONN_WALSHIP_SOURCE", name)
         if conn != expected_conn:
             bad.append(f"{name}: walship_source is {conn}, not {expected_conn}")
     assert not bad, "\n".join(bad)
@@ -859,12 +862,14 @@ def run_airflow_init(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedPr
     calls = tmp_path / "airflow-calls.jsonl"
     stubs = tmp_path / "bin"
     stubs.mkdir(exist_ok=True)
-    (stubs / "airflow").write_text(
-        f"#!{sys.executable}\nimport json, sys\n"
-        f"with open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    record = tmp_path / "record.py"
+    record.write_text(
+        f"import json, sys\nwith open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
     )
-    (stubs / "airflow").chmod(0o755)
-    (stubs / "python").symlink_to(sys.executable)
+    python = shlex.quote(sys.executable)
+    for name, run in (("airflow", f"{python} {shlex.quote(str(record))}"), ("python", python)):
+        (stubs / name).write_text(f'#!/bin/sh\nexec {run} "$@"\n')
+        (stubs / name).chmod(0o755)
     calls.write_text("")
     done = subprocess.run(
         ["bash", str(AIRFLOW_INIT)],
