@@ -35,7 +35,7 @@ from walship.cli.common import Handler
 from walship.errors import ConfigError, WalshipError
 from walship.files import check_url
 from walship.zk import DEFAULT_PARENT, DEFAULT_ZK, ZnodeLayout
-from walship.zk.client import KAZOO_ERRORS, translate, validate_hosts
+from walship.zk.client import validate_hosts
 
 __all__ = ["main"]
 
@@ -162,11 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
         return 0
-    except WalshipError as exc:
+    except WalshipError as exc:  # ZooKeeper's among them: walship.zk raises them for kazoo's
         print(f"walship: {exc}", file=sys.stderr)
-        return 1
-    except KAZOO_ERRORS as exc:
-        print(f"walship: {translate(exc, f'walship {args.command}')}", file=sys.stderr)
         return 1
 
 

@@ -17,7 +17,6 @@ from walship.errors import ConfigError
 from walship.status import collect_status, format_hbase, take_cut, wait_drained
 from walship.status.model import PeerStatus, ReplicationStatus
 from walship.zk import ReplicationPeers
-from walship.zk.client import KAZOO_ERRORS
 
 __all__ = ["register"]
 
@@ -127,7 +126,7 @@ def cmd_metrics_serve(args: argparse.Namespace) -> int:
     with source(args) as (client, layout, walstore):
         if args.peer is not None:
             ReplicationPeers(client, layout).get(args.peer)  # PeerNotFoundError names it
-        registry = status_registry(lambda: collect_status(client, layout, walstore, args.peer), KAZOO_ERRORS)
+        registry = status_registry(lambda: collect_status(client, layout, walstore, args.peer))
         try:
             server, port = serve(registry, args.host, args.port)
         except (OSError, UnicodeError) as exc:

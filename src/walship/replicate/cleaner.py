@@ -27,11 +27,10 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from walship.errors import ConfigError
+from walship.errors import ConfigError, ZkError, ZkUnavailableError
 from walship.replicate.walstore import WalStore
 from walship.wal.names import checksum_file_of, is_checksum_file, is_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
-from walship.zk.client import KAZOO_ERRORS, translate
 
 __all__ = ["DEFAULT_DISABLED_PEER_LIMIT", "DEFAULT_TTL", "CleanReport", "clean"]
 
@@ -92,8 +91,9 @@ def clean(
         snapshot_time = time.time() if now is None else now
         referenced = queues.all_wals()
         held_by_disabled = _disabled_peer_wals(client, layout, queues)
-    except KAZOO_ERRORS as exc:
-        raise translate(exc, f"cannot read the replication queues under {layout.queues}; nothing deleted") from exc
+    except ZkError as exc:
+        kind = ZkUnavailableError if isinstance(exc, ZkUnavailableError) else ZkError
+        raise kind(f"cannot read the replication queues under {layout.queues}; nothing deleted: {exc}") from exc
     current = time.time() if now is None else now
     archive = posixpath.join(walstore.base, "oldWALs") + "/"
     disabled_bytes: dict[str, int] = {}

@@ -21,9 +21,8 @@ from walship.replicate.summary import QueueSummary
 from walship.replicate.walstore import ReadStats, WalLocation, WalStore
 from walship.sinks.base import ApplyStats
 from walship.wal.reader import WalReader
-from walship.zk.client import KAZOO_ERRORS, translate
 
-__all__ = ["STOP_ERRORS", "GroupPass"]
+__all__ = ["GroupPass"]
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +31,6 @@ log = logging.getLogger(__name__)
 RAMP = 4
 RAMP_ENTRIES = 1000
 RAMP_BYTES = 1 << 20
-#: What stops one queue of a pass (the others go on): walship's errors and ZooKeeper's.
-STOP_ERRORS: tuple[type[BaseException], ...] = (WalshipError, *KAZOO_ERRORS)
 
 
 class GroupPass:
@@ -70,12 +67,12 @@ class GroupPass:
         assert self._executor is not None
         return self._executor()
 
-    def stop(self, m: Member, exc: BaseException) -> None:
+    def stop(self, m: Member, exc: WalshipError) -> None:
         """Stop a member for this pass (the others go on)."""
         m.stopped = True
         self.stopped(m.feed, m.qs, m.progress, exc)
 
-    def stopped(self, feed: Feed, qs: QueueSummary, progress: PendingProgress, exc: BaseException) -> None:
+    def stopped(self, feed: Feed, qs: QueueSummary, progress: PendingProgress, exc: WalshipError) -> None:
         """A queue moved (claimed or removed meanwhile) or failed: say so in its summary."""
         name = f"queue {feed.server}/{feed.queue_id}"
         if isinstance(exc, QueueNotFoundError):
@@ -83,8 +80,7 @@ class GroupPass:
             qs.message = str(exc)
             log.info("%s moved while shipping: %s", name, exc)
         else:
-            err = exc if isinstance(exc, WalshipError) else translate(exc, name)
-            self.book.failed(feed.peer.peer_id, qs, err, progress)
+            self.book.failed(feed.peer.peer_id, qs, exc, progress)
 
     def run(self, members: list[Member], max_batches: int | None) -> None:
         """The pass: each WAL of the group once, in queue order, fed to the queues holding it.
@@ -101,7 +97,7 @@ class GroupPass:
                 continue
             try:
                 self._read_wal(name, part, max_batches)
-            except STOP_ERRORS as exc:
+            except WalshipError as exc:  # ZooKeeper's among them: walship.zk raises them for kazoo's
                 for m in part:
                     if not m.stopped:
                         self.stop(m, exc)
@@ -112,7 +108,7 @@ class GroupPass:
                 # drained, or empty when claimed: HBase deletes such a recovered queue, so do we
                 try:
                     self.queues.remove_queue(m.feed.server, m.feed.queue_id)
-                except STOP_ERRORS as exc:
+                except WalshipError as exc:
                     self.stop(m, exc)
                     continue
                 m.qs.queue_removed = True
@@ -156,7 +152,7 @@ class GroupPass:
                     continue
                 try:
                     self._end_wal(m, loc, reader)
-                except STOP_ERRORS as exc:
+                except WalshipError as exc:
                     self.stop(m, exc)
 
     def _limits(self, m: Member) -> tuple[int, int]:
@@ -213,7 +209,7 @@ class GroupPass:
         try:
             stats = m.feed.sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
             self._commit(m, batch, stats)
-        except STOP_ERRORS as exc:
+        except WalshipError as exc:
             self.stop(m, exc)
 
     def _settle(self, m: Member) -> None:
@@ -224,7 +220,7 @@ class GroupPass:
         m.inflight = None
         try:
             self._commit(m, batch, future.result())
-        except STOP_ERRORS as exc:
+        except WalshipError as exc:
             self.stop(m, exc)
 
     def _commit(self, m: Member, batch: Batch, stats: ApplyStats) -> None:

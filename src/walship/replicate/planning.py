@@ -39,7 +39,7 @@ from walship.zk import (
     read_cluster_id,
     zk_client,
 )
-from walship.zk.client import KAZOO_ERRORS, translate, zk_errors
+from walship.zk.cluster import is_live
 from walship.zk.locks import Holder
 
 __all__ = [
@@ -56,8 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_CLAIM_ERRORS: tuple[type[Exception], ...] = (WalshipError, *KAZOO_ERRORS)
 
 #: Peer configuration key: seconds a rolled WAL without a trailer must not have grown (while a
 #: later WAL has entries) before it counts as closed.
@@ -170,8 +168,6 @@ class Planner:
             raise ReplicationError(
                 f"peer {peer.peer_id}: cannot read its cluster id at {peer.cluster_key}: {exc}"
             ) from exc
-        except KAZOO_ERRORS as exc:
-            raise translate(exc, f"peer {peer.peer_id}: cluster id at {peer.cluster_key}") from exc
         if cid == self.source_cluster_id():
             raise ReplicationError(f"peer {peer.peer_id} is this cluster itself ({cid}): refusing to replicate to it")
         self._peer_ids[peer.cluster_key] = cid
@@ -205,17 +201,12 @@ class Planner:
                             result.claimed.append(
                                 {"dead_server": server, "queue_id": qid, "server": dest, "new_queue_id": new_id}
                             )
-                except _CLAIM_ERRORS as exc:
-                    err = exc if isinstance(exc, WalshipError) else translate(exc, f"claiming {server}/{qid}")
-                    message = f"claiming queue {qid} of dead server {server} failed: {err}"
+                except WalshipError as exc:
+                    message = f"claiming queue {qid} of dead server {server} failed: {exc}"
                     log.warning("%s (retried next pass)", message)
                     result.failures.append(message)
             if not self.queues.queue_ids(server):
-                try:
-                    self.client.delete(self.layout.replicator(server))
-                except KAZOO_ERRORS as exc:
-                    # a queue arrived meanwhile, or another claimer removed it first
-                    log.info("kept replicator znode of dead server %s: %s", server, type(exc).__name__)
+                self.queues.remove_replicator(server)
         return result
 
     # -- when a WAL is finished ------------------------------------------------------------------
@@ -245,7 +236,7 @@ class Planner:
             return "archived"
         if queue.recovered:
             return "recovered queue"
-        if self.client.exists(self.layout.live_server(queue.server)) is None:
+        if not is_live(self.client, self.layout, queue.server):
             return "server no longer live"
         later = next_in_group(queue, index)
         if later is not None:
@@ -356,7 +347,6 @@ def pending_queues(
 ) -> list[PendingQueue]:
     """:meth:`Planner.pending` with a client of its own (for the Airflow sensor and trigger;
     without ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
-    what = f"listing the queues of peer {peer_id}" if peer_id else "listing the queues of every peer"
-    with zk_client(zk, auth=auth, parent=znode_parent) as client, zk_errors(what):
+    with zk_client(zk, auth=auth, parent=znode_parent) as client:
         planner = Planner(client, ZnodeLayout(znode_parent), WalStore(wal_root))
         return planner.pending(peer_id, queue_filter, include_drained=include_drained)

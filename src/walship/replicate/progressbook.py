@@ -4,14 +4,12 @@ the end of a pass, and a queue's last error."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
 
 from walship.errors import WalshipError
 from walship.replicate.summary import QueueSummary
-from walship.zk.client import KAZOO_ERRORS
 from walship.zk.progress import ProgressStore
 
 __all__ = ["PROGRESS_INTERVAL", "PendingProgress", "ProgressBook"]
@@ -57,16 +55,22 @@ class ProgressBook:
         qs.exception = exc
         log.error("%s", qs.error)
         self._pending.pop((peer_id, qs.server, qs.queue_id), None)
-        with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
+        try:
             self._record(peer_id, qs.server, qs.queue_id, progress or PendingProgress(), error=qs.error)
+        except WalshipError as again:
+            log.warning("queue %s/%s of peer %s: its record keeps no error: %s", qs.server, qs.queue_id, peer_id, again)
         return qs
 
     def flush(self) -> None:
         """Write every queue's progress not written yet."""
         for (peer_id, server, queue_id), progress in list(self._pending.items()):
             if progress.counters or progress.last_wal is not None:
-                with contextlib.suppress(WalshipError, *KAZOO_ERRORS):
+                try:
                     self._record(peer_id, server, queue_id, progress)
+                except WalshipError as exc:  # the positions are committed; only the counters wait
+                    log.warning(
+                        "queue %s/%s of peer %s: progress record not written: %s", server, queue_id, peer_id, exc
+                    )
         self._pending.clear()
 
     def write(self, peer_id: str, progress: PendingProgress, qs: QueueSummary, *, final: bool) -> None:

@@ -33,11 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 from kazoo.client import KazooClient
 
 from walship import defaults
-from walship.errors import ConfigError
+from walship.errors import ConfigError, WalshipError, ZkError
 from walship.peer import PeerConfig
 from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
-from walship.replicate.grouppass import STOP_ERRORS, GroupPass
+from walship.replicate.grouppass import GroupPass
 from walship.replicate.planning import Planner, close_grace
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.readers import OpenReaders
@@ -45,7 +45,6 @@ from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
 from walship.replicate.walstore import ReadStats, WalStore
 from walship.sinks.base import Sink, SinkContext, create_sink
 from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
-from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.locks import Holder
 from walship.zk.progress import ProgressStore
 
@@ -221,9 +220,9 @@ class Shipper:
                             timeout=self.lock_timeout,
                         )
                     )
-                except KAZOO_ERRORS as exc:
+                except ZkError as exc:
                     qs = QueueSummary(feed.server, feed.queue_id)
-                    out[i] = self.book.failed(feed.peer.peer_id, qs, translate(exc, name))
+                    out[i] = self.book.failed(feed.peer.peer_id, qs, exc)
                     continue
                 if lock.held:
                     held.append(i)
@@ -286,7 +285,7 @@ class Shipper:
                 wals = self.queues.wals(feed.server, feed.queue_id)
                 queue = QueueInfo(feed.server, QueueId.parse(feed.queue_id), tuple(wals))
                 members.append(Member(feed, qs, progress, queue, close_grace(feed.peer)))
-            except STOP_ERRORS as exc:
+            except WalshipError as exc:
                 group.stopped(feed, qs, progress, exc)
         group.run(members, max_batches)
         for m in members:
@@ -294,7 +293,7 @@ class Shipper:
                 continue
             try:
                 self.book.write(m.feed.peer.peer_id, m.progress, m.qs, final=flush_progress)
-            except STOP_ERRORS as exc:
+            except WalshipError as exc:
                 group.stop(m, exc)
         return summaries
 

@@ -57,8 +57,7 @@ from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink
 from walship.zk import QueueId, ZnodeLayout
-from walship.zk.client import KAZOO_ERRORS, translate
-from walship.zk.locks import Holder, read_holder
+from walship.zk.locks import Holder, read_holder, release_lock, try_lock
 
 __all__ = ["TailSummary", "Tailer"]
 
@@ -180,8 +179,8 @@ class Tailer:
             key = (q.server, str(q.queue_id))
             if key in self._locks:
                 continue
-            lock = self.client.Lock(self.layout.queue_lock(*key), identifier=self.shipper.holder.encode())
-            if lock.acquire(blocking=False):
+            lock = try_lock(self.client, self.layout, *key, self.shipper.holder)
+            if lock is not None:
                 self._locks[key] = lock
                 log.info("tailing queue %s/%s", *key)
             else:
@@ -195,8 +194,7 @@ class Tailer:
     def _release(self, key: tuple[str, str]) -> None:
         lock = self._locks.pop(key, None)
         if lock is not None:
-            with contextlib.suppress(*KAZOO_ERRORS):
-                lock.release()
+            release_lock(lock)
 
     def _discover(self, summary: TailSummary) -> dict[str, PeerConfig]:
         """Re-read the peers, claim dead servers' queues, lock new queues; the enabled peers
@@ -204,25 +202,22 @@ class Tailer:
 
         :raises ZkUnavailableError: ZooKeeper did not answer.
         """
-        try:
-            enabled: dict[str, PeerConfig] = {}
-            for peer_id in self._current_peer_ids():
-                try:
-                    peer = self.shipper.peers.get(peer_id)
-                except PeerNotFoundError:
-                    if not self.every:
-                        raise
-                    continue  # removed since it was listed: let go at the next rediscovery
-                peer.check_ownership()
-                if peer.enabled:
-                    enabled[peer_id] = peer
-            if enabled:
-                result = self.shipper.planner.failover()
-                summary.claimed.extend(result.claimed)
-                summary.claim_failures.extend(result.failures)
-                self._take_new_queues(summary)
-        except KAZOO_ERRORS as exc:
-            raise translate(exc, f"tailing peer {self.peer_id}") from exc
+        enabled: dict[str, PeerConfig] = {}
+        for peer_id in self._current_peer_ids():
+            try:
+                peer = self.shipper.peers.get(peer_id)
+            except PeerNotFoundError:
+                if not self.every:
+                    raise
+                continue  # removed since it was listed: let go at the next rediscovery
+            peer.check_ownership()
+            if peer.enabled:
+                enabled[peer_id] = peer
+        if enabled:
+            result = self.shipper.planner.failover()
+            summary.claimed.extend(result.claimed)
+            summary.claim_failures.extend(result.failures)
+            self._take_new_queues(summary)
         return enabled
 
     def _current_peer_ids(self) -> list[str]:

@@ -27,9 +27,15 @@ from collections.abc import Iterable
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError, NotEmptyError
 
-from walship.errors import ConfigError, InvalidPeerConfigError, PeerError, PeerExistsError, PeerNotFoundError
+from walship.errors import (
+    ConfigError,
+    InvalidPeerConfigError,
+    PeerError,
+    PeerExistsError,
+    PeerNotFoundError,
+    WalshipError,
+)
 from walship.peer import MANAGED_KEY, SUBSCRIPTION_KEY, PeerConfig, TableCfs, table_cfs_json, validate_peer_id
 from walship.sep.config import (
     CHANGELOG_PROTOCOL,
@@ -43,7 +49,7 @@ from walship.sep.config import (
     THREADS_KEY,
     SepSettings,
 )
-from walship.zk.cluster import ensure_cluster_id, read_cluster_id
+from walship.zk.cluster import cluster_exists, ensure_cluster_id, read_cluster_id, remove_cluster
 from walship.zk.layout import ZnodeLayout
 from walship.zk.peers import ReplicationPeers
 
@@ -178,14 +184,14 @@ class Subscriptions:
         if self.peers.exists(name):
             raise PeerExistsError(f"subscription {name}: a peer of that name exists already ({self.layout.peer(name)})")
         root = ZnodeLayout(self.layout.subscription(name))
-        created = self.client.exists(root.parent) is None
+        created = not cluster_exists(self.client, root)
         cluster_id = ensure_cluster_id(self.client, root)
         try:
             self.peers.add(peer)
         except BaseException:
             if created:  # our own leftovers only; never another's znodes
-                with contextlib.suppress(NoNodeError, NotEmptyError):
-                    self.client.delete(root.parent, recursive=True)
+                with contextlib.suppress(WalshipError):  # the first error is the one to tell
+                    remove_cluster(self.client, root)
             raise
         log.info("added subscription %s (cluster id %s) -> %s", name, cluster_id, peer.cluster_key)
 
@@ -218,6 +224,5 @@ class Subscriptions:
         self.get(name)
         self.peers.remove(name)
         path = self.layout.subscription(name)
-        with contextlib.suppress(NoNodeError):
-            self.client.delete(path, recursive=True)
+        remove_cluster(self.client, ZnodeLayout(path))
         log.info("removed subscription %s and %s", name, path)

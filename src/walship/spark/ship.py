@@ -25,7 +25,7 @@ from walship.replicate.planning import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
 from walship.zk import QueueId, ZnodeLayout, zk_client
-from walship.zk.client import validate_hosts, zk_errors
+from walship.zk.client import validate_hosts
 from walship.zk.layout import check_znode_name
 from walship.zk.locks import Holder
 from walship.zk.progress import JobStore
@@ -121,7 +121,7 @@ def _shipper(job: ShipJob, client: Any) -> Shipper:
 def plan_queues(job: ShipJob) -> tuple[list[PeerSummary], list[list[tuple[str, str]]]]:
     """On the driver: claim dead servers' queues, then list the (server, queue id) to ship,
     in groups: the queues of the job's peers over the same WALs form one group (one task)."""
-    with zk_client(job.zk) as client, zk_errors(f"planning ship job for peer {job.peer_id}"):
+    with zk_client(job.zk) as client:
         shipper = _shipper(job, client)
         summaries = {pid: PeerSummary(pid) for pid in job.peer_ids}
         enabled = []
@@ -160,8 +160,7 @@ def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Ite
     deadline = time.monotonic() + job.linger
     with zk_client(job.zk) as client:
         shipper = _shipper(job, client)
-        with zk_errors(f"reading peers {job.peer_id}"):
-            peers = {pid: shipper.peers.get(pid) for pid in dict.fromkeys(_peer_of(t) for t in todo)}
+        peers = {pid: shipper.peers.get(pid) for pid in dict.fromkeys(_peer_of(t) for t in todo)}
         done: dict[tuple[str, str], QueueSummary] = {}
         quiet_since: float | None = None
         while todo:
@@ -202,7 +201,7 @@ def record_summaries(job: ShipJob, summaries: list[PeerSummary]) -> None:
     """Write the job's summary of each peer into walship's znodes, for the report task and status."""
     if not job.job_id:
         return
-    with zk_client(job.zk) as client, zk_errors(f"writing the summary of ship job {job.job_id}"):
+    with zk_client(job.zk) as client:
         store = JobStore(client, ZnodeLayout(job.znode_parent))
         for summary in summaries:
             store.put(summary.peer_id, job.job_id, summary.to_json())

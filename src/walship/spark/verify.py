@@ -20,7 +20,6 @@ from typing import Any
 from walship.errors import ConfigError, PeerNotFoundError, VerifyError, VerifyUnavailableError, WalshipError
 from walship.verify import Split, SplitResult, VerifyJob, VerifyResult, combine, plan, run_split, write_report
 from walship.zk import ZnodeLayout, zk_client
-from walship.zk.client import KAZOO_ERRORS, translate
 from walship.zk.layout import check_znode_name
 from walship.zk.progress import VerifyStore
 
@@ -53,11 +52,8 @@ def error_record(job: VerifyJob, exc: WalshipError) -> dict[str, Any]:
 def record_result(job: VerifyJob, job_id: str, record: dict[str, Any]) -> None:
     """Write a verify job's result (or error record) into walship's znodes under ``job_id``."""
     layout = ZnodeLayout(job.znode_parent)
-    try:
-        with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
-            VerifyStore(client, layout).put(job.peer_id, job_id, record)
-    except KAZOO_ERRORS as exc:
-        raise translate(exc, f"writing the result of verify job {job_id}") from exc
+    with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
+        VerifyStore(client, layout).put(job.peer_id, job_id, record)
 
 
 def verify_with_spark(spark: Any, job: VerifyJob, report: str | None = None, job_id: str | None = None) -> VerifyResult:

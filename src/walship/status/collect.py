@@ -32,7 +32,6 @@ from walship.sinks.base import sink_endpoints
 from walship.status.model import PeerCount, PeerStatus, QueueStatus, ReplicationStatus, iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
-from walship.zk.client import zk_errors
 from walship.zk.locks import Holder
 from walship.zk.multiread import read_many
 
@@ -135,7 +134,7 @@ class QueueFiles:
         try:
             return self.walstore.locate(wal, q.server)
         except WalMissingError:
-            if self.client.exists(self.layout.wal(q.server, str(q.queue_id), wal)) is None:
+            if not ReplicationQueues(self.client, self.layout).has_wal(q.server, str(q.queue_id), wal):
                 return None  # shipped and removed, then cleaned, since the snapshot
             raise
 
@@ -308,7 +307,7 @@ def read_status(
 ) -> dict[str, Any]:
     """:func:`collect_status` as JSON, with a ZooKeeper client of its own (for the Airflow
     page and tasks; without ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
-    with zk_client(zk, auth=auth, parent=znode_parent) as client, zk_errors("reading the replication status"):
+    with zk_client(zk, auth=auth, parent=znode_parent) as client:
         status = collect_status(
             client, ZnodeLayout(znode_parent), WalStore(wal_root), peer_id, probe_timeout=probe_timeout
         )

@@ -30,7 +30,6 @@ from walship.status.collect import QueueFiles
 from walship.status.model import iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
-from walship.zk.client import zk_errors
 
 __all__ = [
     "Behind",
@@ -230,14 +229,11 @@ def wait_drained(
 def take_cut_at(zk: str, znode_parent: str, wal_root: str, peer_id: str, *, auth: str | None = None) -> Cut:
     """:func:`take_cut` with a ZooKeeper client of its own (for the Airflow sensor; without
     ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
-    with zk_client(zk, auth=auth, parent=znode_parent) as client, zk_errors(f"taking the drain cut of peer {peer_id}"):
+    with zk_client(zk, auth=auth, parent=znode_parent) as client:
         return take_cut(client, ZnodeLayout(znode_parent), WalStore(wal_root), peer_id)
 
 
 def behind_at(zk: str, znode_parent: str, cut: Cut, *, auth: str | None = None) -> list[Behind]:
     """:func:`behind` with a ZooKeeper client of its own (for the Airflow trigger)."""
-    with (
-        zk_client(zk, auth=auth, parent=znode_parent) as client,
-        zk_errors(f"checking the drain cut of peer {cut.peer_id}"),
-    ):
+    with zk_client(zk, auth=auth, parent=znode_parent) as client:
         return behind(client, ZnodeLayout(znode_parent), cut)

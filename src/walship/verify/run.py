@@ -32,7 +32,6 @@ from walship.verify.plan import VerifyJob, plan_splits
 from walship.verify.repair import repair_row
 from walship.verify.scan import Side
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
-from walship.zk.client import KAZOO_ERRORS, translate
 
 __all__ = ["BAD_ROWS_SHOWN", "VerifyResult", "combine", "plan", "run_split", "verify", "write_report"]
 
@@ -45,17 +44,14 @@ BAD_ROWS_SHOWN = 100
 def _in_flight(job: VerifyJob, table: str) -> dict[tuple[str, bytes], Unshipped]:
     """Per ``(table, row)``, what the peer's queues still have to ship, read now."""
     layout = ZnodeLayout(job.znode_parent)
-    try:
-        with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
-            planner = Planner(client, layout, WalStore(job.wal_root))
-            peer = ReplicationPeers(client, layout).get(job.peer_id)
-            try:
-                entry_filter = planner.entry_filter(peer)
-            except ReplicationError as exc:
-                raise VerifyError(f"peer {job.peer_id}: cannot tell which edits are in flight: {exc}") from None
-            return unshipped_rows(client, layout, planner.walstore, peer, entry_filter, {table})
-    except KAZOO_ERRORS as exc:
-        raise translate(exc, f"reading the queues of peer {job.peer_id}") from exc
+    with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
+        planner = Planner(client, layout, WalStore(job.wal_root))
+        peer = ReplicationPeers(client, layout).get(job.peer_id)
+        try:
+            entry_filter = planner.entry_filter(peer)
+        except ReplicationError as exc:
+            raise VerifyError(f"peer {job.peer_id}: cannot tell which edits are in flight: {exc}") from None
+        return unshipped_rows(client, layout, planner.walstore, peer, entry_filter, {table})
 
 
 def run_split(
@@ -221,11 +217,8 @@ def plan(job: VerifyJob) -> tuple[VerifyJob, list[Split]]:
     :raises VerifyError: see :func:`~walship.verify.plan.plan_splits`.
     """
     layout = ZnodeLayout(job.znode_parent)
-    try:
-        with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
-            peer = ReplicationPeers(client, layout).get(job.peer_id)
-    except KAZOO_ERRORS as exc:
-        raise translate(exc, f"reading peer {job.peer_id}") from exc
+    with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
+        peer = ReplicationPeers(client, layout).get(job.peer_id)
     job = job.with_peer(peer)
     with job.source_side() as source, job.peer_side() as peer_side:
         return job, plan_splits(job, peer, source, peer_side)

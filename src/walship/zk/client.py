@@ -3,17 +3,23 @@
 Every kazoo exception that leaves a walship operation goes through :func:`translate` (or the
 :func:`zk_errors` context manager), so a caller sees :class:`~walship.errors.ZkUnavailableError`
 for a lost connection or session, :class:`~walship.errors.ZkAuthError` for refused credentials,
-and :class:`~walship.errors.ZkError` for anything else, each naming what was being done.
+and :class:`~walship.errors.ZkError` for anything else, each naming what was being done. The
+stores of this package (peers, queues, locks, progress, the cluster's znodes) do it for every
+public method (:func:`translated`, :func:`translating`): code outside ``walship.zk`` never
+sees a kazoo exception, and never catches one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import logging
 import os
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, cast
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -38,12 +44,18 @@ __all__ = [
     "inherit_acls",
     "parse_auth",
     "translate",
+    "translated",
+    "translating",
     "validate_hosts",
+    "zk_call",
     "zk_client",
     "zk_errors",
 ]
 
 log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T", bound=type)
 
 DEFAULT_ZK = "127.0.0.1:2181"
 _HOSTS_RE = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+:\d{1,5}(,[A-Za-z0-9_.\-\[\]:]+:\d{1,5})*(/[^\s]*)?$")
@@ -77,6 +89,70 @@ def zk_errors(what: str) -> Iterator[None]:
         yield
     except KAZOO_ERRORS as exc:
         raise translate(exc, what) from exc
+
+
+def _shown(value: object) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else f"{text[:80]}..."
+
+
+def _what(label: str, name: str, args: tuple[object, ...], kwargs: dict[str, object]) -> str:
+    """``label: name arg, arg`` for a message: the operation and the znode names it was given
+    (plain strings: peer ids, servers, queue ids, WAL names), not the objects."""
+    named = [_shown(a) for a in args if isinstance(a, str | int)]
+    named += [f"{k}={_shown(v)}" for k, v in kwargs.items() if isinstance(v, str | int)]
+    action = name.replace("_", " ")
+    return f"{label}: {action} {', '.join(named)}".rstrip()
+
+
+def translating(label: str, fn: F) -> F:
+    """``fn`` raising walship's errors for kazoo's (:func:`translate`), the message naming
+    ``label``, the function and the names it was given. Generator functions (a ``with`` block's
+    context manager among them) are translated while they run too."""
+    name = fn.__name__
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return (yield from fn(*args, **kwargs))
+            except KAZOO_ERRORS as exc:
+                raise translate(exc, _what(label, name, args[1:] if _is_method(fn) else args, kwargs)) from exc
+
+        return cast(F, generator)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except KAZOO_ERRORS as exc:
+            raise translate(exc, _what(label, name, args[1:] if _is_method(fn) else args, kwargs)) from exc
+
+    return cast(F, call)
+
+
+def _is_method(fn: Callable[..., Any]) -> bool:
+    params = list(inspect.signature(fn).parameters)
+    return bool(params) and params[0] in ("self", "cls")
+
+
+def zk_call(label: str) -> Callable[[F], F]:
+    """A function decorator: :func:`translating` with ``label``."""
+    return lambda fn: translating(label, fn)
+
+
+def translated(label: str) -> Callable[[T], T]:
+    """A class decorator: every public method of the class raises walship's errors for kazoo's
+    (see :func:`translating`); ``label`` names the store in messages."""
+
+    def wrap(cls: T) -> T:
+        for name, member in list(vars(cls).items()):
+            if name.startswith("_") or not inspect.isfunction(member):
+                continue
+            setattr(cls, name, translating(label, member))
+        return cls
+
+    return wrap
 
 
 def validate_hosts(hosts: str, what: str = "--zk") -> str:

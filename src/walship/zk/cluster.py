@@ -9,12 +9,22 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from walship.errors import ZkDataError, ZkError
+from walship.zk.client import zk_call
 from walship.zk.encoding import add_zk_metadata, decode_cluster_id, encode_cluster_id
 from walship.zk.layout import ZnodeLayout
 
-__all__ = ["ensure_cluster_id", "live_servers", "read_cluster_id", "register_server"]
+__all__ = [
+    "cluster_exists",
+    "ensure_cluster_id",
+    "is_live",
+    "live_servers",
+    "read_cluster_id",
+    "register_server",
+    "remove_cluster",
+]
 
 
+@zk_call("cluster")
 def read_cluster_id(client: KazooClient, layout: ZnodeLayout) -> uuid.UUID:
     """The cluster id at ``<parent>/hbaseid``.
 
@@ -33,6 +43,7 @@ def read_cluster_id(client: KazooClient, layout: ZnodeLayout) -> uuid.UUID:
         raise ZkDataError(path, f"cluster id {text!r} is not a UUID") from None
 
 
+@zk_call("cluster")
 def ensure_cluster_id(
     client: KazooClient, layout: ZnodeLayout, cluster_id: uuid.UUID | None = None, *, writer: str | None = None
 ) -> uuid.UUID:
@@ -48,6 +59,7 @@ def ensure_cluster_id(
     return read_cluster_id(client, layout)
 
 
+@zk_call("cluster")
 def live_servers(client: KazooClient, layout: ZnodeLayout) -> list[str]:
     """Servers with an ephemeral znode under ``<parent>/rs``."""
     try:
@@ -56,7 +68,27 @@ def live_servers(client: KazooClient, layout: ZnodeLayout) -> list[str]:
         return []
 
 
+@zk_call("cluster")
 def register_server(client: KazooClient, layout: ZnodeLayout, server: str) -> str:
     """Announce a live region server: an ephemeral znode that goes with the session."""
     client.ensure_path(layout.live_servers)
     return str(client.create(layout.live_server(server), b"", ephemeral=True))
+
+
+@zk_call("cluster")
+def is_live(client: KazooClient, layout: ZnodeLayout, server: str) -> bool:
+    """Whether ``server`` has its ephemeral znode under ``<parent>/rs``."""
+    return client.exists(layout.live_server(server)) is not None
+
+
+@zk_call("cluster")
+def cluster_exists(client: KazooClient, layout: ZnodeLayout) -> bool:
+    """Whether the cluster's parent znode exists."""
+    return client.exists(layout.parent) is not None
+
+
+@zk_call("cluster")
+def remove_cluster(client: KazooClient, layout: ZnodeLayout) -> None:
+    """Delete the cluster's parent znode and everything under it (nothing when it is gone)."""
+    with contextlib.suppress(NoNodeError):
+        client.delete(layout.parent, recursive=True)

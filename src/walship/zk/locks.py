@@ -31,10 +31,10 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import LockTimeout
 
-from walship.zk.client import KAZOO_ERRORS
+from walship.zk.client import KAZOO_ERRORS, zk_call
 from walship.zk.layout import ZnodeLayout
 
-__all__ = ["Holder", "LockState", "queue_lock", "read_holder"]
+__all__ = ["Holder", "LockState", "queue_lock", "read_holder", "release_lock", "try_lock"]
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,7 @@ class LockState:
         return self.holder.describe() if self.holder else "another shipper (holder unknown)"
 
 
+@zk_call("queue locks")
 def read_holder(client: KazooClient, layout: ZnodeLayout, server: str, queue_id: str) -> Holder | None:
     """Who holds the queue's lock now, or ``None`` when nobody does."""
     lock = client.Lock(layout.queue_lock(server, queue_id))
@@ -103,6 +104,7 @@ def read_holder(client: KazooClient, layout: ZnodeLayout, server: str, queue_id:
 
 
 @contextlib.contextmanager
+@zk_call("queue locks")
 def queue_lock(
     client: KazooClient,
     layout: ZnodeLayout,
@@ -133,3 +135,18 @@ def queue_lock(
         if acquired:
             with contextlib.suppress(*KAZOO_ERRORS):
                 lock.release()  # a lost session has released it already
+
+
+@zk_call("queue locks")
+def try_lock(client: KazooClient, layout: ZnodeLayout, server: str, queue_id: str, holder: Holder) -> Any | None:
+    """Take the queue's lock without waiting, to hold beyond a ``with`` block (a tailer holds
+    its queues for its whole run); the lock, or ``None`` when another holds it. Release it with
+    :func:`release_lock`."""
+    lock = client.Lock(layout.queue_lock(server, queue_id), identifier=holder.encode())
+    return lock if lock.acquire(blocking=False) else None
+
+
+def release_lock(lock: Any) -> None:
+    """Release a lock of :func:`try_lock`; a lost session has released it already."""
+    with contextlib.suppress(*KAZOO_ERRORS):
+        lock.release()

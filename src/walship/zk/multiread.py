@@ -31,6 +31,8 @@ from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.serialization import int_struct, multiheader_struct, read_buffer, read_string, stat_struct
 from kazoo.protocol.states import ZnodeStat
 
+from walship.zk.client import zk_call
+
 __all__ = ["CHUNK", "read_many"]
 
 log = logging.getLogger(__name__)
@@ -109,6 +111,7 @@ def _fallback(client: KazooClient, ops: Sequence[tuple[str, str]]) -> list[Any]:
     return [_value(r) for r in reads]
 
 
+@zk_call("reading znodes")
 def read_many(client: KazooClient, ops: Sequence[tuple[str, str]]) -> list[Any]:
     """Read every ``(kind, path)`` (kind ``"data"`` or ``"children"``), in order: ``(data,
     stat)`` for data, a list of names for children, ``None`` for a znode that does not exist.

@@ -35,6 +35,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from walship.errors import InvalidPeerConfigError, PeerError, PeerExistsError, PeerNotFoundError
 from walship.peer import MANAGED_KEY, PeerConfig, validate_peer_id
 from walship.protos import Replication_pb2
+from walship.zk.client import translated
 from walship.zk.encoding import decode_peer, decode_peer_state, encode_peer, encode_peer_state
 from walship.zk.layout import ZnodeLayout
 from walship.zk.progress import ProgressStore
@@ -45,6 +46,7 @@ __all__ = ["ReplicationPeers"]
 log = logging.getLogger(__name__)
 
 
+@translated("replication peers")
 class ReplicationPeers:
     """Add, remove, enable, disable, update and list peers.
 

@@ -31,6 +31,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from walship.errors import ZkDataError
+from walship.zk.client import translated
 from walship.zk.layout import ZnodeLayout, check_znode_name
 
 __all__ = ["COUNTERS", "KEEP_JOBS", "JobStore", "ProgressStore", "VerifyStore"]
@@ -81,6 +82,7 @@ def _update(client: KazooClient, path: str, change: Callable[[dict[str, Any]], d
         return record
 
 
+@translated("progress records")
 class ProgressStore:
     """Per-queue progress records (see the module docstring)."""
 
@@ -175,6 +177,7 @@ class ProgressStore:
             self.client.delete(self.layout.peer_progress(peer_id), recursive=True)
 
 
+@translated("ship job summaries")
 class JobStore:
     """Summaries of ship jobs, by peer and job id; the newest :data:`KEEP_JOBS` are kept."""
 
@@ -237,6 +240,7 @@ class _VerifyLayout(ZnodeLayout):
         return f"{self.peer_jobs(peer_id)}/{check_znode_name(job_id, 'verify job id')}"
 
 
+@translated("verify results")
 class VerifyStore(JobStore):
     """Results of verify jobs (what ``walship verify --json`` prints, or an error), by peer and
     job id, under ``<parent>/replication/walship/verify/<peer>/<job>``; the newest

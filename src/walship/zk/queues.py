@@ -32,7 +32,7 @@ from walship.errors import (
 )
 from walship.servername import ServerName
 from walship.wal.names import parse_wal_name
-from walship.zk.client import zk_errors
+from walship.zk.client import translated, zk_errors
 from walship.zk.encoding import decode_position, encode_position
 from walship.zk.layout import ZnodeLayout
 from walship.zk.multiread import read_many
@@ -124,6 +124,7 @@ class QueueInfo:
         return self.queue_id.recovered
 
 
+@translated("replication queues")
 class ReplicationQueues:
     """Read and change the replication queues of one cluster."""
 
@@ -397,6 +398,20 @@ class ReplicationQueues:
             if not any(isinstance(f, (BadVersionError, NotEmptyError, NoNodeError, NodeExistsError)) for f in failures):
                 raise QueueError(f"claiming {src} into {dst} failed: {failures}")
         raise QueueError(f"queue {src} kept changing while claiming it into {dest_server}")
+
+    def remove_replicator(self, server: str) -> bool:
+        """Remove a server's replicator znode once it holds no queue; ``False`` when a queue
+        arrived meanwhile or another claimer removed it first."""
+        try:
+            self.client.delete(self.layout.replicator(server))
+        except (NoNodeError, NotEmptyError) as exc:
+            log.info("kept replicator znode of dead server %s: %s", server, type(exc).__name__)
+            return False
+        return True
+
+    def has_wal(self, server: str, queue_id: str, wal: str) -> bool:
+        """Whether the WAL is (still) in the queue."""
+        return self.client.exists(self.layout.wal(server, queue_id, wal)) is not None
 
     def claim_all(self, dead_server: str, dest_server: str) -> list[tuple[str, str]]:
         """Claim every queue of a dead server. A queue of a peer that no longer exists is
