@@ -21,7 +21,7 @@ from walship.harness import HBaseProcess
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import MANAGED_KEY
-from walship.sinks.thriftconn import open_thrift2
+from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_WARNINGS]

@@ -19,7 +19,7 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate.filters import EntryFilter
 from walship.scope import FamilySettings, TableInfo, audit_peer
-from walship.sinks.thriftconn import open_thrift2
+from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2, table_name
 from walship.wal.model import Cell, CellType, WalEntry, WalKey
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client

@@ -14,7 +14,7 @@ from walship.errors import ConfigError
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate.filters import EntryFilter
 from walship.sinks.base import SinkContext, create_sink
-from walship.sinks.thriftconn import open_thrift2
+from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import CellType, WalEntry, WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client

@@ -19,7 +19,7 @@ from replication_helpers import Cluster, ship
 
 from walship.cli import main
 from walship.harness import HBaseProcess
-from walship.sinks.thriftconn import open_thrift2
+from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.verify import MASKED_REASON, MASKED_REMEDY, VerifyJob, plan, run_split
 

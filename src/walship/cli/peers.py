@@ -14,9 +14,7 @@ from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
 from walship.sep.config import CHANGELOG_URL_KEY, LISTENER_KEY
-from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY
-from walship.sinks.hbase import SINK_THRIFT_KEY
-from walship.sinks.hbase2 import SINK_THRIFT2_KEY
+from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY, SINK_THRIFT_KEY
 from walship.zk import ReplicationPeers, ReplicationQueues
 
 __all__ = ["register"]

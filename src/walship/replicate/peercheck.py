@@ -28,11 +28,11 @@ from walship.sinks.base import (
     DEFAULT_PROTOCOL,
     INCOMPATIBLE_KEY,
     SINK_PROTOCOL_KEY,
+    SINK_THRIFT2_KEY,
+    SINK_THRIFT_KEY,
     validate_sink_config,
 )
-from walship.sinks.hbase import SINK_THRIFT_KEY
-from walship.sinks.hbase2 import SINK_THRIFT2_KEY
-from walship.sinks.thriftconn import (
+from walship.thrift.conn import (
     THRIFT_PROTOCOL_KEY,
     THRIFT_SSL_CA_KEY,
     THRIFT_SSL_KEY,

@@ -19,9 +19,8 @@ from typing import Any, Protocol
 from walship.errors import ConfigError, InvalidPeerConfigError, ScopeError, ScopeUnavailableError
 from walship.peer import PeerConfig, parse_host_ports
 from walship.scope.model import FOREVER, FamilySettings, TableInfo, family_text
-from walship.sinks.hbase import SINK_THRIFT_KEY, thrift_servers
-from walship.sinks.hbase2 import SINK_THRIFT2_KEY, thrift2_servers
-from walship.sinks.thriftconn import (
+from walship.sinks.base import SINK_THRIFT2_KEY, SINK_THRIFT_KEY, thrift2_servers, thrift_servers
+from walship.thrift.conn import (
     THRIFT1_REFUSALS,
     THRIFT2_REFUSALS,
     ThriftOptions,

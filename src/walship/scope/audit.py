@@ -34,8 +34,7 @@ from walship.scope.model import (
     family_text,
     ttl_text,
 )
-from walship.sinks.hbase import SINK_THRIFT_KEY
-from walship.sinks.hbase2 import SINK_THRIFT2_KEY
+from walship.sinks.base import SINK_THRIFT2_KEY, SINK_THRIFT_KEY
 from walship.zk.layout import ZnodeLayout
 from walship.zk.peers import ReplicationPeers
 

@@ -29,7 +29,7 @@ from walship.errors import ScopeError
 from walship.scope.admin import Thrift2Admin, peer_tables_reader
 from walship.scope.audit import audit_peer
 from walship.scope.model import Finding, PeerAudit, TableInfo, family_text
-from walship.sinks.hbase2 import SINK_THRIFT2_KEY
+from walship.sinks.base import SINK_THRIFT2_KEY
 from walship.zk.layout import ZnodeLayout
 from walship.zk.peers import ReplicationPeers
 

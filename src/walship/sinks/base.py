@@ -27,7 +27,7 @@ from importlib.metadata import entry_points
 from typing import Protocol
 
 from walship.errors import ConfigError, InvalidPeerConfigError, SinkNotFoundError
-from walship.peer import PeerConfig
+from walship.peer import PeerConfig, parse_host_ports
 from walship.wal.model import Cell, WalEntry
 
 __all__ = [
@@ -37,6 +37,8 @@ __all__ = [
     "INCOMPATIBLE_KEY",
     "INCOMPATIBLE_MODES",
     "SINK_PROTOCOL_KEY",
+    "SINK_THRIFT2_KEY",
+    "SINK_THRIFT_KEY",
     "ApplyStats",
     "FilteredEntry",
     "Sink",
@@ -47,6 +49,8 @@ __all__ = [
     "sink_endpoints",
     "sink_factory",
     "sink_protocols",
+    "thrift2_servers",
+    "thrift_servers",
     "validate_sink_config",
 ]
 
@@ -77,6 +81,24 @@ class FilteredEntry:
     entry: WalEntry
     cells: tuple[Cell, ...]
     cluster_ids: tuple[uuid.UUID, ...]
+
+
+#: The peer configuration keys naming the peer's Thrift1 and Thrift2 servers, for the sinks
+#: that use them and for whatever else reaches the peer's cluster (scope, verify, copy).
+SINK_THRIFT_KEY = "walship.sink.thrift"
+SINK_THRIFT2_KEY = "walship.sink.thrift2"
+
+
+def thrift_servers(peer: PeerConfig) -> list[tuple[str, int]]:
+    """The peer's Thrift servers from ``walship.sink.thrift`` (empty when not set)."""
+    spec = peer.configuration.get(SINK_THRIFT_KEY)
+    return parse_host_ports(spec, f"{SINK_THRIFT_KEY} of peer {peer.peer_id}") if spec else []
+
+
+def thrift2_servers(peer: PeerConfig) -> list[tuple[str, int]]:
+    """The peer's Thrift2 servers from ``walship.sink.thrift2`` (empty when not set)."""
+    spec = peer.configuration.get(SINK_THRIFT2_KEY)
+    return parse_host_ports(spec, f"{SINK_THRIFT2_KEY} of peer {peer.peer_id}") if spec else []
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Apply filtered edits to a peer HBase cluster through its Thrift1 servers (sink ``thrift1``).
 
 * Servers come from the peer's ``walship.sink.thrift``; the transport, protocol and TLS they
-  speak are :mod:`walship.sinks.thriftconn`'s, failover and backoff
-  :mod:`walship.sinks.serverpool`'s.
+  speak are :mod:`walship.thrift.conn`'s, failover and backoff
+  :mod:`walship.thrift.pool`'s.
 * Cells keep their timestamps: Thrift1 takes one timestamp per call, so edits are grouped by
   (table, cluster ids, timestamp) and each group is ``mutateRowsTs`` calls of up to 1,000
   rows, sent one at a time, each built while the one before is at the peer. Visibility in
@@ -26,23 +26,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
-from walship.errors import ConfigError, IncompatibleEditError, InvalidPeerConfigError
-from walship.peer import PeerConfig, parse_host_ports
-from walship.sinks.base import INCOMPATIBLE_KEY, ApplyStats, FilteredEntry, SinkContext
+from walship.errors import IncompatibleEditError
+from walship.peer import PeerConfig
+from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, FilteredEntry, SinkContext, thrift_servers
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
-from walship.sinks.encoded import encode_call, sending
-from walship.sinks.inorder import Sender
-from walship.sinks.serverpool import ServerPool
-from walship.sinks.thriftconn import THRIFT1_REFUSALS, ThriftOptions, open_connection
+from walship.sinks.pooled import PooledSink
+from walship.thrift.conn import THRIFT1_REFUSALS, open_connection
+from walship.thrift.encoded import encode_call, sending
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.wal.model import Cell, CellType
 
-__all__ = ["SINK_THRIFT_KEY", "ThriftSink", "thrift_servers"]
+__all__ = ["ThriftSink"]
 
 log = logging.getLogger(__name__)
 
 #: Peer configuration key naming the peer's Thrift servers: ``host:port[,host:port...]``.
-SINK_THRIFT_KEY = "walship.sink.thrift"
 SINK_KEY_HINT = f"{SINK_THRIFT_KEY}=host:port[,host:port...] configuration"
 _INCOMPATIBLE = (int(CellType.Delete), int(CellType.DeleteFamilyVersion))
 #: rows per mutateRowsTs call: small enough that building the next call overlaps this one
@@ -58,17 +56,17 @@ def _mutation(cell: Cell) -> Any:
     return Hbase_thrift.Mutation(isDelete=True, column=cell.family)  # DeleteFamily
 
 
-def thrift_servers(peer: PeerConfig) -> list[tuple[str, int]]:
-    """The peer's Thrift servers from ``walship.sink.thrift`` (empty when not set)."""
-    spec = peer.configuration.get(SINK_THRIFT_KEY)
-    return parse_host_ports(spec, f"{SINK_THRIFT_KEY} of peer {peer.peer_id}") if spec else []
-
-
-class ThriftSink:
+class ThriftSink(PooledSink):
     """Applies batches of filtered entries to one peer.
 
     :param retries: rounds over all servers before giving up.
     """
+
+    service = "Thrift"
+    servers_key = SINK_THRIFT_KEY
+    refusals = THRIFT1_REFUSALS
+    servers_of = staticmethod(thrift_servers)
+    opener = staticmethod(open_connection)
 
     def __init__(
         self,
@@ -79,47 +77,10 @@ class ThriftSink:
         retries: int = 6,
         backoff: float = 0.2,
     ) -> None:
-        self.peer = peer
-        self.options = ThriftOptions.of(peer)
-        servers = thrift_servers(peer)
-        if not servers:
-            raise ConfigError(f"peer {peer.peer_id} has no Thrift servers: set its {SINK_KEY_HINT}")
+        super().__init__(peer, context, timeout_ms=timeout_ms, retries=retries, backoff=backoff)
         # replaying dead letters: every cell exactly, or fail; never skip nor dead-letter again
         self.mode = "fail" if context.replaying else peer.configuration.get(INCOMPATIBLE_KEY, "fail")
         self.deadletters = DeadLetterStore.for_peer(peer, context.wal_root)
-        options = self.options
-        self.pool = ServerPool(
-            peer.peer_id,
-            servers,
-            options,
-            lambda host, port: open_connection(host, port, options, timeout_ms=timeout_ms),
-            THRIFT1_REFUSALS,
-            service="Thrift",
-            retries=retries,
-            backoff=backoff,
-        )
-        self.sender = Sender(self.pool.call, f"walship-thrift-{peer.peer_id}")
-
-    @classmethod
-    def validate_config(cls, peer: PeerConfig) -> None:
-        """:raises InvalidPeerConfigError: ``walship.sink.thrift`` is missing, empty or not
-        ``host:port[,...]``, a
-        transport, protocol or TLS setting out of its allowed values, or a CA file that does
-        not exist."""
-        if not thrift_servers(peer):
-            raise InvalidPeerConfigError(
-                f"peer {peer.peer_id}: {SINK_THRIFT_KEY} must name the peer's Thrift servers (host:port[,host:port...])"
-            )
-        ThriftOptions.of(peer)
-
-    @classmethod
-    def endpoints(cls, peer: PeerConfig) -> list[tuple[str, int]]:
-        """The peer's Thrift servers (``walship.sink.thrift``)."""
-        return thrift_servers(peer)
-
-    def close(self) -> None:
-        self.sender.close()
-        self.pool.drop()
 
     # -- applying --------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ sink applies each one exactly as written:
 
 * Servers come from the peer's ``walship.sink.thrift2`` (``host:port[,...]``); transport,
   protocol and TLS are the ``walship.sink.thrift.*`` keys, failover and backoff
-  :class:`~walship.sinks.serverpool.ServerPool`'s.
+  :class:`~walship.thrift.pool.ServerPool`'s.
 * Every cell keeps its own timestamp (``TColumnValue.timestamp``, ``TColumn.timestamp``).
 * Deletes keep their type: ``Delete`` -> ``DELETE_COLUMN`` (one version), ``DeleteColumn`` ->
   ``DELETE_COLUMNS``, ``DeleteFamily`` -> ``DELETE_FAMILY``, ``DeleteFamilyVersion`` ->
@@ -28,22 +28,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
-from walship.errors import ConfigError, InvalidPeerConfigError
-from walship.peer import PeerConfig, parse_host_ports
-from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
-from walship.sinks.encoded import encode_call, sending
-from walship.sinks.inorder import Sender
-from walship.sinks.serverpool import ServerPool
-from walship.sinks.thriftconn import THRIFT2_REFUSALS, ThriftOptions, open_thrift2
+from walship.peer import PeerConfig
+from walship.sinks.base import SINK_THRIFT2_KEY, ApplyStats, FilteredEntry, SinkContext, thrift2_servers
+from walship.sinks.pooled import PooledSink
+from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
+from walship.thrift.encoded import encode_call, sending
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
 
-__all__ = ["SINK_THRIFT2_KEY", "Thrift2Sink", "thrift2_servers"]
+__all__ = ["Thrift2Sink"]
 
 log = logging.getLogger(__name__)
 
 #: Peer configuration key naming the peer's Thrift2 servers: ``host:port[,host:port...]``.
-SINK_THRIFT2_KEY = "walship.sink.thrift2"
 #: A putMultiple / deleteMultiple call holds at most this many mutations, or about this many
 #: bytes of cells: small enough that building the next call overlaps this one at the server.
 MUTATIONS_PER_CALL = 1000
@@ -59,12 +56,6 @@ _WITH_QUALIFIER = (int(CellType.Delete), int(CellType.DeleteColumn))
 _APIS = {False: ("puts", "putMultiple", "tputs"), True: ("deletes", "deleteMultiple", "tdeletes")}
 
 
-def thrift2_servers(peer: PeerConfig) -> list[tuple[str, int]]:
-    """The peer's Thrift2 servers from ``walship.sink.thrift2`` (empty when not set)."""
-    spec = peer.configuration.get(SINK_THRIFT2_KEY)
-    return parse_host_ports(spec, f"{SINK_THRIFT2_KEY} of peer {peer.peer_id}") if spec else []
-
-
 @dataclass
 class _Call:
     """Consecutive mutations of one kind for one table and origin, up to one call's worth."""
@@ -78,11 +69,17 @@ class _Call:
         return len(self.mutations) >= MUTATIONS_PER_CALL or self.size >= CALL_BYTES
 
 
-class Thrift2Sink:
+class Thrift2Sink(PooledSink):
     """Applies batches of filtered entries to one peer over THBaseService.
 
     :param retries: rounds over all servers before giving up.
     """
+
+    service = "Thrift2"
+    servers_key = SINK_THRIFT2_KEY
+    refusals = THRIFT2_REFUSALS
+    servers_of = staticmethod(thrift2_servers)
+    opener = staticmethod(open_thrift2)
 
     def __init__(
         self,
@@ -93,47 +90,8 @@ class Thrift2Sink:
         retries: int = 6,
         backoff: float = 0.2,
     ) -> None:
-        self.peer = peer
-        options = ThriftOptions.of(peer)
-        servers = thrift2_servers(peer)
-        if not servers:
-            raise ConfigError(
-                f"peer {peer.peer_id} has no Thrift2 servers: set its {SINK_THRIFT2_KEY}=host:port[,host:port...] "
-                "configuration"
-            )
-        self.pool = ServerPool(
-            peer.peer_id,
-            servers,
-            options,
-            lambda host, port: open_thrift2(host, port, options, timeout_ms=timeout_ms),
-            THRIFT2_REFUSALS,
-            service="Thrift2",
-            retries=retries,
-            backoff=backoff,
-        )
-        self.sender = Sender(self.pool.call, f"walship-thrift2-{peer.peer_id}")
-        self.protocol = options.protocol
-
-    @classmethod
-    def validate_config(cls, peer: PeerConfig) -> None:
-        """:raises InvalidPeerConfigError: ``walship.sink.thrift2`` is missing, empty or not
-        ``host:port[,...]``, or a
-        transport, protocol or TLS setting out of its allowed values."""
-        if not thrift2_servers(peer):
-            raise InvalidPeerConfigError(
-                f"peer {peer.peer_id}: {SINK_THRIFT2_KEY} must name the peer's Thrift2 servers "
-                "(host:port[,host:port...])"
-            )
-        ThriftOptions.of(peer)
-
-    @classmethod
-    def endpoints(cls, peer: PeerConfig) -> list[tuple[str, int]]:
-        """The peer's Thrift2 servers (``walship.sink.thrift2``)."""
-        return thrift2_servers(peer)
-
-    def close(self) -> None:
-        self.sender.close()
-        self.pool.drop()
+        super().__init__(peer, context, timeout_ms=timeout_ms, retries=retries, backoff=backoff)
+        self.protocol = self.options.protocol
 
     @staticmethod
     def calls(entries: Sequence[FilteredEntry], stats: ApplyStats) -> Iterator[_Call]:

@@ -37,7 +37,7 @@ class Sender:
     """The one thread that sends a sink's calls (started on first use, stopped by :meth:`close`).
 
     :param call: ``call(func, what, stats)`` sends one call, retrying as the sink does (a
-        :meth:`~walship.sinks.serverpool.ServerPool.call`).
+        :meth:`~walship.thrift.pool.ServerPool.call`).
     """
 
     def __init__(self, call: Callable[[Callable[[Any], Any], str, ApplyStats], Any], name: str) -> None:

@@ -20,8 +20,8 @@ from walship.peer import PeerConfig, parse_host_ports, validate_peer_id
 from walship.replicate.filters import table_rule
 from walship.scope.admin import family_settings
 from walship.scope.model import FamilySettings, family_text
-from walship.sinks.hbase2 import SINK_THRIFT2_KEY, thrift2_servers
-from walship.sinks.thriftconn import ThriftOptions
+from walship.sinks.base import SINK_THRIFT2_KEY, thrift2_servers
+from walship.thrift.conn import ThriftOptions
 from walship.thrift.hbase2 import table_name, table_name_text
 from walship.verify.inflight import normalize_table
 from walship.verify.model import LATEST, Split, to_bytes_binary

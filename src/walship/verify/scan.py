@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from walship.errors import VerifyError, VerifyUnavailableError
-from walship.sinks.thriftconn import (
+from walship.thrift.conn import (
     THRIFT2_REFUSALS,
     TRANSPORT_ERRORS,
     ThriftOptions,

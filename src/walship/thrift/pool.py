@@ -10,13 +10,12 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from thriftpy2.transport import TTransportException
 
 from walship.errors import SinkError, SinkUnavailableError
-from walship.sinks.base import ApplyStats
-from walship.sinks.thriftconn import (
+from walship.thrift.conn import (
     THRIFT_PROTOCOL_KEY,
     THRIFT_SSL_KEY,
     THRIFT_TRANSPORT_KEY,
@@ -25,11 +24,18 @@ from walship.sinks.thriftconn import (
     describe_error,
 )
 
-__all__ = ["ServerPool"]
+__all__ = ["RetryCounts", "ServerPool"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+class RetryCounts(Protocol):
+    """Where a call counts its retries and its last back-off (a sink's batch statistics)."""
+
+    retries: int
+    last_backoff: tuple[float, str] | None
 
 
 class ServerPool:
@@ -106,7 +112,7 @@ class ServerPool:
                 self._conn.close()
         self._conn = None
 
-    def call(self, func: Callable[[Any], T], what: str, stats: ApplyStats) -> T:
+    def call(self, func: Callable[[Any], T], what: str, stats: RetryCounts) -> T:
         """``func(connection)`` on an answering server, retried on another after a transport
         error, with backoff.
 

@@ -44,8 +44,8 @@ except ImportError:  # thriftpy2 without its compiled protocol
 
 
 from walship.peer import PeerConfig
-from walship.sinks.encoded import EncodingClient
 from walship.thrift import PROTOCOLS, TRANSPORTS
+from walship.thrift.encoded import EncodingClient
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
 

@@ -1,0 +1,96 @@
+"""What the Thrift1 and Thrift2 sinks share: the peer's servers from its configuration, a
+:class:`~walship.thrift.pool.ServerPool` that fails over between them, and a
+:class:`~walship.sinks.inorder.Sender` that keeps one call in flight; the checks of the
+configuration and the endpoints the registry reports. Each sink names its service, its
+configuration key, how to open a connection and what counts as the server's refusal."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from walship.errors import ConfigError, InvalidPeerConfigError
+from walship.peer import PeerConfig
+from walship.sinks.base import SinkContext
+from walship.sinks.inorder import Sender
+from walship.thrift.conn import ThriftOptions
+from walship.thrift.pool import ServerPool
+
+__all__ = ["PooledSink"]
+
+log = logging.getLogger(__name__)
+
+
+class PooledSink:
+    """The construction of a sink that calls one of a peer's Thrift servers.
+
+    :param retries: rounds over all servers before giving up.
+    """
+
+    #: ``Thrift`` or ``Thrift2``: what the servers are, in messages and thread names.
+    service: ClassVar[str]
+    #: The peer configuration key listing the servers.
+    servers_key: ClassVar[str]
+    #: The server's own exceptions: a call raising one is not retried.
+    refusals: ClassVar[tuple[type[BaseException], ...]]
+
+    @staticmethod
+    def servers_of(peer: PeerConfig) -> list[tuple[str, int]]:
+        """The peer's servers from its configuration (empty when not set)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def opener(host: str, port: int, options: ThriftOptions, *, timeout_ms: int) -> Any:
+        """An open connection with ``close()``."""
+        raise NotImplementedError
+
+    def __init__(
+        self,
+        peer: PeerConfig,
+        context: SinkContext,
+        *,
+        timeout_ms: int = 30_000,
+        retries: int = 6,
+        backoff: float = 0.2,
+    ) -> None:
+        self.peer = peer
+        self.options = options = ThriftOptions.of(peer)
+        servers = self.servers_of(peer)
+        if not servers:
+            raise ConfigError(
+                f"peer {peer.peer_id} has no {self.service} servers: set its {self.servers_key}=host:port[,host:port...] "
+                "configuration"
+            )
+        opener = self.opener
+        self.pool = ServerPool(
+            peer.peer_id,
+            servers,
+            options,
+            lambda host, port: opener(host, port, options, timeout_ms=timeout_ms),
+            self.refusals,
+            service=self.service,
+            retries=retries,
+            backoff=backoff,
+        )
+        self.sender = Sender(self.pool.call, f"walship-{self.service.lower()}-{peer.peer_id}")
+
+    @classmethod
+    def validate_config(cls, peer: PeerConfig) -> None:
+        """:raises InvalidPeerConfigError: the servers' key is missing, empty or not
+        ``host:port[,...]``, or a transport, protocol or TLS setting is out of its allowed
+        values (or names a CA file that does not exist)."""
+        if not cls.servers_of(peer):
+            raise InvalidPeerConfigError(
+                f"peer {peer.peer_id}: {cls.servers_key} must name the peer's {cls.service} servers "
+                "(host:port[,host:port...])"
+            )
+        ThriftOptions.of(peer)
+
+    @classmethod
+    def endpoints(cls, peer: PeerConfig) -> list[tuple[str, int]]:
+        """The peer's servers (its ``servers_key``)."""
+        return cls.servers_of(peer)
+
+    def close(self) -> None:
+        self.sender.close()
+        self.pool.drop()
