@@ -135,9 +135,9 @@ def test_a_lingering_ship_task_ships_edits_written_after_its_first_pass(
     for i in range(10):
         t.put(b"early%02d" % i, {b"r:q": b"e"})
     job = ShipJob(zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", linger=600)
-    _, tasks = plan_queues(job)
+    _, groups = plan_queues(job)
     out: list[dict[str, Any]] = []
-    worker = threading.Thread(target=lambda: out.extend(ship_partition(job, iter(tasks))))
+    worker = threading.Thread(target=lambda: out.extend(ship_partition(job, iter(groups))))
     worker.start()
     try:
         wait_until(lambda: len(contents(b)) == 10, what="the first pass shipped the early rows")
@@ -148,6 +148,6 @@ def test_a_lingering_ship_task_ships_edits_written_after_its_first_pass(
     finally:
         worker.join(120)
     assert not worker.is_alive()  # quiet for 5 s: it stopped lingering (its linger was 600 s)
-    assert sorted((q["server"], q["queue_id"]) for q in out) == sorted(tasks)
+    assert sorted((q["server"], q["queue_id"]) for q in out) == sorted(t for group in groups for t in group)
     assert sum(q["entries_shipped"] for q in out) == 25 and all(q["status"] == "shipped" for q in out if q["batches"])
     assert contents(b) == contents(a, b"r")

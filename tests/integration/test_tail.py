@@ -41,8 +41,13 @@ def tailer_holds_every_queue(a: Cluster, peer_id: str = "1") -> bool:
 
 
 def sink_failures(records: list[logging.LogRecord]) -> list[str]:
-    """The Thrift sink's warnings: a server unreachable, or a call failed (each one a retry)."""
-    return [r.getMessage() for r in records if r.name.startswith("walship.sinks") and r.levelno >= logging.WARNING]
+    """The Thrift sink's warnings (its server pool's): a server unreachable, or a call failed
+    (each one a retry)."""
+    return [
+        r.getMessage()
+        for r in records
+        if r.name.startswith(("walship.sinks", "walship.thrift")) and r.levelno >= logging.WARNING
+    ]
 
 
 def test_tail_delivers_during_the_run_and_hands_over(ab: tuple[Cluster, Cluster]) -> None:
@@ -78,7 +83,7 @@ def test_tail_and_micro_batch_never_ship_a_queue_together(ab: tuple[Cluster, Clu
 
 def test_tail_rides_out_a_peer_outage(ab: tuple[Cluster, Cluster], caplog: pytest.LogCaptureFixture) -> None:
     a, b = ab
-    caplog.set_level(logging.WARNING, logger="walship.sinks")
+    caplog.set_level(logging.WARNING, logger="walship")
     tailer, out = start_tail(a, duration=25)
     a.table().put(b"before", {b"r:q": b"0"})
     wait_until(lambda: b.table().row(b"before"), what="before on B")

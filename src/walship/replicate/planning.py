@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 
-from walship.errors import ConfigError, ReplicationError, WalMissingError, WalshipError, ZkError
+from walship.errors import ConfigError, PeerNotFoundError, ReplicationError, WalMissingError, WalshipError, ZkError
 from walship.peer import PeerConfig, parse_cluster_key, validate_peer_id
 from walship.replicate.filters import EntryFilter
+from walship.replicate.summary import PeerSummary
 from walship.replicate.walstore import WalLocation, WalStore
 from walship.wal.names import wal_group
 from walship.wal.reader import WalReader
@@ -46,6 +47,7 @@ __all__ = [
     "CLOSE_GRACE_KEY",
     "DEFAULT_CLOSE_GRACE",
     "FailoverResult",
+    "PeerPlan",
     "PendingQueue",
     "Planner",
     "close_grace",
@@ -89,6 +91,28 @@ class FailoverResult:
 
     claimed: list[dict[str, str]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PeerPlan:
+    """What a pass over some peers works from (:meth:`Planner.plan`): the enabled peers, the
+    disabled ones, the claims of dead servers' queues, and each enabled peer's queues."""
+
+    enabled: list[PeerConfig] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+    failover: FailoverResult | None = None
+    queues: dict[str, list[QueueInfo]] = field(default_factory=dict)
+
+    def summaries(self, peer_ids: Sequence[str]) -> dict[str, PeerSummary]:
+        """A summary per peer to fill while shipping: disabled ones say so, and each carries
+        the pass's claims."""
+        out = {pid: PeerSummary(pid) for pid in dict.fromkeys(peer_ids)}
+        for pid in self.disabled:
+            out[pid].status = "disabled"
+        if self.failover is not None:
+            for summary in out.values():
+                summary.claimed, summary.claim_failures = list(self.failover.claimed), list(self.failover.failures)
+        return out
 
 
 @dataclass(frozen=True)
@@ -303,6 +327,46 @@ class Planner:
                 continue
             out.append(peer.peer_id)
         return out
+
+    def plan(
+        self,
+        peer_ids: Sequence[str],
+        queue_filter: str | None = None,
+        *,
+        claim: bool = True,
+        list_queues: bool = True,
+        missing_ok: bool = False,
+    ) -> PeerPlan:
+        """The plan of a pass over ``peer_ids`` (the shipper's, a Spark job's and a tailer's
+        alike): each peer read and checked (:meth:`PeerConfig.check_ownership`), split into
+        enabled and disabled; when any is enabled, dead servers' queues claimed (``claim``) and
+        the enabled peers' queues listed (``list_queues``, only those matching ``queue_filter``).
+
+        :param missing_ok: leave out a peer removed meanwhile (a tailer of every peer) instead
+            of raising.
+        :raises PeerNotFoundError: a peer does not exist (unless ``missing_ok``).
+        :raises DoubleShippingError: a managed peer HBase ships too.
+        """
+        plan = PeerPlan()
+        for peer_id in dict.fromkeys(peer_ids):
+            try:
+                peer = self.peers.get(peer_id)
+            except PeerNotFoundError:
+                if missing_ok:
+                    continue
+                raise
+            peer.check_ownership()
+            if peer.enabled:
+                plan.enabled.append(peer)
+            else:
+                plan.disabled.append(peer_id)
+                log.info("peer %s is disabled: nothing shipped", peer_id)
+        if plan.enabled:
+            if claim:
+                plan.failover = self.failover()
+            if list_queues:
+                plan.queues = self.queues_of([p.peer_id for p in plan.enabled], queue_filter)
+        return plan
 
     def resolve_peers(self, peer_ids: str) -> list[str]:
         """``1,2,subs``: those peers; empty: :meth:`shipped_peer_ids`, read now."""

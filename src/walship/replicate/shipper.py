@@ -79,6 +79,8 @@ class Shipper:
         sink_factory: Callable[[PeerConfig], Sink] | None = None,
         lock_timeout: float = defaults.LOCK_WAIT,
         pipeline: bool = True,
+        planner: Planner | None = None,
+        book: ProgressBook | None = None,
     ) -> None:
         if batch_bytes <= 0 or batch_entries <= 0:
             raise ConfigError(f"batch limits must be > 0, got {batch_bytes} bytes / {batch_entries} entries")
@@ -92,7 +94,7 @@ class Shipper:
         self.holder = holder or Holder.here("ship")
         self.sink_factory: Callable[[PeerConfig], Sink] = sink_factory or self._default_sink
         self.lock_timeout = lock_timeout
-        self.planner = Planner(client, layout, walstore, holder=self.holder)
+        self.planner = planner or Planner(client, layout, walstore, holder=self.holder)
         self.queues: ReplicationQueues = self.planner.queues
         self.peers: ReplicationPeers = self.planner.peers
         self.progress = ProgressStore(client, layout)
@@ -101,7 +103,7 @@ class Shipper:
         #: WAL files opened and bytes read by this shipper's passes
         self.read_stats = ReadStats()
         self.readers = OpenReaders()  # compressed WALs' dictionaries, kept from pass to pass
-        self.book = ProgressBook(self.progress)
+        self.book = book or ProgressBook(self.progress)
 
     def _default_sink(self, peer: PeerConfig) -> Sink:
         return create_sink(peer, SinkContext(self.walstore.root))
@@ -128,37 +130,18 @@ class Shipper:
         :raises PeerNotFoundError: a peer does not exist (nothing is shipped).
         """
         t0 = time.monotonic()
-        summaries = {pid: PeerSummary(pid) for pid in dict.fromkeys(peer_ids)}
-        enabled: list[PeerConfig] = []
-        for pid, summary in summaries.items():
-            peer = self.peers.get(pid)
-            peer.check_ownership()
-            if peer.enabled:
-                enabled.append(peer)
-            else:
-                summary.status = "disabled"
-                log.info("peer %s is disabled: nothing shipped", pid)
-        if not enabled:
+        plan = self.planner.plan(peer_ids, queue_filter, claim=claim)
+        summaries = plan.summaries(peer_ids)
+        if not plan.enabled:
             return list(summaries.values())
-        if claim:
-            result = self.planner.failover()
-            for summary in summaries.values():
-                summary.claimed, summary.claim_failures = list(result.claimed), list(result.failures)
-        listed = self.planner.queues_of([peer.peer_id for peer in enabled], queue_filter)
-        todo = {pid: [(q.server, str(q.queue_id)) for q in queues] for pid, queues in listed.items()}
+        enabled = plan.enabled
+        todo = {pid: [(q.server, str(q.queue_id)) for q in queues] for pid, queues in plan.queues.items()}
         for qs in self.ship_queues_of(enabled, todo, max_batches):
             summaries[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
         for summary in summaries.values():
             summary.settle()
             summary.seconds = time.monotonic() - t0
         return list(summaries.values())
-
-    def ship_queues(
-        self, peer: PeerConfig, queues: Sequence[tuple[str, str]], max_batches: int | None = None
-    ) -> list[QueueSummary]:
-        """Ship the given (server, queue id) of ``peer`` one after another, with one filter
-        chain and one sink for all of them."""
-        return self.ship_queues_of([peer], {peer.peer_id: list(queues)}, max_batches)
 
     def ship_queues_of(
         self,
@@ -181,25 +164,13 @@ class Shipper:
                     groups.setdefault(group_key(server, qid), []).append(feed)
             out: list[QueueSummary] = []
             for key in sorted(groups):
-                out.extend(self.ship_group(groups[key], max_batches))
+                out.extend(self._ship_group(groups[key], max_batches))
             return out
         finally:
             for _, sink in built.values():
                 sink.close()
 
-    def ship_queue(
-        self,
-        peer: PeerConfig,
-        server: str,
-        queue_id: str,
-        entry_filter: EntryFilter,
-        sink: Sink,
-        max_batches: int | None = None,
-    ) -> QueueSummary:
-        """Ship one queue under its lock; errors are reported in the summary, never skipped."""
-        return self.ship_group([Feed(peer, server, queue_id, entry_filter, sink)], max_batches)[0]
-
-    def ship_group(self, feeds: Sequence[Feed], max_batches: int | None = None) -> list[QueueSummary]:
+    def _ship_group(self, feeds: Sequence[Feed], max_batches: int | None = None) -> list[QueueSummary]:
         """Ship queues over the same WALs, each under its lock (taken in one order, so two
         shippers never wait on each other); a busy queue is reported, not waited for past the
         lock wait. Summaries in the order of ``feeds``."""
@@ -238,21 +209,6 @@ class Shipper:
                 for i, qs in zip(held, self.ship_held_group([feeds[i] for i in held], max_batches), strict=True):
                     out[i] = qs
         return [out[i] for i in range(len(feeds))]
-
-    def ship_held_queue(
-        self,
-        peer: PeerConfig,
-        server: str,
-        queue_id: str,
-        entry_filter: EntryFilter,
-        sink: Sink,
-        max_batches: int | None = None,
-        *,
-        flush_progress: bool = True,
-    ) -> QueueSummary:
-        """Ship one queue whose lock the caller holds (see :meth:`ship_held_group`)."""
-        feed = Feed(peer, server, queue_id, entry_filter, sink)
-        return self.ship_held_group([feed], max_batches, flush_progress=flush_progress)[0]
 
     def ship_held_group(
         self, feeds: Sequence[Feed], max_batches: int | None = None, *, flush_progress: bool = True

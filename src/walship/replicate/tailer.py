@@ -43,7 +43,6 @@ from kazoo.client import KazooClient, KazooState
 from walship import defaults
 from walship.errors import (
     ConfigError,
-    PeerNotFoundError,
     SinkUnavailableError,
     SubscriberError,
     WalshipError,
@@ -202,23 +201,12 @@ class Tailer:
 
         :raises ZkUnavailableError: ZooKeeper did not answer.
         """
-        enabled: dict[str, PeerConfig] = {}
-        for peer_id in self._current_peer_ids():
-            try:
-                peer = self.shipper.peers.get(peer_id)
-            except PeerNotFoundError:
-                if not self.every:
-                    raise
-                continue  # removed since it was listed: let go at the next rediscovery
-            peer.check_ownership()
-            if peer.enabled:
-                enabled[peer_id] = peer
-        if enabled:
-            result = self.shipper.planner.failover()
-            summary.claimed.extend(result.claimed)
-            summary.claim_failures.extend(result.failures)
+        plan = self.shipper.planner.plan(self._current_peer_ids(), list_queues=False, missing_ok=self.every)
+        if plan.failover is not None:
+            summary.claimed.extend(plan.failover.claimed)
+            summary.claim_failures.extend(plan.failover.failures)
             self._take_new_queues(summary)
-        return enabled
+        return {peer.peer_id: peer for peer in plan.enabled}
 
     def _current_peer_ids(self) -> list[str]:
         """The peers to tail now: those named, or (tailing every peer) those walship ships

@@ -123,23 +123,13 @@ def plan_queues(job: ShipJob) -> tuple[list[PeerSummary], list[list[tuple[str, s
     in groups: the queues of the job's peers over the same WALs form one group (one task)."""
     with zk_client(job.zk) as client:
         shipper = _shipper(job, client)
-        summaries = {pid: PeerSummary(pid) for pid in job.peer_ids}
-        enabled = []
-        for pid, summary in summaries.items():
-            peer = shipper.peers.get(pid)
-            peer.check_ownership()
-            if peer.enabled:
-                enabled.append(pid)
-            else:
-                summary.status = "disabled"
-        if not enabled:
+        plan = shipper.planner.plan(job.peer_ids, job.queue_filter)
+        summaries = plan.summaries(job.peer_ids)
+        if not plan.enabled:
             return list(summaries.values()), []
-        result = shipper.planner.failover()
-        for summary in summaries.values():
-            summary.claimed, summary.claim_failures = list(result.claimed), list(result.failures)
         wanted = set(job.queues)
         groups: dict[tuple[str, tuple[str, ...]], list[tuple[str, str]]] = {}
-        for queues in shipper.planner.queues_of(enabled, job.queue_filter).values():
+        for queues in plan.queues.values():
             for q in queues:
                 if wanted and f"{q.server}/{q.queue_id}" not in wanted:
                     continue
