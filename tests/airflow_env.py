@@ -85,6 +85,9 @@ AIRFLOW_WARNINGS: list[Any] = [
         r"ignore:Exception ignored in. <_io\.(TextIOWrapper|FileIO):pytest.PytestUnraisableExceptionWarning"
     ),
 ]
+#: The marks of a test module that runs Airflow: its warnings, and its leftovers collected
+#: after each test (the ``collect_airflow_leftovers`` fixture of conftest.py).
+AIRFLOW_MARKS: list[Any] = [*AIRFLOW_WARNINGS, pytest.mark.usefixtures("collect_airflow_leftovers")]
 
 
 class Standalone:

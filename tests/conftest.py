@@ -154,3 +154,14 @@ def ab(request: pytest.FixtureRequest, backend: str, sink_protocol: str) -> Iter
 @pytest.fixture(scope="module")
 def dagbag() -> Any:
     return airflow_env.load_dagbag()
+
+
+@pytest.fixture
+def collect_airflow_leftovers() -> Iterator[None]:
+    """Airflow's task runner and the Spark hook leave pipes for the garbage collector: collect
+    them after each test of a module that runs Airflow (``airflow_env.AIRFLOW_MARKS``), where
+    their ResourceWarnings are expected, not in a later test."""
+    import gc
+
+    yield
+    gc.collect()

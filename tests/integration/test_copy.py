@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import real_hbase as real_hbase_module
-from airflow_env import AIRFLOW_WARNINGS, source_conn, task_failures
+from airflow_env import AIRFLOW_MARKS, source_conn, task_failures
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 
 from walship.cli import main
@@ -24,7 +24,7 @@ from walship.peer import MANAGED_KEY
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 
-pytestmark = [pytest.mark.integration, *AIRFLOW_WARNINGS]
+pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 
 
 def global_flags(a: Cluster) -> list[str]:

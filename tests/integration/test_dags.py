@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_env import AIRFLOW_WARNINGS, source_conn
+from airflow_env import AIRFLOW_MARKS, source_conn
 from real_hbase import BACKENDS
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 
@@ -20,16 +19,8 @@ from walship.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,
-    *AIRFLOW_WARNINGS,
+    *AIRFLOW_MARKS,
 ]
-
-
-@pytest.fixture(autouse=True)
-def collect_airflow_leftovers() -> Any:
-    """Airflow's task runner and the Spark hook leave pipes for the garbage collector; collect
-    them here, where their ResourceWarnings are expected, not in a later test."""
-    yield
-    gc.collect()
 
 
 def test_dags_import_without_errors(dagbag: Any) -> None:

@@ -3,24 +3,17 @@
 
 from __future__ import annotations
 
-import gc
 import json
 from typing import Any
 
 import pytest
-from airflow_env import AIRFLOW_WARNINGS, source_conn
+from airflow_env import AIRFLOW_MARKS, source_conn
 from replication_helpers import Cluster, LockstepShipper
 
 pytestmark = [
     pytest.mark.integration,
-    *AIRFLOW_WARNINGS,
+    *AIRFLOW_MARKS,
 ]
-
-
-@pytest.fixture(autouse=True)
-def collect_airflow_leftovers() -> Any:
-    yield
-    gc.collect()
 
 
 def test_the_sensor_waits_until_every_earlier_row_is_on_the_peer(

@@ -5,13 +5,12 @@ run: the scheduled ``walship_replicate`` and ``walship_tail`` runs, with Airflow
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_env import AIRFLOW_WARNINGS, Standalone, source_conn
+from airflow_env import AIRFLOW_MARKS, Standalone, source_conn
 from replication_helpers import Cluster, add_peer, contents, make_cluster
 from waiting import wait_until
 
@@ -22,15 +21,9 @@ from walship.replicate.walstore import WalStore
 from walship.zk import ZnodeLayout, zk_client
 from walship.zk.peers import ReplicationPeers
 
-pytestmark = [pytest.mark.integration, *AIRFLOW_WARNINGS]
+pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 
 MANAGED = {MANAGED_KEY: "true"}
-
-
-@pytest.fixture(autouse=True)
-def collect_airflow_leftovers() -> Any:
-    yield
-    gc.collect()
 
 
 @pytest.fixture

@@ -4,21 +4,14 @@
 from __future__ import annotations
 
 import datetime
-import gc
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_env import AIRFLOW_WARNINGS
+from airflow_env import AIRFLOW_MARKS
 
-pytestmark = [pytest.mark.integration, *AIRFLOW_WARNINGS]
-
-
-@pytest.fixture(autouse=True)
-def collect_airflow_leftovers() -> Any:
-    yield
-    gc.collect()
+pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 
 
 def run_exists(run_id: str) -> bool:

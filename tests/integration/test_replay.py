@@ -10,7 +10,7 @@ from pathlib import Path
 
 import happybase
 import pytest
-from airflow_env import AIRFLOW_WARNINGS, task_failures
+from airflow_env import AIRFLOW_MARKS, task_failures
 from kazoo.client import KazooClient
 
 from walship.cli import main
@@ -26,7 +26,7 @@ from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_
 
 pytestmark = [
     pytest.mark.integration,
-    *AIRFLOW_WARNINGS,
+    *AIRFLOW_MARKS,
 ]
 
 SRC = ZnodeLayout("/src")

@@ -3,13 +3,12 @@ it fails listing every finding, and succeeds returning the audit when the policy
 
 from __future__ import annotations
 
-import gc
 import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from airflow_env import AIRFLOW_WARNINGS, source_conn
+from airflow_env import AIRFLOW_MARKS, source_conn
 from replication_helpers import Cluster, make_cluster
 from test_scope import add, create
 
@@ -17,14 +16,8 @@ from walship.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,
-    *AIRFLOW_WARNINGS,
+    *AIRFLOW_MARKS,
 ]
-
-
-@pytest.fixture(autouse=True)
-def collect_airflow_leftovers() -> Any:
-    yield
-    gc.collect()
 
 
 def scope_conn(cluster: Cluster, **extra: Any) -> str:

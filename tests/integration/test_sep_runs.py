@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_env import AIRFLOW_WARNINGS, source_conn, task_failures
+from airflow_env import AIRFLOW_MARKS, source_conn, task_failures
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, current_wals_enqueued, make_cluster
 from sep_listeners import DELAY_ENV, OUT_ENV, read_events
@@ -32,7 +32,7 @@ from walship.zk.locks import read_holder
 
 pytestmark = [
     pytest.mark.integration,
-    *AIRFLOW_WARNINGS,
+    *AIRFLOW_MARKS,
 ]
 
 Factory = Callable[..., MiniClusterProcess]
@@ -186,15 +186,6 @@ def test_c_tail_delivers_events_written_while_it_runs(a: Cluster, events_path: s
     assert proc.returncode == 0, (tmp_path / "tail.err").read_text()[-2000:]
     assert json.loads(out)["status"] == "ok"
     assert len(read_events(events_path)) == 10
-
-
-@pytest.fixture(autouse=True)
-def collect_airflow_leftovers() -> Any:
-    """Airflow's task runner leaves pipes for the garbage collector: collect them here."""
-    import gc
-
-    yield
-    gc.collect()
 
 
 def test_d_sep_dag_runs_the_subscriptions_or_waits_then_skips(

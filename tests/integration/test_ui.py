@@ -38,7 +38,7 @@ from walship.zk.localserver import LocalZooKeeper, free_port
 
 pytestmark = [
     pytest.mark.integration,
-    *airflow_env.AIRFLOW_WARNINGS,
+    *airflow_env.AIRFLOW_MARKS,
 ]
 
 CHROMIUM = "/usr/bin/chromium"

@@ -282,7 +282,7 @@ def test_a_peer_without_thrift2_servers_is_refused(
     add_peer(a, b, peer_id="2", protocol="thrift1")
     code = main([*global_flags(a), "verify", "--peer", "2"])
     err = capsys.readouterr().err
-    assert code == 1 and "needs walship.sink.thrift2" in err
+    assert code == 1 and "need walship.sink.thrift2" in err
     code = main([*global_flags(a)[:-2], "verify", "--peer", "1"])
     err = capsys.readouterr().err
     assert code == 1 and "--source-thrift2" in err

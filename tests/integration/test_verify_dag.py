@@ -5,7 +5,6 @@ the asset ``walship_verify`` and failing the run on a bad row (the event recorde
 from __future__ import annotations
 
 import datetime
-import gc
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow_env import AIRFLOW_WARNINGS, ROOT, source_conn
+from airflow_env import AIRFLOW_MARKS, ROOT, source_conn
 from replication_helpers import TABLE, Cluster, contents, ship
 
 from walship.verify.model import LATEST
@@ -22,7 +21,7 @@ from walship.zk.progress import VerifyStore
 
 pytestmark = [
     pytest.mark.integration,
-    *AIRFLOW_WARNINGS,
+    *AIRFLOW_MARKS,
 ]
 
 #: every Param: dag.test() keeps an earlier run's conf in the DAG object's Params
@@ -39,12 +38,6 @@ DEFAULTS: dict[str, Any] = {
     "report_dir": "",
     "spark_conn_id": "spark_default",
 }
-
-
-@pytest.fixture(autouse=True)
-def collect_airflow_leftovers() -> Any:
-    yield
-    gc.collect()
 
 
 @pytest.fixture
