@@ -5,6 +5,7 @@ from __future__ import annotations
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import walship
 
@@ -137,3 +138,116 @@ def test_every_module_imports_only_downwards() -> None:
                     bad.append(f"{rel}:{node.lineno} imports {name} ({part} -> {dep})")
     assert checked > 40
     assert bad == []
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _imports(path: Path, *, top_level_only: bool = False) -> list[tuple[int, str]]:
+    """(line, module) of each import in ``path`` (``from a.b import c`` gives ``a.b.c`` and
+    ``a.b``); only the module's own statements with ``top_level_only``."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    out: list[tuple[int, str]] = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return out
+
+
+def test_spark_jobs_import_the_library_and_never_airflow() -> None:
+    bad = [
+        f"spark_jobs/{path.name}:{line} imports {name}"
+        for path in sorted((REPO / "spark_jobs").glob("*.py"))
+        for line, name in _imports(path)
+        if name.split(".")[0] in ("airflow", "walship_airflow")
+    ]
+    assert bad == []
+
+
+#: What a DAG file may import when it is parsed (its module-level statements): Airflow, its
+#: plugins, walship's defaults; the rest only inside the tasks that run.
+DAG_TOP_LEVEL = ("__future__", "os", "datetime", "pathlib", "typing", "pendulum", "airflow", "walship_airflow")
+
+
+def test_dag_files_stay_thin_at_parse_time() -> None:
+    bad = []
+    for path in sorted((REPO / "dags").glob("*.py")):
+        for line, name in _imports(path, top_level_only=True):
+            root = name.split(".")[0]
+            if root in DAG_TOP_LEVEL or name in ("walship", "walship.defaults"):
+                continue
+            bad.append(f"dags/{path.name}:{line} imports {name} when parsed")
+        bad += [
+            f"dags/{path.name}:{line} imports {name}" for line, name in _imports(path) if name.startswith("pyspark")
+        ]
+    assert bad == []
+
+
+def test_plugins_import_no_dag_file_spark_job_nor_spark() -> None:
+    dag_modules = {p.stem for p in (REPO / "dags").glob("*.py")}
+    job_modules = {p.stem for p in (REPO / "spark_jobs").glob("*.py")}
+    bad = [
+        f"plugins/{path.relative_to(REPO / 'plugins')}:{line} imports {name}"
+        for path in sorted((REPO / "plugins").rglob("*.py"))
+        for line, name in _imports(path)
+        if name.split(".")[0] in ("pyspark", *dag_modules, *job_modules)
+    ]
+    assert bad == []
+
+
+def test_no_import_circle_inside_a_package() -> None:
+    """Within one part of the library, module imports form no circle (type-only imports count:
+    a module that needs another's type takes a protocol of a lower module instead)."""
+    root = Path(walship.__file__).parent
+    modules = {
+        ".".join(("walship", *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): p
+        for p in root.rglob("*.py")
+        if not p.name.endswith("_pb2.py")
+    }
+    import ast
+
+    compiled = {
+        ".".join(("walship", *p.relative_to(root).parent.parts, p.name.split(".")[0])) for p in root.rglob("*.so")
+    }
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        package = module.split(".")[1] if module.count(".") >= 1 else ""
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                named = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # ``from pkg import submodule`` imports the submodule, not what the package holds
+                subs = [
+                    f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in (*modules, *compiled)
+                ]
+                named = subs if len(subs) == len(node.names) else [node.module, *subs]
+            else:
+                continue
+            for name in named:
+                if name in modules and name != module and name.split(".")[1:2] == [package]:
+                    edges[module].add(name)
+    circles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(edges[m]):
+            if state.get(n) == 1:
+                circles.append([*stack[stack.index(n) :], n])
+            elif n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(edges):
+        if m not in state:
+            visit(m)
+    assert circles == []

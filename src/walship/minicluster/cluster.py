@@ -150,7 +150,8 @@ class MiniCluster:
         replay_wals(self.store, self.data_dir / "WALs", self.old_wals_dir, self.seq)
         start_code = int(time.time() * 1000)
         for i in range(self.n_regionservers):
-            rs = RegionServer(ServerName(self.host, 16020 + i, start_code + i), self, self.wal)
+            name = ServerName(self.host, 16020 + i, start_code + i)
+            rs = RegionServer(name, self.data_dir, self.zk_hosts, self.layout, self.wal)
             rs.start()
             self.servers.append(rs)
         for region in self.store.regions():

@@ -4,8 +4,8 @@ A region goes to the least loaded live server (fewest regions, then the lowest n
 writes a REGION_OPEN marker into its WAL, as an HBase region server does when it opens a
 region. When a server is aborted its regions move to the live ones.
 
-Functions on a :class:`MiniCluster <walship.minicluster.cluster.MiniCluster>`; the caller
-holds its lock.
+Functions on a cluster (:class:`~walship.minicluster.view.ClusterView`, which the MiniCluster
+is); the caller holds its lock.
 """
 
 from __future__ import annotations
@@ -13,26 +13,24 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from walship.errors import BadRequestError, TableDisabledError
 from walship.minicluster.regionserver import RegionServer
 from walship.minicluster.store import Region
+from walship.minicluster.view import ClusterView
 from walship.minicluster.walfiles import archive_dir
 from walship.protos import HBase_pb2, WAL_pb2
 from walship.servername import ServerName
 from walship.wal import METAFAMILY, Cell, CellType, WalKey
 from walship.wal.markers import BULK_LOAD
 
-if TYPE_CHECKING:
-    from walship.minicluster.cluster import MiniCluster
-
 __all__ = ["abort_server", "assign", "bulk_load_entry", "region_open_entry"]
 
 log = logging.getLogger(__name__)
 
 
-def assign(cluster: MiniCluster, region: Region) -> RegionServer:
+def assign(cluster: ClusterView, region: Region) -> RegionServer:
     """Open ``region`` on the least loaded live server; returns that server.
 
     :raises TableDisabledError: no live region server.
@@ -101,7 +99,7 @@ def bulk_load_entry(
     return WalKey(region.encoded.encode(), region.table, seq, int(time.time() * 1000)), [marker]
 
 
-def abort_server(cluster: MiniCluster, name: str) -> dict[str, Any]:
+def abort_server(cluster: ClusterView, name: str) -> dict[str, Any]:
     """Crash one region server: its WAL is left without a trailer, its ZooKeeper session
     ends (its ephemeral znode goes, its queues stay for a claimer), its regions move to the
     live servers. Its WALs are archived, as after HBase splits a dead server's logs.

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from kazoo.client import KazooClient
 
@@ -27,11 +27,8 @@ from walship.minicluster.checksums import write_checksum_file
 from walship.servername import ServerName
 from walship.wal import Cell, WalKey, WalWriter, build_wal_name
 from walship.wal.valuecodecs import SUPPORTED as VALUE_CODECS
-from walship.zk import ReplicationQueues, connect, register_server
+from walship.zk import ReplicationQueues, ZnodeLayout, connect, register_server
 from walship.zk.client import inherit_acls
-
-if TYPE_CHECKING:
-    from walship.minicluster.cluster import MiniCluster
 
 __all__ = ["GroupWal", "RegionServer", "WalSettings"]
 
@@ -101,12 +98,13 @@ class RegionServer:
     :param wal: how it writes its WALs.
     """
 
-    def __init__(self, name: ServerName, cluster: MiniCluster, wal: WalSettings) -> None:
+    def __init__(self, name: ServerName, data_dir: Path, zk_hosts: str, layout: ZnodeLayout, wal: WalSettings) -> None:
         self.name = name
-        self.cluster = cluster
+        self.zk_hosts = zk_hosts
+        self.layout = layout
         self.zk: KazooClient | None = None
         self.alive = False
-        self.wal_dir = cluster.data_dir / "WALs" / str(name)
+        self.wal_dir = data_dir / "WALs" / str(name)
         self.wal = wal
         self.wal_groups = wal.groups
         self._groups: dict[str | None, GroupWal] = {}
@@ -115,9 +113,9 @@ class RegionServer:
         self._last_ts = 0
 
     def start(self) -> None:
-        self.zk = connect(self.cluster.zk_hosts)
-        inherit_acls(self.zk, self.cluster.layout.parent)
-        register_server(self.zk, self.cluster.layout, str(self.name))
+        self.zk = connect(self.zk_hosts)
+        inherit_acls(self.zk, self.layout.parent)
+        register_server(self.zk, self.layout, str(self.name))
         self.wal_dir.mkdir(parents=True, exist_ok=True)
         self.alive = True
         if not self.wal_groups:
@@ -196,7 +194,7 @@ class RegionServer:
         ts = max(int(time.time() * 1000), self._last_ts + 1)
         self._last_ts = ts
         name = build_wal_name(self.name, ts, provider_id=group.provider_id)
-        ReplicationQueues(self.zk, self.cluster.layout).add_wal(str(self.name), name)
+        ReplicationQueues(self.zk, self.layout).add_wal(str(self.name), name)
         path = self.wal_dir / name
         f = open(path, "xb")  # noqa: SIM115 - owned by this server until the next roll
         writer = self.wal.writer(f)

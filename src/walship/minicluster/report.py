@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from walship.minicluster.store import Store
-
-if TYPE_CHECKING:
-    from walship.minicluster.cluster import MiniCluster
+from walship.minicluster.view import ClusterView
 
 __all__ = ["cluster_info"]
 
 
-def cluster_info(cluster: MiniCluster, store: Store) -> dict[str, Any]:
+def cluster_info(cluster: ClusterView, store: Store) -> dict[str, Any]:
     """The cluster's identity and endpoints, its region servers with their WAL and regions,
     its tables, and the WAL files under ``WALs/`` and ``oldWALs/``.
 
