@@ -18,21 +18,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-import happybase
-from verify_rows import load
+from verify_rows import load, thrift2_pair
 
 from walship.copy import copy, copy_job
-from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
-from walship.peer import PeerConfig
 from walship.verify.model import LATEST
 from walship.verify.scan import Side
-from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
-from walship.zk.localserver import LocalZooKeeper, free_port
 
 
 def plain_scan(a: MiniClusterProcess) -> tuple[float, int]:
@@ -49,57 +42,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
-        root = Path(tmp)
-        zk = LocalZooKeeper(root / "zk", free_port())
-        zk.start()
-        a = MiniClusterProcess("a", root / "a", zk=zk.hosts, znode_parent="/hbase-a")
-        b = MiniClusterProcess("b", root / "b", zk=zk.hosts, znode_parent="/hbase-b")
-        try:
-            for mc in (a, b):
-                mc.start()
-                conn = happybase.Connection(*mc.thrift)
-                conn.create_table("bench", {"f": {"max_versions": 1}})
-                conn.close()
-                AdminClient(mc.admin).set_scope("bench", "f", 1)
-            host, port = b.thrift2
-            with zk_client(zk.hosts) as client:
-                ReplicationPeers(client, ZnodeLayout("/hbase-a")).add(
-                    PeerConfig(
-                        "1",
-                        f"{zk.hosts}:/hbase-b",
-                        configuration={"walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"},
-                    )
-                )
-            load(a, args.rows)
-            job = copy_job(
-                zk=zk.hosts,
-                znode_parent="/hbase-a",
-                wal_root=str(a.data_dir),
-                source_thrift2=f"{a.thrift2[0]}:{a.thrift2[1]}",
-                peer_id="1",
-            )
-            copy_s, plain_s = [], []
-            for _ in range(args.runs):
-                t0 = time.perf_counter()
-                result = copy(job)
-                copy_s.append(time.perf_counter() - t0)
-                if result.rows != args.rows or result.cells != 3 * args.rows:
-                    print(f"FAIL: copied {result.to_json()}")
-                    return 1
-                secs, n = plain_scan(a)
-                if n != args.rows:
-                    print(f"FAIL: the plain scan read {n} rows, expected {args.rows}")
-                    return 1
-                plain_s.append(secs)
-            _, on_peer = plain_scan(b)
-            if on_peer != args.rows:
-                print(f"FAIL: the peer holds {on_peer} rows, expected {args.rows}")
+    with thrift2_pair() as (zk_hosts, a, b):
+        load(a, args.rows)
+        job = copy_job(
+            zk=zk_hosts,
+            znode_parent="/hbase-a",
+            wal_root=str(a.data_dir),
+            source_thrift2=f"{a.thrift2[0]}:{a.thrift2[1]}",
+            peer_id="1",
+        )
+        copy_s, plain_s = [], []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            result = copy(job)
+            copy_s.append(time.perf_counter() - t0)
+            if result.rows != args.rows or result.cells != 3 * args.rows:
+                print(f"FAIL: copied {result.to_json()}")
                 return 1
-        finally:
-            for mc in (a, b):
-                mc.stop()
-            zk.stop()
+            secs, n = plain_scan(a)
+            if n != args.rows:
+                print(f"FAIL: the plain scan read {n} rows, expected {args.rows}")
+                return 1
+            plain_s.append(secs)
+        _, on_peer = plain_scan(b)
+        if on_peer != args.rows:
+            print(f"FAIL: the peer holds {on_peer} rows, expected {args.rows}")
+            return 1
     c, p = statistics.median(copy_s), statistics.median(plain_s)
     print(f"rows {args.rows:,} (3 cells x 100 bytes), median of {args.runs}")
     print(f"walship copy (scan the source, put into the peer): {args.rows / c:12,.0f} rows/s  ({c:.2f} s)")

@@ -41,7 +41,7 @@ from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
-from walship.sinks.thriftconn import open_thrift2
+from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port

@@ -16,10 +16,12 @@ Prints rows per second of each and their ratio (target: verify >= 0.5 x plain).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import happybase
@@ -27,7 +29,7 @@ import happybase
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
-from walship.sinks.thriftconn import open_thrift2
+from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.verify import VerifyJob, verify
 from walship.verify.model import LATEST
@@ -53,21 +55,10 @@ def load(mc: MiniClusterProcess, rows: int) -> None:
             c.client.putMultiple(b"bench", puts)
 
 
-def plain_scan(a: MiniClusterProcess, b: MiniClusterProcess) -> tuple[float, int]:
-    t0 = time.perf_counter()
-    n = 0
-    for mc in (a, b):
-        with Side([mc.thrift2], label=mc.name, hint="bench") as side:
-            for _ in side.scan("bench", b"", b"", {b"f": 1}, 0, LATEST):
-                n += 1
-    return time.perf_counter() - t0, n
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args(argv)
+@contextlib.contextmanager
+def thrift2_pair() -> Iterator[tuple[str, MiniClusterProcess, MiniClusterProcess]]:
+    """A ZooKeeper and two miniclusters, each with table ``bench`` (family ``f``, scope 1);
+    peer 1 of A ships into B over Thrift2. Yields (ZooKeeper hosts, A, B); all stopped after."""
     with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
         root = Path(tmp)
         zk = LocalZooKeeper(root / "zk", free_port())
@@ -90,33 +81,52 @@ def main(argv: list[str] | None = None) -> int:
                         configuration={"walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"},
                     )
                 )
-            load(a, args.rows)
-            load(b, args.rows)
-            job = VerifyJob(
-                zk=zk.hosts,
-                znode_parent="/hbase-a",
-                wal_root=str(a.data_dir),
-                source_thrift2=f"{a.thrift2[0]}:{a.thrift2[1]}",
-                peer_id="1",
-                recompare_sleep=0,
-            )
-            verify_s, plain_s = [], []
-            for _ in range(args.runs):
-                t0 = time.perf_counter()
-                result = verify(job)
-                verify_s.append(time.perf_counter() - t0)
-                if result.counters.good != args.rows or not result.ok:
-                    print(f"FAIL: {result.counters.to_json()}")
-                    return 1
-                secs, n = plain_scan(a, b)
-                if n != 2 * args.rows:
-                    print(f"FAIL: the plain scan read {n} rows, expected {2 * args.rows}")
-                    return 1
-                plain_s.append(secs)
+            yield zk.hosts, a, b
         finally:
             for mc in (a, b):
                 mc.stop()
             zk.stop()
+
+
+def plain_scan(a: MiniClusterProcess, b: MiniClusterProcess) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    n = 0
+    for mc in (a, b):
+        with Side([mc.thrift2], label=mc.name, hint="bench") as side:
+            for _ in side.scan("bench", b"", b"", {b"f": 1}, 0, LATEST):
+                n += 1
+    return time.perf_counter() - t0, n
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args(argv)
+    with thrift2_pair() as (zk_hosts, a, b):
+        load(a, args.rows)
+        load(b, args.rows)
+        job = VerifyJob(
+            zk=zk_hosts,
+            znode_parent="/hbase-a",
+            wal_root=str(a.data_dir),
+            source_thrift2=f"{a.thrift2[0]}:{a.thrift2[1]}",
+            peer_id="1",
+            recompare_sleep=0,
+        )
+        verify_s, plain_s = [], []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            result = verify(job)
+            verify_s.append(time.perf_counter() - t0)
+            if result.counters.good != args.rows or not result.ok:
+                print(f"FAIL: {result.counters.to_json()}")
+                return 1
+            secs, n = plain_scan(a, b)
+            if n != 2 * args.rows:
+                print(f"FAIL: the plain scan read {n} rows, expected {2 * args.rows}")
+                return 1
+            plain_s.append(secs)
     v, p = statistics.median(verify_s), statistics.median(plain_s)
     print(f"rows {args.rows:,} per side (3 cells x 100 bytes), median of {args.runs}")
     print(f"walship verify (scan both, merge, compare): {args.rows / v:12,.0f} rows/s  ({v:.2f} s)")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -32,48 +31,35 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from walship.errors import WalshipError
+    from walship.copy import CopyResult, copy_job, until_ms
+    from walship.spark.copy import copy_with_spark
+    from walship.spark.entry import run_spark_job
+    from walship.verify import VerifyJob
 
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        from walship.cli.copy import until_ms
-        from walship.copy import copy_job
-        from walship.verify import VerifyJob
 
+    def make_job() -> VerifyJob | str:
         if args.job:
-            job = VerifyJob.from_json(args.job)
-        else:
-            if not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
-                print("copy_rows.py: give --job, or --zk, --wal-root, --source-thrift2 and --peer", file=sys.stderr)
-                return 2
-            job = copy_job(
-                zk=args.zk,
-                znode_parent=args.znode_parent,
-                wal_root=args.wal_root,
-                source_thrift2=args.source_thrift2,
-                peer_id=args.peer,
-                tables=args.table or (),
-                until_ms=until_ms(args.until),
-            )
-    except (WalshipError, argparse.ArgumentTypeError) as exc:
-        print(f"copy_rows.py: {exc}", file=sys.stderr)
-        return 2
+            return VerifyJob.from_json(args.job)
+        if not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
+            return "give --job, or --zk, --wal-root, --source-thrift2 and --peer"
+        return copy_job(
+            zk=args.zk,
+            znode_parent=args.znode_parent,
+            wal_root=args.wal_root,
+            source_thrift2=args.source_thrift2,
+            peer_id=args.peer,
+            tables=args.table or (),
+            until_ms=until_ms(args.until),
+        )
 
-    from pyspark.sql import SparkSession
+    def report(result: CopyResult) -> int:
+        print(json.dumps(result.to_json(), sort_keys=True))
+        return 0
 
-    from walship.spark.copy import copy_with_spark
-
-    spark = SparkSession.builder.appName(f"walship-copy-peer-{job.peer_id}").getOrCreate()
-    try:
-        result = copy_with_spark(spark, job)
-    except WalshipError as exc:
-        print(f"copy_rows.py: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        spark.stop()
-    print(json.dumps(result.to_json(), sort_keys=True))
-    return 0
+    return run_spark_job(
+        "copy_rows.py", make_job, lambda job: f"walship-copy-peer-{job.peer_id}", copy_with_spark, report
+    )
 
 
 if __name__ == "__main__":

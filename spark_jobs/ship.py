@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -41,52 +40,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from walship.errors import WalshipError
+    from walship.replicate.summary import PeerSummary
+    from walship.spark.entry import run_spark_job
     from walship.spark.ship import ShipJob, ship_with_spark
 
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
+
+    def make_job() -> ShipJob | str:
         if args.job:
-            job = ShipJob.from_json(args.job)
+            return ShipJob.from_json(args.job)
+        if not (args.zk and args.wal_root and args.peer):
+            return "give --job, or --zk, --wal-root and --peer"
+        return ShipJob(
+            zk=args.zk,
+            znode_parent=args.znode_parent,
+            wal_root=args.wal_root,
+            peer_id=args.peer,
+            queues=tuple(q for q in args.queues.split(";") if q),
+            queue_filter=args.queue_filter or None,
+            max_batches=args.max_batches if args.max_batches and args.max_batches > 0 else None,
+            batch_bytes=args.batch_bytes,
+            batch_entries=args.batch_entries,
+            lock_wait=args.lock_wait,
+            linger=args.linger,
+            job_id=args.job_id,
+        )
+
+    def report(summaries: list[PeerSummary]) -> int:
+        failed = any(s.status == "error" for s in summaries)
+        if len(summaries) == 1:
+            print(json.dumps(summaries[0].to_json()))
         else:
-            if not (args.zk and args.wal_root and args.peer):
-                print("ship.py: give --job, or --zk, --wal-root and --peer", file=sys.stderr)
-                return 2
-            job = ShipJob(
-                zk=args.zk,
-                znode_parent=args.znode_parent,
-                wal_root=args.wal_root,
-                peer_id=args.peer,
-                queues=tuple(q for q in args.queues.split(";") if q),
-                queue_filter=args.queue_filter or None,
-                max_batches=args.max_batches if args.max_batches and args.max_batches > 0 else None,
-                batch_bytes=args.batch_bytes,
-                batch_entries=args.batch_entries,
-                lock_wait=args.lock_wait,
-                linger=args.linger,
-                job_id=args.job_id,
-            )
-    except WalshipError as exc:
-        print(f"ship.py: {exc}", file=sys.stderr)
-        return 2
+            print(json.dumps({"status": "error" if failed else "ok", "peers": [s.to_json() for s in summaries]}))
+        return 1 if failed else 0
 
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.appName(f"walship-ship-peer-{job.peer_id}").getOrCreate()
-    try:
-        summaries = ship_with_spark(spark, job)
-    except WalshipError as exc:
-        print(f"ship.py: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        spark.stop()
-    failed = any(s.status == "error" for s in summaries)
-    if len(summaries) == 1:
-        print(json.dumps(summaries[0].to_json()))
-    else:
-        print(json.dumps({"status": "error" if failed else "ok", "peers": [s.to_json() for s in summaries]}))
-    return 1 if failed else 0
+    return run_spark_job("ship.py", make_job, lambda job: f"walship-ship-peer-{job.peer_id}", ship_with_spark, report)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -40,43 +39,37 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from walship.errors import WalshipError
+    from walship.spark.entry import run_spark_job
     from walship.spark.verify import verify_with_spark
-    from walship.verify import VerifyJob
+    from walship.verify import VerifyJob, VerifyResult
 
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
+
+    def make_job() -> VerifyJob | str:
         if args.job:
-            job = VerifyJob.from_json(args.job)
-        else:
-            if not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
-                print("verify.py: give --job, or --zk, --wal-root, --source-thrift2 and --peer", file=sys.stderr)
-                return 2
-            job = VerifyJob(
-                zk=args.zk,
-                znode_parent=args.znode_parent,
-                wal_root=args.wal_root,
-                source_thrift2=args.source_thrift2,
-                peer_id=args.peer,
-                repair=args.repair,
-            )
-    except WalshipError as exc:
-        print(f"verify.py: {exc}", file=sys.stderr)
-        return 2
+            return VerifyJob.from_json(args.job)
+        if not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
+            return "give --job, or --zk, --wal-root, --source-thrift2 and --peer"
+        return VerifyJob(
+            zk=args.zk,
+            znode_parent=args.znode_parent,
+            wal_root=args.wal_root,
+            source_thrift2=args.source_thrift2,
+            peer_id=args.peer,
+            repair=args.repair,
+        )
 
-    from pyspark.sql import SparkSession
+    def report(result: VerifyResult) -> int:
+        print(json.dumps(result.to_json(), sort_keys=True))
+        return 0 if result.ok or args.job_id else 1
 
-    spark = SparkSession.builder.appName(f"walship-verify-peer-{job.peer_id}").getOrCreate()
-    try:
-        result = verify_with_spark(spark, job, report=args.report, job_id=args.job_id)
-    except WalshipError as exc:
-        print(f"verify.py: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        spark.stop()
-    print(json.dumps(result.to_json(), sort_keys=True))
-    return 0 if result.ok or args.job_id else 1
+    return run_spark_job(
+        "verify.py",
+        make_job,
+        lambda job: f"walship-verify-peer-{job.peer_id}",
+        lambda spark, job: verify_with_spark(spark, job, report=args.report, job_id=args.job_id),
+        report,
+    )
 
 
 if __name__ == "__main__":

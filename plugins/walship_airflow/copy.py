@@ -5,9 +5,7 @@ environment)."""
 
 from __future__ import annotations
 
-import datetime
 import logging
-import math
 from typing import Any
 
 from walship_airflow.hooks import SourceCluster, WalshipHook
@@ -15,22 +13,6 @@ from walship_airflow.hooks import SourceCluster, WalshipHook
 __all__ = ["copy_jobs"]
 
 log = logging.getLogger(__name__)
-
-
-def _until_ms(text: str) -> int:
-    from airflow.sdk.exceptions import AirflowFailException
-
-    from walship.verify.model import LATEST
-
-    if not text.strip():
-        return LATEST
-    try:
-        value = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise AirflowFailException(f"Param until: not an ISO time: {text!r}") from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)
-    return math.floor(value.timestamp() * 1000)
 
 
 def copy_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list[dict[str, Any]]:
@@ -42,9 +24,9 @@ def copy_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list[d
     """
     from airflow.sdk.exceptions import AirflowFailException
 
-    from walship.copy import copy_job
+    from walship.copy import copy_job, until_ms
     from walship.errors import ConfigError, VerifyError
-    from walship_airflow.planning import PYTHON_RUNNER, SPARK_CONN_ID, spark_settings
+    from walship_airflow.planning import SPARK_CONN_ID, submit_kwargs
 
     params = context["params"]
     if not source.thrift2:
@@ -60,16 +42,10 @@ def copy_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list[d
             source_thrift2=source.thrift2,
             peer_id=str(params["peer_id"]),
             tables=[str(t) for t in params.get("tables") or () if str(t).strip()],
-            until_ms=_until_ms(str(params.get("until") or "")),
+            until_ms=until_ms(str(params.get("until") or ""), "Param until"),
         )
     except (ConfigError, VerifyError) as exc:
-        raise AirflowFailException(f"walship_copy: {exc}") from None
+        raise AirflowFailException(str(exc) if str(exc).startswith("Param ") else f"walship_copy: {exc}") from None
     args = ["--job", job.to_json()]
     spark_conn_id = str(params.get("spark_conn_id") or SPARK_CONN_ID)
-    conf, standalone_cluster = spark_settings(spark_conn_id)
-    kwargs: dict[str, Any] = {"conn_id": spark_conn_id, "conf": conf}
-    if standalone_cluster:
-        kwargs.update(application=jar, java_class=PYTHON_RUNNER, application_args=[app, "", *args])
-    else:
-        kwargs.update(application=app, application_args=args)
-    return [kwargs]
+    return [submit_kwargs(spark_conn_id, app, jar, args)]

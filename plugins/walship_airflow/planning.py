@@ -49,6 +49,19 @@ def spark_settings(spark_conn_id: str = SPARK_CONN_ID) -> tuple[dict[str, str], 
     return conf, standalone_cluster
 
 
+def submit_kwargs(spark_conn_id: str, app: str, jar: str, args: list[str]) -> dict[str, Any]:
+    """The keyword arguments of a Spark submit of ``app`` with ``args``: the connection's
+    settings (:func:`spark_settings`), and in cluster deploy mode on a standalone master the
+    job submitted as ``jar`` run by Spark's PythonRunner (Spark refuses Python files there)."""
+    conf, standalone_cluster = spark_settings(spark_conn_id)
+    kwargs: dict[str, Any] = {"conn_id": spark_conn_id, "conf": conf}
+    if standalone_cluster:
+        kwargs.update(application=jar, java_class=PYTHON_RUNNER, application_args=[app, "", *args])
+    else:
+        kwargs.update(application=app, application_args=args)
+    return kwargs
+
+
 def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, jar: str) -> list[dict[str, Any]]:
     """One Spark submit per group of queues (at most ``max_parallel_jobs`` groups): the
     keyword arguments of each mapped ``ship`` task, the job description as JSON. The queues
@@ -73,7 +86,6 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
     n = max(1, min(int(params["max_parallel_jobs"]), len(shared)))
     groups = [[key for keys in shared[i::n] for key in keys] for i in range(n)]
     spark_conn_id = str(params.get("spark_conn_id") or SPARK_CONN_ID)
-    conf, standalone_cluster = spark_settings(spark_conn_id)
     run_id = str(context["run_id"])
     out = []
     for i, group in enumerate(groups):
@@ -90,13 +102,7 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
             job_id=job_id(run_id, i),
             run_id=run_id,
         )
-        args = ["--job", job.to_json()]
-        kwargs: dict[str, Any] = {"conn_id": spark_conn_id, "conf": conf}
-        if standalone_cluster:
-            kwargs.update(application=jar, java_class=PYTHON_RUNNER, application_args=[app, "", *args])
-        else:
-            kwargs.update(application=app, application_args=args)
-        out.append(kwargs)
+        out.append(submit_kwargs(spark_conn_id, app, jar, ["--job", job.to_json()]))
     return out
 
 

@@ -170,7 +170,7 @@ def verify_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list
     :param app: ``spark_jobs/verify.py`` as the Spark hosts see it.
     :param jar: ``spark_jobs/pyrunner.jar``, for cluster deploy mode on a standalone master.
     """
-    from walship_airflow.planning import PYTHON_RUNNER, SPARK_CONN_ID, spark_settings
+    from walship_airflow.planning import SPARK_CONN_ID, submit_kwargs
 
     params = context["params"]
     job = verify_job(source, params, context)
@@ -179,13 +179,7 @@ def verify_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list
     if report_dir:
         args += ["--report", report_dir]
     spark_conn_id = str(params.get("spark_conn_id") or SPARK_CONN_ID)
-    conf, standalone_cluster = spark_settings(spark_conn_id)
-    kwargs: dict[str, Any] = {"conn_id": spark_conn_id, "conf": conf}
-    if standalone_cluster:
-        kwargs.update(application=jar, java_class=PYTHON_RUNNER, application_args=[app, "", *args])
-    else:
-        kwargs.update(application=app, application_args=args)
-    return [kwargs]
+    return [submit_kwargs(spark_conn_id, app, jar, args)]
 
 
 def job_of(application_args: list[str]) -> tuple[VerifyJob, str]:

@@ -12,25 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 
-from walship.cli.argtypes import iso_time
 from walship.cli.progress import meter
-from walship.copy import copy, copy_job
-from walship.errors import VerifyError
-from walship.verify.model import LATEST
+from walship.copy import copy, copy_job, until_ms
+from walship.errors import ConfigError, VerifyError
 
 __all__ = ["register"]
 
 log = logging.getLogger(__name__)
-
-
-def until_ms(text: str | None) -> int:
-    """``--until``: an ISO time, in milliseconds (cells with earlier timestamps are copied)."""
-    if text is None:
-        return LATEST
-    value = iso_time(text)  # the parser's own error names the flag
-    return math.floor(value.timestamp() * 1000)
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
@@ -53,7 +42,10 @@ def cmd_copy(args: argparse.Namespace) -> int:
 
 
 def _until(text: str) -> str:
-    until_ms(text)  # checked when parsed: a bad time is refused in one line
+    try:
+        until_ms(text)  # checked when parsed: a bad time is refused in one line
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--until: ")) from None
     return text
 
 

@@ -16,18 +16,31 @@ Spark tasks, one per split.
 
 from __future__ import annotations
 
+import datetime
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from walship.errors import ConfigError
 from walship.progress import NO_METER, Meter
 from walship.verify import Split, VerifyJob, plan
 from walship.verify.model import LATEST
 
-__all__ = ["BATCH_BYTES", "BATCH_ROWS", "CopyResult", "SplitCopied", "combine", "copy", "copy_job", "copy_split"]
+__all__ = [
+    "BATCH_BYTES",
+    "BATCH_ROWS",
+    "CopyResult",
+    "SplitCopied",
+    "combine",
+    "copy",
+    "copy_job",
+    "copy_split",
+    "until_ms",
+]
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +139,24 @@ def copy_job(
         end_ms=until_ms,
         recompare_sleep=0.0,
     )
+
+
+def until_ms(text: str | None, what: str = "--until") -> int:
+    """An ISO time (UTC when it names no zone) in milliseconds: a copy's upper bound on cell
+    timestamps; empty or ``None``: no bound.
+
+    :raises ConfigError: not an ISO time (the message names ``what``).
+    """
+    if text is None or not text.strip():
+        return LATEST
+    try:
+        value = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        shown = text if len(text) <= 60 else f"{text[:60]}..."
+        raise ConfigError(f"{what}: not an ISO time: {shown!r} (expected e.g. 2026-05-01T12:00:00Z)") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.UTC)
+    return math.floor(value.timestamp() * 1000)
 
 
 def _size(row: bytes, cells: dict[tuple[bytes, bytes, int], bytes]) -> int:

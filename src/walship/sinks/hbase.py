@@ -27,7 +27,6 @@ from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import IncompatibleEditError
-from walship.peer import PeerConfig
 from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, FilteredEntry, SinkContext, thrift_servers
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.sinks.pooled import PooledSink
@@ -68,19 +67,10 @@ class ThriftSink(PooledSink):
     servers_of = staticmethod(thrift_servers)
     opener = staticmethod(open_connection)
 
-    def __init__(
-        self,
-        peer: PeerConfig,
-        context: SinkContext,
-        *,
-        timeout_ms: int = 30_000,
-        retries: int = 6,
-        backoff: float = 0.2,
-    ) -> None:
-        super().__init__(peer, context, timeout_ms=timeout_ms, retries=retries, backoff=backoff)
+    def configure(self, context: SinkContext) -> None:
         # replaying dead letters: every cell exactly, or fail; never skip nor dead-letter again
-        self.mode = "fail" if context.replaying else peer.configuration.get(INCOMPATIBLE_KEY, "fail")
-        self.deadletters = DeadLetterStore.for_peer(peer, context.wal_root)
+        self.mode = "fail" if context.replaying else self.peer.configuration.get(INCOMPATIBLE_KEY, "fail")
+        self.deadletters = DeadLetterStore.for_peer(self.peer, context.wal_root)
 
     # -- applying --------------------------------------------------------------------------------
 

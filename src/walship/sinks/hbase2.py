@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
-from walship.peer import PeerConfig
 from walship.sinks.base import SINK_THRIFT2_KEY, ApplyStats, FilteredEntry, SinkContext, thrift2_servers
 from walship.sinks.pooled import PooledSink
 from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
@@ -81,16 +80,7 @@ class Thrift2Sink(PooledSink):
     servers_of = staticmethod(thrift2_servers)
     opener = staticmethod(open_thrift2)
 
-    def __init__(
-        self,
-        peer: PeerConfig,
-        context: SinkContext,
-        *,
-        timeout_ms: int = 30_000,
-        retries: int = 6,
-        backoff: float = 0.2,
-    ) -> None:
-        super().__init__(peer, context, timeout_ms=timeout_ms, retries=retries, backoff=backoff)
+    def configure(self, context: SinkContext) -> None:
         self.protocol = self.options.protocol
 
     @staticmethod

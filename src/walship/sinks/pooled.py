@@ -73,6 +73,10 @@ class PooledSink:
             backoff=backoff,
         )
         self.sender = Sender(self.pool.call, f"walship-{self.service.lower()}-{peer.peer_id}")
+        self.configure(context)
+
+    def configure(self, context: SinkContext) -> None:
+        """What a sink sets up beyond the pool and the sender (nothing here)."""
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
