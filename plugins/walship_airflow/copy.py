@@ -26,7 +26,8 @@ def copy_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list[d
 
     from walship.copy import copy_job, until_ms
     from walship.errors import ConfigError, VerifyError
-    from walship_airflow.planning import SPARK_CONN_ID, submit_kwargs
+    from walship_airflow.planning import submit_kwargs
+    from walship_airflow.spark import SPARK_CONN_ID
 
     params = context["params"]
     if not source.thrift2:
@@ -46,6 +47,5 @@ def copy_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list[d
         )
     except (ConfigError, VerifyError) as exc:
         raise AirflowFailException(str(exc) if str(exc).startswith("Param ") else f"walship_copy: {exc}") from None
-    args = ["--job", job.to_json()]
     spark_conn_id = str(params.get("spark_conn_id") or SPARK_CONN_ID)
-    return [submit_kwargs(spark_conn_id, app, jar, args)]
+    return [submit_kwargs(spark_conn_id, app, jar, job.to_json())]

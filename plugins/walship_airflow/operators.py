@@ -33,22 +33,34 @@ class WalshipShipOperator(SparkSubmitOperator):
     The task runs in the Airflow pool ``$WALSHIP_SPARK_POOL`` when set (one slot per Spark
     worker core), else the default pool.
 
+    Its keyword arguments are a plan task's output, built by
+    :meth:`walship_airflow.spark.WalshipSparkHook.submit_kwargs`: the submit's own and ``job``
+    (the job description) and ``standalone_cluster`` (cluster deploy mode on a standalone
+    master), which this operator reads instead of the command line.
+
     :param walship_conn_id: the source connection (default ``walship_source``).
     """
 
-    def __init__(self, *, walship_conn_id: str = WalshipHook.default_conn_name, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        job: str = "",
+        standalone_cluster: bool = False,
+        job_id: str | None = None,
+        walship_conn_id: str = WalshipHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("pool", spark_pool())
         super().__init__(**kwargs)
+        self.job = job
+        self.job_id = job_id
+        self.standalone_cluster = standalone_cluster
         self.walship_conn_id = walship_conn_id
 
     def execute(self, context: Context) -> None:
-        from walship_airflow.planning import spark_settings
-
         auth = WalshipHook(self.walship_conn_id).get_source().auth
-        if auth:
-            _, standalone_cluster = spark_settings(self._conn_id)
-            if not standalone_cluster:  # Spark refuses env_vars there; the workers' own environment holds it
-                self.env_vars = {**(self.env_vars or {}), AUTH_ENV: auth}
+        if auth and not self.standalone_cluster:  # Spark refuses env_vars there; the workers' own environment holds it
+            self.env_vars = {**(self.env_vars or {}), AUTH_ENV: auth}
         super().execute(context)
 
 
@@ -69,7 +81,7 @@ class WalshipVerifyOperator(WalshipShipOperator):
         from walship_airflow.verify import forget_result, job_of, read_result
 
         source = WalshipHook(self.walship_conn_id).get_source()
-        job, job_id = job_of(list(self.application_args or []))
+        job, job_id = job_of({"job": self.job, "job_id": self.job_id})
         forget_result(source, job.peer_id, job_id)
         try:
             super().execute(context)

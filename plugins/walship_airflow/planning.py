@@ -7,18 +7,13 @@ import logging
 import re
 from typing import Any
 
-from airflow.sdk import Asset, BaseHook
-from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+from airflow.sdk import Asset
+from airflow.sdk.exceptions import AirflowException
 
 from walship_airflow.hooks import SourceCluster
+from walship_airflow.spark import SPARK_CONN_ID
 
 log = logging.getLogger(__name__)
-
-SPARK_CONN_ID = "spark_default"
-#: Spark refuses Python applications in cluster deploy mode on a standalone master; there the
-#: job is submitted as this (empty) jar with Spark's own PythonRunner as its main class, which
-#: runs the Python file on a worker exactly as spark-submit would run it locally.
-PYTHON_RUNNER = "org.apache.spark.deploy.PythonRunner"
 
 
 def job_id(run_id: str, group: int) -> str:
@@ -26,40 +21,13 @@ def job_id(run_id: str, group: int) -> str:
     return f"{re.sub(r'[^A-Za-z0-9_.:+-]', '_', run_id)}.g{group}"
 
 
-def spark_settings(spark_conn_id: str = SPARK_CONN_ID) -> tuple[dict[str, str], bool]:
-    """Spark settings for a ship job, and whether it runs in cluster deploy mode on a
-    standalone master. The Python interpreter comes from the Spark connection's extra
-    ``pyspark_python`` (the interpreter on the Spark hosts where walship is installed), never
-    from the interpreter that parsed the DAG; the extra ``spark_conf`` adds settings."""
-    conf = {"spark.ui.enabled": "false"}
-    try:
-        conn = BaseHook.get_connection(spark_conn_id)
-    except AirflowNotFoundException:  # the Spark operator will say so itself
-        return conf, False
-    extra = conn.extra_dejson or {}
-    python = extra.get("pyspark_python")
-    if python:
-        conf["spark.pyspark.python"] = str(python)
-        conf["spark.pyspark.driver.python"] = str(extra.get("pyspark_driver_python") or python)
-    more = extra.get("spark_conf") or {}
-    if not isinstance(more, dict):
-        raise AirflowException(f"connection {spark_conn_id}: extra 'spark_conf' must be an object of settings")
-    conf.update({str(k): str(v) for k, v in more.items()})
-    standalone_cluster = str(conn.host or "").startswith("spark://") and extra.get("deploy-mode") == "cluster"
-    return conf, standalone_cluster
+def submit_kwargs(
+    spark_conn_id: str, app: str, jar: str, job: str, extra_args: list[str] | None = None
+) -> dict[str, Any]:
+    """:meth:`WalshipSparkHook.submit_kwargs` on ``spark_conn_id``."""
+    from walship_airflow.spark import WalshipSparkHook
 
-
-def submit_kwargs(spark_conn_id: str, app: str, jar: str, args: list[str]) -> dict[str, Any]:
-    """The keyword arguments of a Spark submit of ``app`` with ``args``: the connection's
-    settings (:func:`spark_settings`), and in cluster deploy mode on a standalone master the
-    job submitted as ``jar`` run by Spark's PythonRunner (Spark refuses Python files there)."""
-    conf, standalone_cluster = spark_settings(spark_conn_id)
-    kwargs: dict[str, Any] = {"conn_id": spark_conn_id, "conf": conf}
-    if standalone_cluster:
-        kwargs.update(application=jar, java_class=PYTHON_RUNNER, application_args=[app, "", *args])
-    else:
-        kwargs.update(application=app, application_args=args)
-    return kwargs
+    return WalshipSparkHook(spark_conn_id).submit_kwargs(app, jar, job, extra_args)
 
 
 def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, jar: str) -> list[dict[str, Any]]:
@@ -102,7 +70,7 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
             job_id=job_id(run_id, i),
             run_id=run_id,
         )
-        out.append(submit_kwargs(spark_conn_id, app, jar, ["--job", job.to_json()]))
+        out.append(submit_kwargs(spark_conn_id, app, jar, job.to_json()))
     return out
 
 
@@ -120,7 +88,7 @@ def read_summaries(source: SourceCluster, jobs: list[dict[str, Any]], context: A
     with zk_client(source.zk, auth=source.auth, parent=source.znode_parent) as client:
         store = JobStore(client, ZnodeLayout(source.znode_parent))
         for kwargs in jobs or []:
-            job = ShipJob.from_json(kwargs["application_args"][-1])
+            job = ShipJob.from_json(kwargs["job"])
             for peer_id in job.peer_ids:
                 summary = store.get(peer_id, job.job_id or "")
                 if summary is None:

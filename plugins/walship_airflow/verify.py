@@ -170,24 +170,25 @@ def verify_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list
     :param app: ``spark_jobs/verify.py`` as the Spark hosts see it.
     :param jar: ``spark_jobs/pyrunner.jar``, for cluster deploy mode on a standalone master.
     """
-    from walship_airflow.planning import SPARK_CONN_ID, submit_kwargs
+    from walship_airflow.planning import submit_kwargs
+    from walship_airflow.spark import SPARK_CONN_ID
 
     params = context["params"]
     job = verify_job(source, params, context)
-    args = ["--job", job.to_json(), "--job-id", verify_job_id(str(context["run_id"]))]
+    job_id = verify_job_id(str(context["run_id"]))
+    extra_args = ["--job-id", job_id]
     report_dir = str(params.get("report_dir") or "").strip()
     if report_dir:
-        args += ["--report", report_dir]
+        extra_args += ["--report", report_dir]
     spark_conn_id = str(params.get("spark_conn_id") or SPARK_CONN_ID)
-    return [submit_kwargs(spark_conn_id, app, jar, args)]
+    return [{**submit_kwargs(spark_conn_id, app, jar, job.to_json(), extra_args), "job_id": job_id}]
 
 
-def job_of(application_args: list[str]) -> tuple[VerifyJob, str]:
-    """The verify job and its id in a submit's ``application_args``."""
+def job_of(kwargs: dict[str, Any]) -> tuple[VerifyJob, str]:
+    """The verify job and its id of a Spark task's keyword arguments (``job``, ``job_id``)."""
     from walship.verify import VerifyJob
 
-    job = VerifyJob.from_json(application_args[application_args.index("--job") + 1])
-    return job, application_args[application_args.index("--job-id") + 1]
+    return VerifyJob.from_json(str(kwargs["job"])), str(kwargs["job_id"])
 
 
 def read_result(source: SourceCluster, peer_id: str, job_id: str) -> dict[str, Any] | None:
@@ -229,7 +230,7 @@ def report_result(source: SourceCluster, jobs: list[dict[str, Any]], context: An
     from walship.verify.model import LATEST
 
     (kwargs,) = jobs
-    job, job_id = job_of(list(kwargs["application_args"]))
+    job, job_id = job_of(kwargs)
     record = read_result(source, job.peer_id, job_id)
     if record is None:
         raise AirflowException(f"verify job {job_id} of peer {job.peer_id} recorded no result in ZooKeeper")

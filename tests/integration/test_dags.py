@@ -136,7 +136,8 @@ def test_a_manual_run_ships_at_once_or_says_why_not(
     assert run.state == "success" and states["ship"] == "success" and states["report"] == "success", states
     plan = next(ti for ti in run.get_task_instances() if ti.task_id == "plan")
     (job,) = plan.xcom_pull(task_ids="plan")
-    assert json.loads(job["application_args"][-1])["batch_entries"] == 7  # the Params were used
+    assert json.loads(job["job"])["batch_entries"] == 7  # the Params were used
+    assert job["application_args"] == ["--job", job["job"]] and not job["standalone_cluster"]
     assert contents(b) == contents(a, b"r")
     skipped = dag.test(run_conf={"peer_id": "1", "queue": "no-such-queue"})
     states = {ti.task_id: ti.state for ti in skipped.get_task_instances()}

@@ -205,18 +205,20 @@ def test_the_verify_task_fails_with_the_recorded_reason_and_retries_only_when_it
     cannot mend, one it may mend, or nothing (Spark itself failed, an earlier record forgotten)."""
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
     from walship_airflow.operators import WalshipVerifyOperator
-    from walship_airflow.planning import spark_settings
+    from walship_airflow.spark import WalshipSparkHook
 
     from walship.verify import VerifyJob
     from walship.zk.localserver import free_port
 
     a, _ = ab
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", verify_conn(a))
-    conf, _ = spark_settings()
+    hook = WalshipSparkHook()
 
     def submit(job: VerifyJob, app: Path = ROOT / "spark_jobs" / "verify.py") -> None:
-        args = ["--job", job.to_json(), "--job-id", "run1"]
-        WalshipVerifyOperator(task_id="verify", application=str(app), application_args=args, conf=conf).execute({})
+        kwargs = hook.submit_kwargs(
+            str(app), str(ROOT / "spark_jobs" / "pyrunner.jar"), job.to_json(), ["--job-id", "run1"]
+        )
+        WalshipVerifyOperator(task_id="verify", job_id="run1", **kwargs).execute({})
 
     job = VerifyJob(
         zk=a.zk_hosts,
