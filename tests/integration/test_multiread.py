@@ -8,6 +8,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_digest_acl
 
+from walship.errors import ZkAuthError
 from walship.zk import multiread
 from walship.zk.multiread import CHUNK, read_many
 
@@ -38,9 +39,10 @@ def test_read_many_matches_kazoos_own_reads(zk: KazooClient) -> None:
         multiread._unsupported.discard(zk)
 
 
-def test_read_many_raises_what_kazoo_raises(zk: KazooClient) -> None:
+def test_read_many_raises_walships_error_for_what_kazoo_raises(zk: KazooClient) -> None:
     zk.create("/locked", b"x", acl=[make_digest_acl("someone", "else", all=True)])
-    with pytest.raises(NoAuthError):
+    with pytest.raises(ZkAuthError, match="reading znodes: read many.*authentication failed or missing") as caught:
         read_many(zk, [("data", "/locked")])
+    assert isinstance(caught.value.__cause__, NoAuthError)  # kazoo's own, kept as the cause
     with pytest.raises(ValueError, match="unknown read kind"):
         read_many(zk, [("stat", "/locked")])
