@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import happybase
 import pytest
 from airflow_env import AIRFLOW_MARKS, task_failures
+from fixtures_spark_wal import HOUR, ms, write_hourly_wals
 from kazoo.client import KazooClient
 
 from walship.cli import main
@@ -21,7 +21,7 @@ from walship.peer import PeerConfig
 from walship.replicate.replay import find_gaps, replay
 from walship.replicate.walstore import WalStore
 from walship.servername import ServerName
-from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
+from walship.wal import build_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id
 
 pytestmark = [
@@ -32,11 +32,6 @@ pytestmark = [
 SRC = ZnodeLayout("/src")
 SERVER = ServerName("rs1.example.com", 16020, 1)
 H0 = dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC)
-HOUR = dt.timedelta(hours=1)
-
-
-def ms(t: dt.datetime) -> int:
-    return int(t.timestamp() * 1000)
 
 
 @pytest.fixture
@@ -56,21 +51,7 @@ def source(
         PeerConfig("1", f"{hostport}:/{chroot}/hbase-b", configuration={"walship.sink.thrift": f"{host}:{port}"})
     )
     root = tmp_path / "src"
-    for h in range(3):
-        start = H0 + h * HOUR
-        name = build_wal_name(SERVER, ms(start))
-        folder = root / ("WALs" / Path(str(SERVER)) if h == 2 else Path("oldWALs"))
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / name, "wb") as f, WalWriter(f) as w:
-            for i in range(10):
-                when = ms(start) + i * 60_000
-                w.append(
-                    WalKey(b"0" * 32, b"t", h * 10 + i, when, scopes={b"r": 1}),
-                    [Cell(b"h%d-%02d" % (h, i), b"r", b"q", when, CellType.Put, b"v%d-%d" % (h, i))],
-                )
-        end = start + HOUR - dt.timedelta(seconds=1)
-        if h < 2:
-            os.utime(folder / name, (end.timestamp(), end.timestamp()))
+    write_hourly_wals(root, SERVER, H0, lambda h, i: b"h%d-%02d" % (h, i), lambda h, i: b"v%d-%d" % (h, i))
     return root, b
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from airflow_env import AIRFLOW_MARKS, source_conn, task_failures
+from fixtures_spark_wal import HOUR, ms, write_hourly_wals
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, current_wals_enqueued, make_cluster
 from sep_listeners import DELAY_ENV, OUT_ENV, read_events
@@ -26,7 +27,6 @@ from walship.cli import main
 from walship.minicluster.process import MiniClusterProcess
 from walship.sep.subscriptions import Subscriptions
 from walship.servername import ServerName
-from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.zk import ReplicationQueues, ZnodeLayout, ensure_cluster_id, zk_client
 from walship.zk.locks import read_holder
 
@@ -250,11 +250,6 @@ def test_a_run_with_nothing_to_do_waits_for_a_subscription(zk: KazooClient, zk_h
 SRC = ZnodeLayout("/src")
 SERVER = ServerName("rs1.example.com", 16020, 1)
 H0 = dt.datetime(2026, 11, 20, 10, tzinfo=dt.UTC)
-HOUR = dt.timedelta(hours=1)
-
-
-def ms(t: dt.datetime) -> int:
-    return int(t.timestamp() * 1000)
 
 
 def row(h: int, i: int) -> str:
@@ -271,21 +266,7 @@ def replay_source(zk: KazooClient, zk_hosts: str, tmp_path: Path, events_path: s
     start = ms(H0 + dt.timedelta(minutes=2, seconds=30))
     subs.add(subs.config("sub", listener=LISTENER, start_time=start, filter="sep_listeners:skip_rows"))
     root = tmp_path / "src"
-    for h in range(3):
-        begin = H0 + h * HOUR
-        name = build_wal_name(SERVER, ms(begin))
-        folder = root / ("WALs" / Path(str(SERVER)) if h == 2 else Path("oldWALs"))
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / name, "wb") as f, WalWriter(f) as w:
-            for i in range(10):
-                when = ms(begin) + i * 60_000
-                w.append(
-                    WalKey(b"0" * 32, b"t", h * 10 + i, when, scopes={b"r": 1}),
-                    [Cell(row(h, i).encode(), b"r", b"q", when, CellType.Put, b"v")],
-                )
-        end = begin + HOUR - dt.timedelta(seconds=1)
-        if h < 2:
-            os.utime(folder / name, (end.timestamp(), end.timestamp()))
+    write_hourly_wals(root, SERVER, H0, lambda h, i: row(h, i).encode(), lambda h, i: b"v")
     return root
 
 

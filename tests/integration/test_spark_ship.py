@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures_spark_wal import spark_submit
 from replication_helpers import Cluster, add_peer, contents, make_cluster
 from waiting import wait_until
 
@@ -27,33 +26,10 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def spark_submit(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    bindir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    cmd = [
-        str(bindir / "spark-submit"),
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.driver.memory=512m",
-        str(ROOT / "spark_jobs" / "ship.py"),
-        *args,
-    ]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path)
-
-
 def ship_peer_1(a: Cluster, job_id: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """The ship job for peer 1 of source ``a``, described as JSON, its summary recorded as ``job_id``."""
     job = ShipJob(zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", job_id=job_id)
-    return spark_submit(["--job", job.to_json()], tmp_path)
+    return spark_submit("ship.py", ["--job", job.to_json()], tmp_path)
 
 
 def recorded_summary(a: Cluster, job_id: str) -> dict[str, Any]:
@@ -110,6 +86,7 @@ def test_spark_job_reports_a_failing_queue(
 
 def test_a_bad_job_description_is_refused_naming_the_field(tmp_path: Path) -> None:
     done = spark_submit(
+        "ship.py",
         [
             "--job",
             '{"zk": "127.0.0.1:1", "znode_parent": "/hbase", "peer_id": "1", "wal_root": "/w", "batch_entries": 0}',

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures_spark_wal import spark_submit
 from real_hbase import BACKENDS
 from replication_helpers import Cluster, ship
 
@@ -311,27 +309,14 @@ def test_the_spark_job_counts_as_the_command_does(
     job, splits = plan(job)
     assert sum(run_split(job, s).counters.bad for s in splits) == 2
 
-    bindir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
-    cmd = [
-        str(bindir / "spark-submit"),
-        "--master",
-        "local[2]",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.driver.memory=512m",
-        str(ROOT / "spark_jobs" / "verify.py"),
-        "--job",
-        job.to_json(),
-    ]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path)
+    done = spark_submit(
+        "verify.py",
+        [
+            "--job",
+            job.to_json(),
+        ],
+        tmp_path,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     # spark-submit passes the Python driver's log (stderr) on its stdout: the summary is the JSON line
     summary = json.loads([line for line in done.stdout.splitlines() if line.startswith('{"')][-1])
