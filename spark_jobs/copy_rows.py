@@ -32,34 +32,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from walship.copy import CopyResult, copy_job, until_ms
+    from walship.errors import WalshipError
     from walship.spark.copy import copy_with_spark
-    from walship.spark.entry import run_spark_job
+    from walship.spark.entry import JOB_ERRORS, bad_job, failed, setup_logging, spark_session
     from walship.verify import VerifyJob
 
     args = parse_args(argv)
-
-    def make_job() -> VerifyJob | str:
-        if args.job:
-            return VerifyJob.from_json(args.job)
-        if not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
-            return "give --job, or --zk, --wal-root, --source-thrift2 and --peer"
-        return copy_job(
-            zk=args.zk,
-            znode_parent=args.znode_parent,
-            wal_root=args.wal_root,
-            source_thrift2=args.source_thrift2,
-            peer_id=args.peer,
-            tables=args.table or (),
-            until_ms=until_ms(args.until),
-        )
 
     def report(result: CopyResult) -> int:
         print(json.dumps(result.to_json(), sort_keys=True))
         return 0
 
-    return run_spark_job(
-        "copy_rows.py", make_job, lambda job: f"walship-copy-peer-{job.peer_id}", copy_with_spark, report
-    )
+    setup_logging()
+    try:
+        if args.job:
+            job = VerifyJob.from_json(args.job)
+        elif not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
+            return bad_job("copy_rows.py", "give --job, or --zk, --wal-root, --source-thrift2 and --peer")
+        else:
+            job = copy_job(
+                zk=args.zk,
+                znode_parent=args.znode_parent,
+                wal_root=args.wal_root,
+                source_thrift2=args.source_thrift2,
+                peer_id=args.peer,
+                tables=args.table or (),
+                until_ms=until_ms(args.until),
+            )
+    except JOB_ERRORS as exc:
+        return bad_job("copy_rows.py", exc)
+    try:
+        with spark_session(f"walship-copy-peer-{job.peer_id}") as spark:
+            result = copy_with_spark(spark, job)
+    except WalshipError as exc:
+        return failed("copy_rows.py", exc)
+    return report(result)
 
 
 if __name__ == "__main__":

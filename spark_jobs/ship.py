@@ -40,41 +40,50 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from walship.errors import WalshipError
     from walship.replicate.summary import PeerSummary
-    from walship.spark.entry import run_spark_job
+    from walship.spark.entry import JOB_ERRORS, bad_job, failed, setup_logging, spark_session
     from walship.spark.ship import ShipJob, ship_with_spark
 
     args = parse_args(argv)
 
-    def make_job() -> ShipJob | str:
-        if args.job:
-            return ShipJob.from_json(args.job)
-        if not (args.zk and args.wal_root and args.peer):
-            return "give --job, or --zk, --wal-root and --peer"
-        return ShipJob(
-            zk=args.zk,
-            znode_parent=args.znode_parent,
-            wal_root=args.wal_root,
-            peer_id=args.peer,
-            queues=tuple(q for q in args.queues.split(";") if q),
-            queue_filter=args.queue_filter or None,
-            max_batches=args.max_batches if args.max_batches and args.max_batches > 0 else None,
-            batch_bytes=args.batch_bytes,
-            batch_entries=args.batch_entries,
-            lock_wait=args.lock_wait,
-            linger=args.linger,
-            job_id=args.job_id,
-        )
-
     def report(summaries: list[PeerSummary]) -> int:
-        failed = any(s.status == "error" for s in summaries)
+        any_failed = any(s.status == "error" for s in summaries)
         if len(summaries) == 1:
             print(json.dumps(summaries[0].to_json()))
         else:
-            print(json.dumps({"status": "error" if failed else "ok", "peers": [s.to_json() for s in summaries]}))
-        return 1 if failed else 0
+            print(json.dumps({"status": "error" if any_failed else "ok", "peers": [s.to_json() for s in summaries]}))
+        return 1 if any_failed else 0
 
-    return run_spark_job("ship.py", make_job, lambda job: f"walship-ship-peer-{job.peer_id}", ship_with_spark, report)
+    setup_logging()
+    try:
+        if args.job:
+            job = ShipJob.from_json(args.job)
+        elif not (args.zk and args.wal_root and args.peer):
+            return bad_job("ship.py", "give --job, or --zk, --wal-root and --peer")
+        else:
+            job = ShipJob(
+                zk=args.zk,
+                znode_parent=args.znode_parent,
+                wal_root=args.wal_root,
+                peer_id=args.peer,
+                queues=tuple(q for q in args.queues.split(";") if q),
+                queue_filter=args.queue_filter or None,
+                max_batches=args.max_batches if args.max_batches and args.max_batches > 0 else None,
+                batch_bytes=args.batch_bytes,
+                batch_entries=args.batch_entries,
+                lock_wait=args.lock_wait,
+                linger=args.linger,
+                job_id=args.job_id,
+            )
+    except JOB_ERRORS as exc:
+        return bad_job("ship.py", exc)
+    try:
+        with spark_session(f"walship-ship-peer-{job.peer_id}") as spark:
+            summaries = ship_with_spark(spark, job)
+    except WalshipError as exc:
+        return failed("ship.py", exc)
+    return report(summaries)
 
 
 if __name__ == "__main__":

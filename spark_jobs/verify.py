@@ -39,37 +39,40 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from walship.spark.entry import run_spark_job
+    from walship.errors import WalshipError
+    from walship.spark.entry import JOB_ERRORS, bad_job, failed, setup_logging, spark_session
     from walship.spark.verify import verify_with_spark
     from walship.verify import VerifyJob, VerifyResult
 
     args = parse_args(argv)
 
-    def make_job() -> VerifyJob | str:
-        if args.job:
-            return VerifyJob.from_json(args.job)
-        if not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
-            return "give --job, or --zk, --wal-root, --source-thrift2 and --peer"
-        return VerifyJob(
-            zk=args.zk,
-            znode_parent=args.znode_parent,
-            wal_root=args.wal_root,
-            source_thrift2=args.source_thrift2,
-            peer_id=args.peer,
-            repair=args.repair,
-        )
-
     def report(result: VerifyResult) -> int:
         print(json.dumps(result.to_json(), sort_keys=True))
         return 0 if result.ok or args.job_id else 1
 
-    return run_spark_job(
-        "verify.py",
-        make_job,
-        lambda job: f"walship-verify-peer-{job.peer_id}",
-        lambda spark, job: verify_with_spark(spark, job, report=args.report, job_id=args.job_id),
-        report,
-    )
+    setup_logging()
+    try:
+        if args.job:
+            job = VerifyJob.from_json(args.job)
+        elif not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
+            return bad_job("verify.py", "give --job, or --zk, --wal-root, --source-thrift2 and --peer")
+        else:
+            job = VerifyJob(
+                zk=args.zk,
+                znode_parent=args.znode_parent,
+                wal_root=args.wal_root,
+                source_thrift2=args.source_thrift2,
+                peer_id=args.peer,
+                repair=args.repair,
+            )
+    except JOB_ERRORS as exc:
+        return bad_job("verify.py", exc)
+    try:
+        with spark_session(f"walship-verify-peer-{job.peer_id}") as spark:
+            result = verify_with_spark(spark, job, report=args.report, job_id=args.job_id)
+    except WalshipError as exc:
+        return failed("verify.py", exc)
+    return report(result)
 
 
 if __name__ == "__main__":

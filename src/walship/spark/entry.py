@@ -1,55 +1,51 @@
-"""What every ``spark_jobs/*.py`` entry point does around its own work: read the job (a JSON
-description, or flags), start the SparkSession, run, stop Spark, and turn walship's errors
-into one line on stderr and an exit status (2: a bad job, 1: it failed)."""
+"""What every ``spark_jobs/*.py`` entry point does around its own work: log, read the job (a
+JSON description, or flags), start and stop the SparkSession, and turn walship's errors into
+one line on stderr and an exit status (2: a bad job, 1: it failed). The entry point itself
+calls its job's function, so that a reader follows it from ``main`` to the work."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 from walship.errors import WalshipError
 
-__all__ = ["run_spark_job"]
+__all__ = ["JOB_ERRORS", "bad_job", "failed", "setup_logging", "spark_session"]
 
 log = logging.getLogger(__name__)
 
-J = TypeVar("J")
-R = TypeVar("R")
+
+#: What a job that cannot be read raises: walship's errors, and a bad flag value's.
+JOB_ERRORS: tuple[type[Exception], ...] = (WalshipError, argparse.ArgumentTypeError)
 
 
-def run_spark_job(
-    prog: str,
-    make_job: Callable[[], J | str],
-    app_name: Callable[[J], str],
-    work: Callable[[Any, J], R],
-    report: Callable[[R], int],
-) -> int:
-    """Run one Spark job; the process's exit status.
-
-    :param make_job: the job; a string instead is what is missing (printed, exit 2).
-    :param work: ``work(spark, job)``, on the driver.
-    :param report: prints the result; the exit status.
-    """
+def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        job = make_job()
-    except (WalshipError, argparse.ArgumentTypeError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 2
-    if isinstance(job, str):
-        print(f"{prog}: {job}", file=sys.stderr)
-        return 2
+
+
+def bad_job(prog: str, why: object) -> int:
+    """Print why the job cannot be read; exit status 2."""
+    print(f"{prog}: {why}", file=sys.stderr)
+    return 2
+
+
+@contextlib.contextmanager
+def spark_session(app_name: str) -> Iterator[Any]:
+    """A SparkSession for the block, stopped after it."""
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.appName(app_name(job)).getOrCreate()
+    spark = SparkSession.builder.appName(app_name).getOrCreate()
     try:
-        result = work(spark, job)
-    except WalshipError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return 1
+        yield spark
     finally:
         spark.stop()
-    return report(result)
+
+
+def failed(prog: str, exc: WalshipError) -> int:
+    """Print why the job failed; exit status 1."""
+    print(f"{prog}: {exc}", file=sys.stderr)
+    return 1
