@@ -10,6 +10,7 @@ from walship import defaults
 from walship.cli.argtypes import duration, iso_time, positive_int, seconds
 from walship.cli.common import source
 from walship.cli.progress import meter, polled
+from walship.errors import WalshipError
 from walship.progress import NO_METER
 
 __all__ = ["register"]
@@ -21,9 +22,15 @@ _PEERS_HELP = "a peer or subscription; several, comma-separated, share one read 
 
 
 def peer_list(text: str) -> list[str]:
-    """``1,2,subs``: peer ids, in order, each once."""
-    ids = list(dict.fromkeys(p.strip() for p in text.split(",")))
-    if not ids or not all(ids):
+    """``1,2,subs``: peer ids, in order, each once (:func:`walship.replicate.planning.split_peer_ids`);
+    here at least one."""
+    from walship.replicate.planning import split_peer_ids
+
+    try:
+        ids = split_peer_ids(text)
+    except WalshipError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not ids:
         raise argparse.ArgumentTypeError(f"expected peer ids separated by commas, got {text!r}")
     return ids
 
