@@ -92,7 +92,8 @@ class Shipper:
         self.batch_bytes = batch_bytes
         self.batch_entries = batch_entries
         self.holder = holder or Holder.here("ship")
-        self.sink_factory: Callable[[PeerConfig], Sink] = sink_factory or self._default_sink
+        self._sink_factory = sink_factory
+        self.sink_context = SinkContext(walstore.root)
         self.lock_timeout = lock_timeout
         self.planner = planner or Planner(client, layout, walstore, holder=self.holder)
         self.queues: ReplicationQueues = self.planner.queues
@@ -105,8 +106,11 @@ class Shipper:
         self.readers = OpenReaders()  # compressed WALs' dictionaries, kept from pass to pass
         self.book = book or ProgressBook(self.progress)
 
-    def _default_sink(self, peer: PeerConfig) -> Sink:
-        return create_sink(peer, SinkContext(self.walstore.root))
+    def open_sink(self, peer: PeerConfig) -> Sink:
+        """The peer's sink: the one its configuration names, or the injected factory's."""
+        if self._sink_factory is not None:
+            return self._sink_factory(peer)
+        return create_sink(peer, self.sink_context)
 
     # -- shipping ----------------------------------------------------------------------------------
 
@@ -158,7 +162,7 @@ class Shipper:
                 if not queues.get(peer.peer_id):
                     continue
                 entry_filter = self.planner.entry_filter(peer)
-                built[peer.peer_id] = (entry_filter, self.sink_factory(peer))
+                built[peer.peer_id] = (entry_filter, self.open_sink(peer))
                 for server, qid in queues[peer.peer_id]:
                     feed = Feed(peer, server, qid, entry_filter, built[peer.peer_id][1])
                     groups.setdefault(group_key(server, qid), []).append(feed)

@@ -238,7 +238,7 @@ class Tailer:
         old = self._tailed.pop(peer.peer_id, None)
         try:
             entry_filter = self.shipper.planner.entry_filter(peer)
-            sink = self.shipper.sink_factory(peer)
+            sink = self.shipper.open_sink(peer)
         finally:
             if old is not None:
                 with contextlib.suppress(Exception):  # a sink that fails to close loses nothing

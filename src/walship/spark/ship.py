@@ -150,7 +150,8 @@ def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Ite
     deadline = time.monotonic() + job.linger
     with zk_client(job.zk) as client:
         shipper = _shipper(job, client)
-        peers = {pid: shipper.peers.get(pid) for pid in dict.fromkeys(_peer_of(t) for t in todo)}
+        wanted = {_peer_of(t) for t in todo}
+        peers = {pid: shipper.peers.get(pid) for pid in job.peer_ids if pid in wanted}
         done: dict[tuple[str, str], QueueSummary] = {}
         quiet_since: float | None = None
         while todo:
