@@ -20,8 +20,12 @@ catch the whole family in one place and let programming errors through::
     │                                TableExistsError, TableDisabledError, NoSuchFamilyError,
     │                                BadRequestError (also a ValueError)
     ├── ReplicationError             shipping failed: WalMissingError, SinkError
-    │                                (SinkUnavailableError, SubscriberError), IncompatibleEditError,
-    │                                DeadLetterError, ReplayGapError, TailError
+    │   │                            (SinkUnavailableError, SubscriberError), IncompatibleEditError,
+    │   │                            DeadLetterError, ReplayGapError, TailError
+    │   └── BarrierReadError         the replication barriers in the source's hbase:meta cannot be
+    │       │                        read or parsed (names the Thrift2 server, table, region, row
+    │       │                        and column)
+    │       └── BarrierUnavailableError  the source's Thrift2 server does not answer
     ├── ScopeError                   the scope policy cannot be read or enforced (names the
     │   │                            cluster, peer, table and family)
     │   └── ScopeUnavailableError    a Thrift server of the source or of a peer does not answer
@@ -257,3 +261,13 @@ class ChangeLogError(WalshipError):
     """The Parquet change log (sink ``changelog``, ``walship changelog``) cannot be written,
     read or compacted: a URL that does not resolve or does not exist, a date that is not
     ``YYYY-MM-DD``, a file that is not Parquet or not of the log. The message names it."""
+
+
+class BarrierReadError(ReplicationError):
+    """The replication barriers of a region (serial replication: ``rep_barrier`` in the
+    source's ``hbase:meta``) cannot be read, or hold bytes HBase would not write. The message
+    names the Thrift2 server and the table and region, or the meta row and column."""
+
+
+class BarrierUnavailableError(BarrierReadError):
+    """The source's Thrift2 server does not answer (or a call to it failed on the way)."""

@@ -1,4 +1,5 @@
-"""``walship minicluster start|set-scope|roll|abort-rs|info``: an embedded HBase-compatible cluster."""
+"""``walship minicluster start|set-scope|roll|abort-rs|move|split|merge|info``: an embedded
+HBase-compatible cluster."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from walship.cli.argtypes import nonneg_int, port, positive_int
 from walship.errors import BadRequestError
 from walship.thrift import PROTOCOLS, TRANSPORTS
+from walship.verify.model import to_bytes_binary
 from walship.wal.valuecodecs import SUPPORTED as VALUE_CODECS
 from walship.zk.client import validate_hosts
+
+if TYPE_CHECKING:
+    from walship.minicluster.admin import AdminClient
 
 __all__ = ["register"]
 
@@ -60,6 +66,8 @@ def cmd_minicluster_admin(args: argparse.Namespace) -> int:
         result = client.roll(args.server)
     elif args.mc_command == "abort-rs":
         result = client.abort_rs(args.server)
+    elif args.mc_command in ("move", "split", "merge"):
+        result = _region_command(client, args)
     else:
         result = client.info()
         if not args.json:
@@ -79,6 +87,30 @@ def cmd_minicluster_admin(args: argparse.Namespace) -> int:
             return 0
     print(json.dumps(result))
     return 0
+
+
+def _nonempty(flag: str, value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise BadRequestError(f"minicluster: {flag} is empty")
+    return value
+
+
+def _region_command(client: AdminClient, args: argparse.Namespace) -> dict[str, Any]:
+    """``move``, ``split`` or ``merge``: what happened, as the cluster tells it."""
+    table = _nonempty("--table", args.table) or ""
+    if args.mc_command == "move":
+        return client.move(table, _nonempty("--region", args.region) or "", _nonempty("--to", args.to))
+    if args.mc_command == "split":
+        row = to_bytes_binary(args.row)
+        if not row:
+            raise BadRequestError("minicluster split: --row is empty (a split row is a key inside the region)")
+        return client.split(table, row, _nonempty("--region", args.region))
+    names = [n.strip() for n in args.regions.split(",")]
+    if len(names) < 2 or not all(names):
+        raise BadRequestError(
+            f"minicluster merge: --regions takes two encoded region names or more, got {args.regions!r}"
+        )
+    return client.merge(table, names)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -170,6 +202,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     abort.add_argument("--admin", required=True, help=admin_help)
     abort.add_argument("server")
     abort.set_defaults(func=cmd_minicluster_admin)
+    move = mc_sub.add_parser(
+        "move", help="move a region to another region server (closed there, opened here, as HBase does)"
+    )
+    move.add_argument("--admin", required=True, help=admin_help)
+    move.add_argument("--table", required=True)
+    move.add_argument("--region", required=True, metavar="ENCODED", help="the region's encoded name")
+    move.add_argument("--to", metavar="SERVER", help="a region server name (default: another live server)")
+    move.set_defaults(func=cmd_minicluster_admin)
+    split = mc_sub.add_parser("split", help="split a region in two at a row")
+    split.add_argument("--admin", required=True, help=admin_help)
+    split.add_argument("--table", required=True)
+    split.add_argument("--row", required=True, help="the split row, the daughters' boundary (\\xNN escapes)")
+    split.add_argument("--region", metavar="ENCODED", help="the region to split (default: the one holding --row)")
+    split.set_defaults(func=cmd_minicluster_admin)
+    merge = mc_sub.add_parser("merge", help="merge adjacent regions into one")
+    merge.add_argument("--admin", required=True, help=admin_help)
+    merge.add_argument("--table", required=True)
+    merge.add_argument("--regions", required=True, metavar="ENC1,ENC2", help="the regions' encoded names")
+    merge.set_defaults(func=cmd_minicluster_admin)
     info = mc_sub.add_parser("info", help="servers, regions, WALs, tables and scopes")
     info.add_argument("--admin", required=True, help=admin_help)
     info.add_argument("--json", action="store_true")

@@ -1,5 +1,7 @@
 """The minicluster's admin endpoint: JSON over loopback HTTP, used by
-``walship minicluster set-scope | roll | abort-rs | info``."""
+``walship minicluster set-scope | roll | abort-rs | move | split | merge | info``.
+
+Row keys travel as hex (``row``), so any bytes can."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ class ThriftControl(Protocol):
 
 class AdminServer:
     """Serves ``GET /info`` and ``POST /set-scope``, ``/roll``, ``/abort-rs``, ``/bulk-load``,
-    ``/thrift/start``, ``/thrift/stop``."""
+    ``/regions``, ``/move``, ``/split``, ``/merge``, ``/thrift/start``, ``/thrift/stop``."""
 
     def __init__(self, cluster: MiniCluster, host: str, port: int, *, servers: ThriftControl | None = None) -> None:
         self.cluster = cluster
@@ -82,6 +84,8 @@ class AdminServer:
             return {"rolled": c.roll(body.get("server"))}
         if path == "/abort-rs":
             return c.abort_rs(body["server"])
+        if path in _REGION_PATHS:
+            return _regions(c, path, body)
         if path in ("/thrift/start", "/thrift/stop"):
             if self.servers is None:
                 raise BadRequestError("this cluster's Thrift servers cannot be started or stopped here")
@@ -105,6 +109,37 @@ class AdminServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+_REGION_PATHS = ("/regions", "/move", "/split", "/merge")
+
+
+def _text(body: dict[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise BadRequestError(f"{key!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _regions(c: MiniCluster, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``/regions``, ``/move``, ``/split``, ``/merge`` (see :mod:`walship.minicluster.regions`)."""
+    table = _text(body, "table").encode()
+    if path == "/regions":
+        return {"regions": c.regions(table)}
+    if path == "/move":
+        to = body.get("to")
+        return c.move_region(table, _text(body, "region"), _text(body, "to") if to is not None else None)
+    if path == "/split":
+        try:
+            row = bytes.fromhex(_text(body, "row"))
+        except ValueError:
+            raise BadRequestError(f"'row' must be hex, got {body.get('row')!r}") from None
+        region = body.get("region")
+        return c.split_region(table, row, _text(body, "region") if region is not None else None)
+    names = body.get("regions")
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise BadRequestError(f"'regions' must be a list of encoded region names, got {names!r}")
+    return c.merge_regions(table, names)
 
 
 class AdminClient:
@@ -158,3 +193,20 @@ class AdminClient:
         ``bulk_load`` does on real HBase (the cells bypass the WAL; it logs a marker)."""
         wire = [[f.hex(), r.hex(), q.hex(), v.hex(), ts] for f, r, q, v, ts in cells]
         return self._call("POST", "/bulk-load", {"table": table, "cells": wire})
+
+    def regions(self, table: str) -> list[dict[str, Any]]:
+        """The table's regions in key order, as the harness's ``regions`` lists them: each
+        ``region`` (encoded name), ``start`` and ``end`` (hex), ``server``, ``region_id``."""
+        return list(self._call("POST", "/regions", {"table": table})["regions"])
+
+    def move(self, table: str, region: str, to: str | None = None) -> dict[str, Any]:
+        """Move a region (by encoded name) to server ``to``, or to another live server."""
+        return self._call("POST", "/move", {"table": table, "region": region, "to": to})
+
+    def split(self, table: str, row: bytes, region: str | None = None) -> dict[str, Any]:
+        """Split the region holding ``row`` (or ``region``, which must hold it) at ``row``."""
+        return self._call("POST", "/split", {"table": table, "row": row.hex(), "region": region})
+
+    def merge(self, table: str, regions: list[str]) -> dict[str, Any]:
+        """Merge adjacent regions (by encoded name) into one."""
+        return self._call("POST", "/merge", {"table": table, "regions": regions})

@@ -6,7 +6,8 @@ WAL entry (table, encoded region name, sequence id, write time, the cluster ids 
 cells are applied to the store, then the client is answered. :class:`MiniCluster` runs those
 steps under its lock; the mutations, their checks, the resolution of :data:`LATEST_TIMESTAMP`
 and the WAL entries they become are in :mod:`walship.minicluster.writes`, the placement of
-regions on servers in :mod:`walship.minicluster.placement`. On every roll the new WAL is added
+regions on servers in :mod:`walship.minicluster.placement`, a write's split by region in
+:mod:`walship.minicluster.routing`. On every roll the new WAL is added
 to every peer's queue before it is used; the rolled WAL moves to ``oldWALs/`` once the store
 holds its edits durably. The cluster never ships anything: walship does.
 
@@ -14,7 +15,9 @@ With ``roll_order="hbase"`` it rolls in HBase's own order instead: the old WAL i
 little after the new one takes appends, and archived only at the next roll, so a shipper must
 not take "a newer WAL follows" for "closed". Rolls, replay at start and archiving are in
 :mod:`walship.minicluster.walfiles`; table administration in :mod:`walship.minicluster.tables`,
-the read path in :mod:`walship.minicluster.reads`.
+the read path in :mod:`walship.minicluster.reads`. Regions move, split and merge as in HBase
+(:mod:`walship.minicluster.regions`), and ``hbase:meta`` records it
+(:mod:`walship.minicluster.meta`), served over Thrift like any table.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from kazoo.client import KazooClient
 
 from walship.clusterids import CLUSTER_ID_ATTRIBUTE, decode_cluster_ids, encode_cluster_ids
 from walship.errors import BadRequestError, NoSuchFamilyError, TableDisabledError
-from walship.minicluster import tables
+from walship.minicluster import regions as region_admin
+from walship.minicluster import routing, tables
 from walship.minicluster.filters import Filter
-from walship.minicluster.placement import abort_server, assign, bulk_load_entry
+from walship.minicluster.meta import Meta
+from walship.minicluster.placement import abort_server, assign
 from walship.minicluster.reads import readable_versions, scan_rows
 from walship.minicluster.regionserver import RegionServer, WalSettings
 from walship.minicluster.report import cluster_info
@@ -47,7 +52,6 @@ from walship.minicluster.writes import (
     encode_long,
     incremented,
     row_edits,
-    wal_entries,
 )
 from walship.servername import ServerName
 from walship.wal import Cell, CellType
@@ -107,6 +111,7 @@ class MiniCluster:
         self.lock = threading.RLock()
         self._rolls = WalRoller(roll_order, roll_close_delay, self.old_wals_dir, self.lock)
         self.store: Store | None = None
+        self.meta: Meta | None = None
         self.zk: KazooClient | None = None
         self.cluster_id: uuid.UUID | None = None
         self.servers: list[RegionServer] = []
@@ -137,6 +142,7 @@ class MiniCluster:
         self.old_wals_dir.mkdir(exist_ok=True)
         (self.data_dir / "WALs").mkdir(exist_ok=True)
         self.store = Store(self.data_dir / "store.db")
+        self.meta = Meta(self.store)
         self.zk = connect(self.zk_hosts)
         inherit_acls(self.zk, self.layout.parent)  # as HBase on a secured ZooKeeper: its znodes share the parent's ACL
         known = self.store.get_meta("cluster_id")
@@ -197,6 +203,7 @@ class MiniCluster:
                 self.zk = None
             if self.store is not None:
                 self.store.close()
+            self.meta = None
 
     # -- region servers --------------------------------------------------------------------------
 
@@ -232,17 +239,25 @@ class MiniCluster:
         return self.store
 
     def create_table(
-        self, table: bytes, families: Sequence[Family], descriptor: dict[str, object] | None = None
+        self,
+        table: bytes,
+        families: Sequence[Family],
+        descriptor: dict[str, object] | None = None,
+        split_keys: Sequence[bytes] = (),
     ) -> None:
-        """Create a table of one region, assigned to the least loaded live server.
+        """Create a table of one region (or one more than ``split_keys``), each assigned to
+        the least loaded live server.
 
         :param descriptor: the table's own settings (Thrift2's attributes and durability).
         """
         tables.check_new_table(table, families)
         with self.lock:
-            region = tables.create_table(self._store(), table, families, descriptor)
-            self.seq[region.encoded] = 0
-            assign(self, region)
+            regions = tables.create_table(self._store(), table, families, descriptor, split_keys)
+            assert self.meta is not None
+            self.meta.created(regions)
+            for region in regions:
+                self.seq[region.encoded] = 0
+                assign(self, region)
 
     def table_families(self, table: bytes) -> dict[bytes, Family]:
         return tables.table_families(self._store(), table)
@@ -263,7 +278,10 @@ class MiniCluster:
         with self.lock:
             for region in tables.deletable_regions(self._store(), table):
                 self.owner.pop(region.encoded, None)
+                self.seq.pop(region.encoded, None)
             self._store().delete_table(table)
+            if self.meta is not None:
+                self.meta.delete_table(table)
 
     def set_scope(self, table: bytes, family: bytes, scope: int) -> None:
         """Like ``alter 't', {NAME => 'f', REPLICATION_SCOPE => scope}``."""
@@ -285,6 +303,26 @@ class MiniCluster:
         check_family(family)
         with self.lock:
             tables.modify_family(self._store(), table, family)
+
+    def move_region(self, table: bytes, encoded: str, to: str | None = None) -> dict[str, Any]:
+        """See :func:`~walship.minicluster.regions.move_region`."""
+        with self.lock:
+            return region_admin.move_region(self, table, encoded, to)
+
+    def split_region(self, table: bytes, row: bytes, encoded: str | None = None) -> dict[str, Any]:
+        """See :func:`~walship.minicluster.regions.split_region`."""
+        with self.lock:
+            return region_admin.split_region(self, table, row, encoded)
+
+    def merge_regions(self, table: bytes, encoded: Sequence[str]) -> dict[str, Any]:
+        """See :func:`~walship.minicluster.regions.merge_regions`."""
+        with self.lock:
+            return region_admin.merge_regions(self, table, encoded)
+
+    def regions(self, table: bytes) -> list[dict[str, Any]]:
+        """See :func:`~walship.minicluster.regions.region_list`."""
+        with self.lock:
+            return region_admin.region_list(self, table)
 
     def region_locations(self, table: bytes) -> list[tuple[Region, RegionServer | None]]:
         """The table's regions in key order, each with the server that holds it (if any)."""
@@ -316,21 +354,9 @@ class MiniCluster:
         """
         with self.lock:
             families = self.check_enabled(table)
-            now = int(time.time() * 1000)
-            store = self._store()
-            region = store.regions(table)[0]
-            entries = wal_entries(store, table, families, region.encoded, self.seq.get(region.encoded, 0), edits, now)
-            if not entries:
-                return
-            seq = entries[-1][0].sequence_id
-            rs = self.owner.get(region.encoded)
-            if rs is None or not rs.alive:
-                rs = assign(self, region)
-            rs.append(region.encoded, entries)
-            self.seq[region.encoded] = seq
-            store.apply(table, [c for _, cells in entries for c in cells], {region.encoded: seq})
-            if (rs.wal_bytes or 0) >= self.wal_roll_size and not rs.rolling:
-                self.roll(str(rs.name))
+            for rs in routing.append_edits(self, table, families, edits, int(time.time() * 1000)):
+                if (rs.wal_bytes or 0) >= self.wal_roll_size and not rs.rolling:
+                    self.roll(str(rs.name))
 
     def bulk_load(self, table: bytes, cells: Sequence[Cell]) -> dict[str, Any]:
         """Load put cells as HBase's bulk load does: straight into the store (one HFile per
@@ -348,19 +374,7 @@ class MiniCluster:
                     raise NoSuchFamilyError(f"table {table!r} has no column family {c.family!r}")
                 if c.type != CellType.Put or not c.row or c.timestamp < 0:
                     raise BadRequestError(f"a bulk load takes puts with a row and a timestamp >= 0, got {c}")
-            store = self._store()
-            region = store.regions(table)[0]
-            seq = self.seq.get(region.encoded, 0) + 1
-            files = {f: [f"{uuid.uuid4().hex}_SeqId_{seq}_"] for f in sorted({c.family for c in cells})}
-            store.apply(table, cells, {region.encoded: seq})
-            store.checkpoint()  # the HFiles are in place before the marker is logged
-            rs = self.owner.get(region.encoded)
-            if rs is None or not rs.alive:
-                rs = assign(self, region)
-            assert self.cluster_id is not None
-            rs.append(region.encoded, [bulk_load_entry(self.cluster_id, region, seq, files)])
-            self.seq[region.encoded] = seq
-            return {"region": region.encoded, "files": {f.decode(): names for f, names in files.items()}}
+            return routing.bulk_load_cells(self, table, cells)
 
     def increment(self, table: bytes, row: bytes, family: bytes, qualifier: bytes, amount: int) -> int:
         """``atomicIncrement``: the column holds a big-endian 8-byte long; returns the new value."""

@@ -2,7 +2,8 @@
 
 Reads take no cluster lock. A scan checks the table and its families when it is made
 (:func:`readable_versions`), then reads the rows in chunks as its iterator is consumed
-(:func:`scan_rows`).
+(:func:`scan_rows`). ``hbase:meta`` reads as any table, its rows in meta's own order
+(:mod:`walship.minicluster.meta`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 
 from walship.errors import NoSuchFamilyError
 from walship.minicluster.filters import Filter
+from walship.minicluster.meta import META_TABLE, check_meta_families, meta_rows_in_range
 from walship.minicluster.store import Store, VisibleCell
 from walship.minicluster.tables import enabled_families
 
@@ -24,6 +26,8 @@ def readable_versions(store: Store, table: bytes, columns: dict[bytes, set[bytes
     :raises TableDisabledError: the table is disabled.
     :raises NoSuchFamilyError: ``columns`` names a family the table does not have.
     """
+    if table == META_TABLE:
+        return check_meta_families(columns)
     families = enabled_families(store, table)
     for fam in columns or ():
         if fam not in families:
@@ -50,7 +54,10 @@ def scan_rows(
     ``chunk`` row keys at a time. The read is not checked here: see :func:`readable_versions`."""
     after: bytes | None = None
     while True:
-        rows = store.rows_in_range(table, start, stop, reverse=reverse, after=after, limit=chunk)
+        if table == META_TABLE:
+            rows = meta_rows_in_range(store, start, stop, reverse=reverse, after=after, limit=chunk)
+        else:
+            rows = store.rows_in_range(table, start, stop, reverse=reverse, after=after, limit=chunk)
         for row in rows:
             cells = store.read_row(table, row, columns, max_versions, versions=versions, max_ts=max_ts, min_ts=min_ts)
             if not cells:

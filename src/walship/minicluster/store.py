@@ -139,7 +139,7 @@ class Store:
         )
         return {bytes(f): Family(bytes(f), int(v), int(s), json.loads(d)) for f, v, s, d in rows}
 
-    def create_table(self, table: bytes, families: Sequence[Family], region: Region) -> None:
+    def create_table(self, table: bytes, families: Sequence[Family], regions: Sequence[Region]) -> None:
         with self._write_lock:
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE")
@@ -149,9 +149,9 @@ class Store:
                     "INSERT INTO families VALUES (?, ?, ?, ?, ?)",
                     [(table, f.name, f.max_versions, f.scope, json.dumps(f.descriptor)) for f in families],
                 )
-                conn.execute(
+                conn.executemany(
                     "INSERT INTO regions VALUES (?, ?, ?, ?, ?, ?)",
-                    (region.encoded, table, region.start_key, region.end_key, region.region_id, region.seq),
+                    [(r.encoded, table, r.start_key, r.end_key, r.region_id, r.seq) for r in regions],
                 )
                 conn.execute("COMMIT")
             except BaseException:
@@ -212,6 +212,23 @@ class Store:
             params = (table,)
         rows = self._conn().execute(sql + " ORDER BY tbl, start_key", params)
         return [Region(e, bytes(t), bytes(s), bytes(k), int(i), int(q)) for e, t, s, k, i, q in rows]
+
+    def replace_regions(self, old: Sequence[str], new: Sequence[Region]) -> None:
+        """A split or a merge: the regions ``old`` (encoded names) give way to ``new``, in one
+        transaction. The cells stay where they are: they are kept by table and row."""
+        with self._write_lock:
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("DELETE FROM regions WHERE encoded=?", [(e,) for e in old])
+                conn.executemany(
+                    "INSERT INTO regions VALUES (?, ?, ?, ?, ?, ?)",
+                    [(r.encoded, r.table, r.start_key, r.end_key, r.region_id, r.seq) for r in new],
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     # -- writes --------------------------------------------------------------------------------
 

@@ -8,11 +8,11 @@ placement in step: it assigns a new table's region, forgets a deleted table's.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 
 from walship.errors import BadRequestError, NoSuchFamilyError, TableDisabledError, TableExistsError, TableNotFoundError
+from walship.minicluster.meta import encoded_name
 from walship.minicluster.schema import check_family, check_table_name
 from walship.minicluster.store import Family, Region, Store
 
@@ -44,21 +44,34 @@ def check_new_table(table: bytes, families: Sequence[Family]) -> None:
 
 
 def create_table(
-    store: Store, table: bytes, families: Sequence[Family], descriptor: dict[str, object] | None
-) -> Region:
-    """Create a table (checked with :func:`check_new_table`) of one region; returns the region.
+    store: Store,
+    table: bytes,
+    families: Sequence[Family],
+    descriptor: dict[str, object] | None,
+    split_keys: Sequence[bytes] = (),
+) -> list[Region]:
+    """Create a table (checked with :func:`check_new_table`) of one region, or of one more
+    than ``split_keys``, all with the same region id, as HBase's ``createTable(desc,
+    splitKeys)``; returns the regions in key order.
 
     :raises TableExistsError: the table exists already.
+    :raises BadRequestError: an empty split key, or one given twice (HBase's ``checkSplitKeys``).
     """
+    keys = sorted(split_keys)
+    for prev, key in zip([None, *keys], keys, strict=False):
+        if not key:
+            raise BadRequestError(f"table {table!r}: empty split key must not be passed in the split keys")
+        if key == prev:
+            raise BadRequestError(f"table {table!r}: all split keys must be unique, found duplicate {key!r}")
     if store.table_enabled(table) is not None:
         raise TableExistsError(f"table {table.decode(errors='replace')} exists already")
     region_id = int(time.time() * 1000)
-    encoded = hashlib.md5(b"%s,,%d." % (table, region_id)).hexdigest()
-    region = Region(encoded, table, b"", b"", region_id, 0)
-    store.create_table(table, families, region)
+    bounds = zip([b"", *keys], [*keys, b""], strict=True)
+    regions = [Region(encoded_name(table, start, region_id), table, start, end, region_id, 0) for start, end in bounds]
+    store.create_table(table, families, regions)
     if descriptor:
         store.set_table_descriptor(table, descriptor)
-    return region
+    return regions
 
 
 def table_families(store: Store, table: bytes) -> dict[bytes, Family]:

@@ -336,8 +336,6 @@ class THBaseHandler:
         if desc is None:
             raise BadRequestError("TTableDescriptor is required")
         name = table_bytes(desc.tableName)
-        if splitKeys:
-            raise BadRequestError(f"table {name!r}: split keys are not supported (one region per table)")
         families = [family_from_thrift(c) for c in desc.columns or []]
         descriptor: dict[str, object] = {}
         if desc.attributes:
@@ -346,7 +344,7 @@ class THBaseHandler:
             if desc.durability not in hbase2.TDurability._VALUES_TO_NAMES:
                 raise BadRequestError(f"table {name!r}: unknown durability {desc.durability!r}")
             descriptor["durability"] = desc.durability
-        self.cluster.create_table(name, families, descriptor)
+        self.cluster.create_table(name, families, descriptor, [bytes(k) for k in splitKeys or []])
 
     @_tio_errors
     def getTableDescriptor(self, table: Any) -> Any:

@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Protocol
 
+from walship.minicluster.meta import Meta
 from walship.minicluster.regionserver import RegionServer
 from walship.minicluster.store import Store
 from walship.zk import ZnodeLayout
@@ -31,6 +32,8 @@ class ClusterView(Protocol):
     seq: dict[str, int]
     endpoints: dict[str, str | None]
     store: Store | None
+    #: the cluster's hbase:meta (in the store)
+    meta: Meta | None
 
     @property
     def old_wals_dir(self) -> Path: ...
