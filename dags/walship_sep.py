@@ -79,6 +79,7 @@ def walship_sep() -> None:
                 names,
                 duration=max(1.0, duration - (time.monotonic() - started)),
                 run_id=str(context["run_id"]),
+                source_thrift2=hook.get_source().thrift2,
             ).run()
         if summary.status == "error":
             raise TailError(f"tailing subscriptions {', '.join(names)}: " + "; ".join(summary.errors))

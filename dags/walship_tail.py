@@ -50,7 +50,8 @@ def walship_tail() -> None:
         from walship.replicate.tailer import Tailer
 
         params = context["params"]
-        with WalshipHook().connected() as (client, layout, walstore):
+        hook = WalshipHook()
+        with hook.connected() as (client, layout, walstore):
             summary = Tailer(
                 client,
                 layout,
@@ -58,6 +59,7 @@ def walship_tail() -> None:
                 str(params["peer_id"]),
                 duration=float(params["duration"]),
                 run_id=str(context["run_id"]),
+                source_thrift2=hook.get_source().thrift2,
             ).run()
         if summary.status == "error":
             raise TailError(f"tailing peer(s) {summary.peer_id}: " + "; ".join(summary.errors))

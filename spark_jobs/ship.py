@@ -36,6 +36,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--linger", type=float, default=0.0, help="go on shipping the queues' new edits this many seconds (0: one pass)"
     )
     p.add_argument("--job-id", default=None, help="record the summary in ZooKeeper under this id")
+    p.add_argument("--source-thrift2", default="", help="the source's Thrift2 server(s), for serial peers")
     return p.parse_args(argv)
 
 
@@ -75,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lock_wait=args.lock_wait,
                 linger=args.linger,
                 job_id=args.job_id,
+                source_thrift2=args.source_thrift2,
             )
     except JOB_ERRORS as exc:
         return bad_job("ship.py", exc)

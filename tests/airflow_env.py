@@ -54,7 +54,11 @@ def source_conn(cluster: Any) -> str:
             "conn_type": "walship",
             "host": f"{host}:{port}/{chroot}" if chroot else host,
             "port": int(port),
-            "extra": {"znode_parent": cluster.parent, "wal_root": cluster.mc.wal_root},
+            "extra": {
+                "znode_parent": cluster.parent,
+                "wal_root": cluster.mc.wal_root,
+                "thrift2": cluster.thrift2_address(),  # hbase:meta's barriers, for serial peers
+            },
         }
     )
 

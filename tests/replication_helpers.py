@@ -55,6 +55,14 @@ class Cluster:
         host, port = self.mc.thrift2
         return f"{host}:{port}"
 
+    def cli_flags(self) -> list[str]:
+        """The global flags of ``walship`` for this cluster as the source (its Thrift2 server
+        for what serial peers read from ``hbase:meta``)."""
+        return [
+            "--zk", self.zk_hosts, "--znode-parent", self.parent, "--wal-root", str(self.mc.wal_root),
+            "--source-thrift2", self.thrift2_address(),
+        ]  # fmt: skip
+
     def sink_config(self, protocol: str = "thrift1") -> dict[str, str]:
         """A peer's sink settings to ship into this cluster over ``protocol``."""
         config = {"walship.sink.thrift": self.thrift_address()}
@@ -102,8 +110,12 @@ def add_peer(source: Cluster, target: Cluster, peer_id: str = "1", protocol: str
 
 
 def ship(source: Cluster, peer_id: str = "1", **kwargs: object) -> PeerSummary:
-    with zk_client(source.zk_hosts) as client:
-        shipper = Shipper(client, ZnodeLayout(source.parent), WalStore(source.mc.wal_root))
+    with (
+        zk_client(source.zk_hosts) as client,
+        Shipper(
+            client, ZnodeLayout(source.parent), WalStore(source.mc.wal_root), source_thrift2=source.thrift2_address()
+        ) as shipper,
+    ):
         return shipper.ship_peer(peer_id, **kwargs)  # type: ignore[arg-type]
 
 
@@ -117,6 +129,7 @@ def tail_in_thread(
 
     def run() -> None:
         with zk_client(source.zk_hosts) as client:
+            options.setdefault("source_thrift2", source.thrift2_address())
             tailer = Tailer(client, ZnodeLayout(source.parent), WalStore(source.mc.wal_root), peers, **options)
             if tailers is not None:
                 tailers.append(tailer)

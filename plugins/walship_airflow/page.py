@@ -332,7 +332,7 @@ td[data-field="holder"], td[data-field="last_error"], td[data-field="last_backof
 .chip { display: inline-block; padding: 0 6px; border-radius: 4px; background: #e4e7eb; white-space: nowrap; }
 .state-success, .state-idle { background: #d3f9d8; } .state-failed, .state-stuck { background: #ffe3e3; }
 .state-running, .state-shipping, .state-queued { background: #d0ebff; }
-.state-waiting-peer, .state-disabled, .state-skipped { background: #fff3bf; }
+.state-waiting-peer, .state-waiting-serial, .state-disabled, .state-skipped { background: #fff3bf; }
 """
 
 

@@ -69,6 +69,7 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
             linger=float(params.get("linger") or 0),
             job_id=job_id(run_id, i),
             run_id=run_id,
+            source_thrift2=source.thrift2 or "",
         )
         out.append(submit_kwargs(spark_conn_id, app, jar, job.to_json()))
     return out

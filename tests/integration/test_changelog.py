@@ -45,12 +45,8 @@ NS_TABLE = b"ns:a"
 Row = tuple[str, bytes, bytes, bytes, int, str, bytes, str, int, int, int, tuple[str, ...]]
 
 
-def flags(a: Cluster) -> list[str]:
-    return ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir)]
-
-
 def add(a: Cluster, name: str, url: str, *extra: str) -> None:
-    assert main([*flags(a), "subscription", "add", name, "--parquet", url, *extra]) == 0
+    assert main([*a.cli_flags(), "subscription", "add", name, "--parquet", url, *extra]) == 0
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.parent))
         wait_until(lambda: current_wals_enqueued(a, queues, name), what=f"WALs queued for {name}")
@@ -196,11 +192,11 @@ def test_the_log_equals_the_workload_cell_for_cell(
     add(a, "log1", str(tmp_path / "log"), "--start-time", "now", "--filter", "sep_listeners:skip_rows")
     url = f"file://{tmp_path / 'log'}"
     capsys.readouterr()
-    assert main([*flags(a), "subscription", "show", "log1", "--json"]) == 0
+    assert main([*a.cli_flags(), "subscription", "show", "log1", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["parquet"] == url and info["listener"] is None and info["threads"] is None
     workload(a)
-    assert main([*flags(a), "ship", "--peer", "log1"]) == 0, capsys.readouterr().err
+    assert main([*a.cli_flags(), "ship", "--peer", "log1"]) == 0, capsys.readouterr().err
     expected = [w for w in workload_written() if not w[1].startswith(b"skip")]  # the filter drops them
     got = assert_log_equals(url, expected)
     assert_positions_are_whole_entries(a, got, since=info["start_time"])
@@ -221,7 +217,7 @@ def test_the_log_equals_the_workload_cell_for_cell(
         pos = list(zip(t.column("wal").to_pylist(), t.column("offset").to_pylist(), strict=True))
         assert pos == sorted(pos)
     # shipping again changes nothing
-    assert main([*flags(a), "ship", "--peer", "log1"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "log1"]) == 0
     assert log_rows(url) == got
 
 
@@ -238,6 +234,7 @@ def test_killed_and_rerun_the_log_has_every_cell_once(a: Cluster, tmp_path: Path
         "WALSHIP_ZK": a.zk_hosts,
         "WALSHIP_ZNODE_PARENT": a.parent,
         "WALSHIP_WAL_ROOT": str(a.mc.data_dir),
+        "WALSHIP_SOURCE_THRIFT2": a.thrift2_address(),
     }
     cmd = [
         sys.executable,
@@ -451,7 +448,7 @@ def test_spark_reads_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_bad_input_is_one_clear_line(
     a: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    base = [*flags(a), "subscription", "add"]
+    base = [*a.cli_flags(), "subscription", "add"]
     url = str(tmp_path / "log")
     for args, needle in (
         (["s1", "--parquet", url, "--threads", "4"], "--threads does not apply to a change log"),
@@ -471,12 +468,12 @@ def test_bad_input_is_one_clear_line(
     monkeypatch.chdir(tmp_path)
     assert main([*base, "s1", "--parquet", "rel/log"]) == 0
     capsys.readouterr()
-    assert main([*flags(a), "subscription", "list", "--json"]) == 0
+    assert main([*a.cli_flags(), "subscription", "list", "--json"]) == 0
     (info,) = json.loads(capsys.readouterr().out)
     assert info["parquet"] == f"file://{tmp_path}/rel/log" and info["listener"] is None
-    assert main([*flags(a), "subscription", "list"]) == 0
+    assert main([*a.cli_flags(), "subscription", "list"]) == 0
     assert f"parquet file://{tmp_path}/rel/log" in capsys.readouterr().out
-    assert main([*flags(a), "subscription", "show", "s1"]) == 0
+    assert main([*a.cli_flags(), "subscription", "show", "s1"]) == 0
     assert f"file://{tmp_path}/rel/log" in capsys.readouterr().out
     # compaction
     log = tmp_path / "log2"

@@ -27,10 +27,6 @@ pytestmark = pytest.mark.integration
 Factory = Callable[..., MiniClusterProcess]
 
 
-def flags(a: Cluster) -> list[str]:
-    return ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir)]
-
-
 @pytest.fixture
 def abc(
     minicluster_factory: Factory, zk_hosts: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -39,7 +35,7 @@ def abc(
     a, b, c = (make_cluster(minicluster_factory, zk_hosts, name) for name in ("A", "B", "C"))
     add_peer(a, b, "1")
     add_peer(a, c, "2", protocol="thrift2")
-    assert main([*flags(a), "subscription", "add", "subs", "--listener", "sep_listeners:JsonLinesListener"]) == 0
+    assert main([*a.cli_flags(), "subscription", "add", "subs", "--listener", "sep_listeners:JsonLinesListener"]) == 0
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.parent))
         wait_until(lambda: current_wals_enqueued(a, queues, "subs"), what="WALs queued for subs")
@@ -48,7 +44,7 @@ def abc(
 
 def ship_json(a: Cluster, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
     capsys.readouterr()
-    code = main([*flags(a), "ship", *args])
+    code = main([*a.cli_flags(), "ship", *args])
     return code, json.loads(capsys.readouterr().out)
 
 

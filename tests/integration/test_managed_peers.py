@@ -23,15 +23,11 @@ pytestmark = pytest.mark.integration
 Factory = Callable[..., MiniClusterProcess]
 
 
-def flags(a: Cluster) -> list[str]:
-    return ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir)]
-
-
 @pytest.fixture
 def ab(minicluster_factory: Factory, zk_hosts: str, capsys: pytest.CaptureFixture[str]) -> tuple[Cluster, Cluster]:
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = make_cluster(minicluster_factory, zk_hosts, "B")
-    code = main([*flags(a), "peer", "add", "1", "--cluster-key", b.cluster_key,
+    code = main([*a.cli_flags(), "peer", "add", "1", "--cluster-key", b.cluster_key,
                  "--config", f"walship.sink.thrift={b.thrift_address()}"])  # fmt: skip
     assert code == 0, capsys.readouterr().err
     return a, b
@@ -56,21 +52,21 @@ def test_a_managed_peer_is_disabled_for_hbase_and_still_gets_every_new_wal(
         )
     a.table().put(b"r1", {b"r:q": b"v"})
     capsys.readouterr()
-    assert main([*flags(a), "ship", "--peer", "1"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "ok"
     assert contents(b) == contents(a, b"r") != {}
 
 
 def test_walships_switch_pauses_a_managed_peer(ab: tuple[Cluster, Cluster], capsys: pytest.CaptureFixture[str]) -> None:
     a, b = ab
-    assert main([*flags(a), "peer", "disable", "1"]) == 0
+    assert main([*a.cli_flags(), "peer", "disable", "1"]) == 0
     a.table().put(b"r1", {b"r:q": b"v"})
     capsys.readouterr()
-    assert main([*flags(a), "ship", "--peer", "1"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "1"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "disabled"
     assert contents(b) == {}
-    assert main([*flags(a), "peer", "enable", "1"]) == 0
-    assert main([*flags(a), "ship", "--peer", "1"]) == 0
+    assert main([*a.cli_flags(), "peer", "enable", "1"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "1"]) == 0
     assert contents(b) == contents(a, b"r") != {}
 
 
@@ -83,12 +79,12 @@ def test_a_managed_peer_hbase_would_ship_too_is_refused(
     a.table().put(b"r1", {b"r:q": b"v"})
     capsys.readouterr()
     for argv in (["ship", "--peer", "1"], ["tail", "--peer", "1", "--duration", "2"]):
-        assert main([*flags(a), *argv]) == 1
+        assert main([*a.cli_flags(), *argv]) == 1
         err = capsys.readouterr().err
         assert "peer 1 is managed by walship but its HBase peer-state is ENABLED" in err
         assert "disable_peer '1'" in err and "Traceback" not in err
     assert contents(b) == {}  # walship shipped nothing
-    assert main([*flags(a), "peer", "show", "1", "--json"]) == 0
+    assert main([*a.cli_flags(), "peer", "show", "1", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert (shown["managed"], shown["state"], shown["hbase_peer_state"]) == (True, "ENABLED", "ENABLED")
 
@@ -104,8 +100,8 @@ def test_a_peer_hbase_ships_is_adopted(
             PeerConfig("1", b.cluster_key, configuration={"walship.sink.thrift": b.thrift_address()})
         )
     a.table().put(b"before", {b"r:q": b"1"})
-    assert main([*flags(a), "ship", "--peer", "1"]) == 0  # an unmanaged peer keeps working
-    assert main([*flags(a), "peer", "adopt", "1"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "1"]) == 0  # an unmanaged peer keeps working
+    assert main([*a.cli_flags(), "peer", "adopt", "1"]) == 0
     assert "adopted peer 1: managed by walship (ENABLED)" in capsys.readouterr().out
     with zk_client(a.zk_hosts) as client:
         peer = ReplicationPeers(client, layout).get("1")
@@ -119,5 +115,5 @@ def test_a_peer_hbase_ships_is_adopted(
         client.set(layout.peer_state("1"), encode_peer_state(False))
     a.table().put(b"after", {b"r:q": b"2"})
     capsys.readouterr()
-    assert main([*flags(a), "ship", "--peer", "1"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "1"]) == 0
     assert set(contents(b)) == {b"before", b"after"}

@@ -22,12 +22,8 @@ Factory = Callable[..., MiniClusterProcess]
 LISTENER = "sep_listeners:JsonLinesListener"
 
 
-def flags(a: Cluster) -> list[str]:
-    return ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir)]
-
-
 def add(a: Cluster, name: str, *extra: str) -> None:
-    assert main([*flags(a), "subscription", "add", name, "--listener", LISTENER, *extra]) == 0
+    assert main([*a.cli_flags(), "subscription", "add", name, "--listener", LISTENER, *extra]) == 0
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.parent))
         wait_until(lambda: current_wals_enqueued(a, queues, name), what=f"WALs queued for {name}")
@@ -50,7 +46,7 @@ def test_listener_gets_every_row_in_wal_order(a: Cluster, tmp_path: Path, capsys
     t.delete(b"row2", columns=[b"r"])
     t.delete(b"row1")
     capsys.readouterr()
-    assert main([*flags(a), "ship", "--peer", "sub1"]) == 0, capsys.readouterr().err
+    assert main([*a.cli_flags(), "ship", "--peer", "sub1"]) == 0, capsys.readouterr().err
     events = read_events(str(tmp_path / "events.jsonl"))
     assert {e["row"] for e in events} == {"row1", "row2"}
     for row in ("row1", "row2"):
@@ -61,13 +57,13 @@ def test_listener_gets_every_row_in_wal_order(a: Cluster, tmp_path: Path, capsys
     types = {c[3] for e in events for c in e["cells"]}
     assert {"Put", "DeleteColumn", "DeleteFamily"} <= types
     capsys.readouterr()
-    assert main([*flags(a), "peer", "list", "--json"]) == 0
+    assert main([*a.cli_flags(), "peer", "list", "--json"]) == 0
     (peer,) = json.loads(capsys.readouterr().out)
     assert peer["subscription"] is True and peer["managed"] is True
 
 
 def test_bad_input_is_a_clear_error(a: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
-    base = [*flags(a), "subscription", "add"]
+    base = [*a.cli_flags(), "subscription", "add"]
     for args, needle in (
         (["s1", "--listener", "nosuch"], "no listener 'nosuch'"),
         (["s1", "--listener", "sep_listeners:NoProcessEvents"], "process_events"),
@@ -84,11 +80,11 @@ def test_bad_input_is_a_clear_error(a: Cluster, capsys: pytest.CaptureFixture[st
     assert main([*base, "s1", "--listener", LISTENER]) == 1
     assert "exists already" in capsys.readouterr().err
     capsys.readouterr()
-    assert main([*flags(a), "subscription", "list", "--json"]) == 0
+    assert main([*a.cli_flags(), "subscription", "list", "--json"]) == 0
     (info,) = json.loads(capsys.readouterr().out)
     assert info["name"] == "s1" and info["listener"] == LISTENER and info["threads"] == 1
-    assert main([*flags(a), "subscription", "disable", "s1"]) == 0
-    assert main([*flags(a), "subscription", "remove", "s1"]) == 0
+    assert main([*a.cli_flags(), "subscription", "disable", "s1"]) == 0
+    assert main([*a.cli_flags(), "subscription", "remove", "s1"]) == 0
     with zk_client(a.zk_hosts) as client:
         layout = ZnodeLayout(a.parent)
         assert client.exists(layout.subscription("s1")) is None
@@ -106,15 +102,15 @@ def test_start_time_threads_and_a_failing_listener(
             t.put(b"row%02d" % i, {b"r:a": b"v%d" % v})
     monkeypatch.setenv("SEP_TEST_FAIL_ROW", "row07")
     capsys.readouterr()
-    assert main([*flags(a), "ship", "--peer", "sub2"]) == 1  # the listener refuses a batch
+    assert main([*a.cli_flags(), "ship", "--peer", "sub2"]) == 1  # the listener refuses a batch
     summary = json.loads(capsys.readouterr().out)
     assert "listener refuses row row07" in summary["error"]
-    assert main([*flags(a), "status", "--peer", "sub2", "--json"]) == 0  # the queue's last error names it
+    assert main([*a.cli_flags(), "status", "--peer", "sub2", "--json"]) == 0  # the queue's last error names it
     status = json.loads(capsys.readouterr().out)
     errors = [(q["last_error"] or {}).get("message", "") for p in status["peers"] for q in p["queues"]]
     assert any("row07" in e for e in errors), errors
     monkeypatch.delenv("SEP_TEST_FAIL_ROW")
-    assert main([*flags(a), "ship", "--peer", "sub2"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "sub2"]) == 0
     events = read_events(str(tmp_path / "events.jsonl"))
     rows = {e["row"] for e in events}
     assert "before" not in rows and rows == {f"row{i:02d}" for i in range(40)}

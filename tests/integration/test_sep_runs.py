@@ -40,12 +40,8 @@ LISTENER = "sep_listeners:JsonLinesListener"
 TESTS = Path(__file__).resolve().parents[1]
 
 
-def flags(a: Cluster) -> list[str]:
-    return ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", str(a.mc.data_dir)]
-
-
 def add(a: Cluster, name: str, *extra: str, listener: str = LISTENER) -> None:
-    assert main([*flags(a), "subscription", "add", name, "--listener", listener, *extra]) == 0
+    assert main([*a.cli_flags(), "subscription", "add", name, "--listener", listener, *extra]) == 0
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.parent))
         wait_until(lambda: current_wals_enqueued(a, queues, name), what=f"WALs queued for {name}")
@@ -84,7 +80,7 @@ def test_a_ship_killed_mid_batch_delivers_again_only_the_unacknowledged_batch(
     t = a.table()
     for i in range(total):
         t.put(b"row-%03d" % i, {b"r:a": b"v%d" % i})
-    cmd = [sys.executable, "-m", "walship.cli", *flags(a), "ship", "--peer", "sub", "--batch-entries", str(BATCH)]
+    cmd = [sys.executable, "-m", "walship.cli", *a.cli_flags(), "ship", "--peer", "sub", "--batch-entries", str(BATCH)]
     # each batch sleeps after its events are written; a short session frees the killed one's lock soon
     env = cli_env(**{DELAY_ENV: "0.5", "WALSHIP_ZK_SESSION_TIMEOUT": "2"})
     with open(tmp_path / "ship.err", "w") as err:
@@ -104,7 +100,7 @@ def test_a_ship_killed_mid_batch_delivers_again_only_the_unacknowledged_batch(
     assert 0 < len(before) < total, (tmp_path / "ship.err").read_text()[-2000:]
     capsys.readouterr()
     # the killed shipper's lock lives until its session expires: wait for it
-    assert main([*flags(a), "ship", "--peer", "sub", "--batch-entries", str(BATCH), "--lock-wait", "30"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "sub", "--batch-entries", str(BATCH), "--lock-wait", "30"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["status"] == "ok" and "busy" not in summary["queue_states"], summary
     events = read_events(events_path)
@@ -120,14 +116,14 @@ def test_a_ship_killed_mid_batch_delivers_again_only_the_unacknowledged_batch(
 
 def show(a: Cluster, name: str, capsys: pytest.CaptureFixture[str], *, as_json: bool = True) -> Any:
     capsys.readouterr()
-    assert main([*flags(a), "subscription", "show", name, *(["--json"] if as_json else [])]) == 0
+    assert main([*a.cli_flags(), "subscription", "show", name, *(["--json"] if as_json else [])]) == 0
     out = capsys.readouterr().out
     return json.loads(out) if as_json else out
 
 
 def ship_sub(a: Cluster, name: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     capsys.readouterr()
-    assert main([*flags(a), "ship", "--peer", name]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", name]) == 0
     summary: dict[str, Any] = json.loads(capsys.readouterr().out)
     return summary
 
@@ -145,7 +141,7 @@ def test_b_disabled_delivers_nothing_enabled_resumes_show_tells(
     ship_sub(a, "sub", capsys)
     assert sorted(rows_of(read_events(events_path))) == [f"first-{i}" for i in range(5)]
 
-    assert main([*flags(a), "subscription", "disable", "sub"]) == 0
+    assert main([*a.cli_flags(), "subscription", "disable", "sub"]) == 0
     assert show(a, "sub", capsys)["state"] == "DISABLED"
     assert re.search(r"^state\s+DISABLED$", show(a, "sub", capsys, as_json=False), re.M)
     for i in range(5):
@@ -153,7 +149,7 @@ def test_b_disabled_delivers_nothing_enabled_resumes_show_tells(
     assert ship_sub(a, "sub", capsys)["status"] == "disabled"
     assert len(read_events(events_path)) == 5  # nothing delivered while disabled
 
-    assert main([*flags(a), "subscription", "enable", "sub"]) == 0
+    assert main([*a.cli_flags(), "subscription", "enable", "sub"]) == 0
     assert show(a, "sub", capsys)["state"] == "ENABLED"
     ship_sub(a, "sub", capsys)
     rows = rows_of(read_events(events_path))  # from where it was: the second rows, each once
@@ -162,7 +158,7 @@ def test_b_disabled_delivers_nothing_enabled_resumes_show_tells(
 
 def test_c_tail_delivers_events_written_while_it_runs(a: Cluster, events_path: str, tmp_path: Path) -> None:
     add(a, "sub")
-    cmd = [sys.executable, "-m", "walship.cli", *flags(a), "tail", "--peer", "sub", "--duration", "6"]
+    cmd = [sys.executable, "-m", "walship.cli", *a.cli_flags(), "tail", "--peer", "sub", "--duration", "6"]
     with open(tmp_path / "tail.err", "w") as err:
         proc = subprocess.Popen(cmd, env=cli_env(), stdout=subprocess.PIPE, stderr=err, text=True)
         try:

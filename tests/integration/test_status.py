@@ -41,8 +41,12 @@ QUEUE_KEYS = {
     "last_backoff",
     "state",
     "bulk_loads",
+    "waiting_serial",
+    "throttled_s",
 }
-PEER_KEYS = {"peer_id", "state", "hbase_peer_state", "cluster_key", "table_cfs", "peer_count", "queues", "totals"}
+PEER_KEYS = {
+    "peer_id", "state", "hbase_peer_state", "cluster_key", "table_cfs", "peer_count", "queues", "totals", "throttled_s",
+}  # fmt: skip
 
 
 def status_of(a: Cluster, peer_id: str | None = "1") -> ReplicationStatus:

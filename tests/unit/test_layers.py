@@ -46,6 +46,7 @@ LAYERS: dict[str, set[str]] = {
     "wal": {"errors", "protos", "servername"},
     "zk": {"errors", "defaults", "protos", "servername", "wal", "peer"},
     "hbaseshell": {"peer"},
+    "serial": {"errors", "thrift", "wal", "zk", "peer"},
     "sep": {"errors", "defaults", "files", "wal", "zk", "servername", "peer"},
     "sinks": {"errors", "defaults", "files", "clusterids", "thrift", "wal", "servername", "sep", "peer"},
     "replicate": {
@@ -61,6 +62,7 @@ LAYERS: dict[str, set[str]] = {
         "peer",
         "progress",
         "thrift",
+        "serial",
     },
     "status": {"errors", "defaults", "replicate", "sinks", "wal", "zk", "servername", "peer"},
     "minicluster": {"errors", "defaults", "clusterids", "protos", "servername", "thrift", "wal", "zk", "childproc"},

@@ -9,10 +9,12 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from walship.cli.argtypes import shorten
 from walship.cli.common import parse_config_pairs, state
 from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
+from walship.replicate.throttle import MAX_BANDWIDTH
 from walship.sep.config import CHANGELOG_URL_KEY, LISTENER_KEY
 from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY, SINK_THRIFT_KEY
 from walship.zk import ReplicationPeers, ReplicationQueues
@@ -31,14 +33,22 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         table_cfs=parse_table_cfs(args.table_cfs) if args.table_cfs is not None else None,
         namespaces=namespaces or None,
         configuration={**parse_config_pairs(args.config), MANAGED_KEY: "true"},
+        bandwidth=args.bandwidth,
+        serial=args.serial,
     )
     validate_peer(config)
     if args.print_hbase_shell:
         from walship.hbaseshell import add_peer_command
 
         print(add_peer_command(config))
+        # the command carries neither bandwidth nor serial: walship sets them once it manages the peer
+        later = (["--bandwidth", str(config.bandwidth)] if config.bandwidth else []) + (
+            ["--serial", "true"] if config.serial else []
+        )
+        then_set = f" && walship peer set {config.peer_id} {' '.join(later)}" if later else ""
         print(
             f"# paste it into the HBase shell of the source cluster, then run: walship peer adopt {config.peer_id}"
+            f"{then_set}"
             f"{'' if config.enabled else f' && walship peer disable {config.peer_id}'}\n"
             "# (HBase's region servers queue WALs for the peer at once; walship ships it once adopted)",
             file=sys.stderr,
@@ -46,9 +56,12 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         return 0
     with state(args) as (client, layout):
         ReplicationPeers(client, layout).add(config)
+    extra = ("; serial" if config.serial else "") + (
+        f"; bandwidth {_bytes_per_s(config.bandwidth)}" if config.bandwidth else ""
+    )
     print(
         f"added peer {config.peer_id} ({'ENABLED' if config.enabled else 'DISABLED'}, managed by walship; "
-        f"HBase peer-state DISABLED) -> {config.cluster_key}"
+        f"HBase peer-state DISABLED) -> {config.cluster_key}{extra}"
     )
     return 0
 
@@ -58,6 +71,21 @@ def _boolean(text: str) -> bool:
     if value not in ("true", "false"):
         raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
     return value == "true"
+
+
+def _bandwidth(text: str) -> int:
+    """``--bandwidth``: bytes per second, an integer >= 0 (0: unlimited)."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected bytes per second, an integer >= 0 (0: unlimited), got {shorten(text)}"
+        ) from None
+    if not 0 <= value <= MAX_BANDWIDTH:
+        raise argparse.ArgumentTypeError(
+            f"expected bytes per second, 0 (unlimited) to {MAX_BANDWIDTH}, got {shorten(text)}"
+        )
+    return value
 
 
 def _set_table_cfs(peer_id: str, flag: str, spec: str) -> dict[str, tuple[str, ...] | None] | None:
@@ -90,6 +118,10 @@ def _describe(field_name: str, value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _bytes_per_s(value: int) -> str:
+    return f"{value} bytes/s" if value else "unlimited"
+
+
 def _changes(before: PeerConfig, after: PeerConfig) -> list[str]:
     """``name: before -> after`` for every field ``peer set`` changed."""
     lines = []
@@ -97,6 +129,10 @@ def _changes(before: PeerConfig, after: PeerConfig) -> list[str]:
         old, new = getattr(before, name), getattr(after, name)
         if (old or None) != (new or None):
             lines.append(f"{name}: {_describe(name, old)} -> {_describe(name, new)}")
+    if before.serial != after.serial:
+        lines.append(f"serial: {str(before.serial).lower()} -> {str(after.serial).lower()}")
+    if before.bandwidth != after.bandwidth:
+        lines.append(f"bandwidth: {_bytes_per_s(before.bandwidth)} -> {_bytes_per_s(after.bandwidth)}")
     for key in sorted(set(before.configuration) | set(after.configuration)):
         old_value, new_value = before.configuration.get(key), after.configuration.get(key)
         if old_value != new_value:
@@ -109,7 +145,8 @@ def _changes(before: PeerConfig, after: PeerConfig) -> list[str]:
 
 def cmd_peer_set(args: argparse.Namespace) -> int:
     """Change a peer as HBase's set_peer_tableCFs, set_peer_namespaces, set_peer_exclude_*,
-    set_peer_replicate_all and update_peer_config do: one versioned write of its znode."""
+    set_peer_replicate_all, set_peer_bandwidth, set_peer_serial and update_peer_config do:
+    one versioned write of its znode."""
     peer_id = args.peer_id
     given = [
         args.table_cfs,
@@ -119,11 +156,13 @@ def cmd_peer_set(args: argparse.Namespace) -> int:
         args.replicate_all,
         args.config or None,
         args.remove_config or None,
+        args.bandwidth,
+        args.serial,
     ]
     if all(flag is None for flag in given):
         args.set_parser.error(
             "give at least one of --table-cfs, --namespaces, --exclude-table-cfs, --exclude-namespaces, "
-            "--replicate-all, --config, --remove-config"
+            "--replicate-all, --config, --remove-config, --bandwidth, --serial"
         )
     # everything that does not depend on the peer's present state is checked before connecting
     fields: dict[str, Any] = {}
@@ -135,6 +174,10 @@ def cmd_peer_set(args: argparse.Namespace) -> int:
         fields["exclude_table_cfs"] = _set_table_cfs(peer_id, "--exclude-table-cfs", args.exclude_table_cfs)
     if args.exclude_namespaces is not None:
         fields["exclude_namespaces"] = _set_namespaces(peer_id, "--exclude-namespaces", args.exclude_namespaces)
+    if args.bandwidth is not None:
+        fields["bandwidth"] = args.bandwidth
+    if args.serial is not None:
+        fields["serial"] = args.serial
     try:
         pairs = parse_config_pairs(args.config)
     except ConfigError as exc:
@@ -229,7 +272,8 @@ def _peer_line(p: PeerConfig) -> str:
     return (
         f"{p.peer_id:<8} {'ENABLED' if p.enabled else 'DISABLED':<9} "
         f"{'ENABLED' if p.hbase_state_enabled else 'DISABLED':<11} {'yes' if p.managed else 'no':<8} {p.cluster_key:<32} "
-        f"{str(p.replicate_all).lower():<13} {namespaces or '-':<12} {cfs or '-':<24} {_sink(p)}"
+        f"{str(p.replicate_all).lower():<13} {namespaces or '-':<12} {cfs or '-':<24} "
+        f"{str(p.serial).lower():<6} {p.bandwidth or '-'!s:<10} {_sink(p)}"
     )
 
 
@@ -240,7 +284,8 @@ def cmd_peer_list(args: argparse.Namespace) -> int:
         print(json.dumps([p.to_json() for p in peers], indent=None))
         return 0
     print(
-        f"{'PEER_ID':<8} {'STATE':<9} {'HBASE_STATE':<11} {'MANAGED':<8} {'CLUSTER_KEY':<32} {'REPLICATE_ALL':<13} {'NAMESPACES':<12} {'TABLE_CFS':<24} SINK"
+        f"{'PEER_ID':<8} {'STATE':<9} {'HBASE_STATE':<11} {'MANAGED':<8} {'CLUSTER_KEY':<32} {'REPLICATE_ALL':<13} {'NAMESPACES':<12} {'TABLE_CFS':<24} "
+        f"{'SERIAL':<6} {'BANDWIDTH':<10} SINK"
     )
     for p in peers:
         print(_peer_line(p))
@@ -306,6 +351,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add.add_argument("--disabled", action="store_true", help="add the peer disabled")
     add.add_argument(
+        "--bandwidth",
+        type=_bandwidth,
+        default=0,
+        metavar="BYTES_PER_S",
+        help="ship at most this many bytes a second to the peer, per shipping process (0, the default: unlimited)",
+    )
+    add.add_argument("--serial", action="store_true", help="a serial peer (HBase's serial replication)")
+    add.add_argument(
         "--print-hbase-shell",
         action="store_true",
         help="write nothing: print the HBase shell add_peer command that adds this peer to a running HBase "
@@ -314,7 +367,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add.set_defaults(func=cmd_peer_add)
     pset = peer_sub.add_parser(
         "set",
-        help="change a peer's table-cfs, namespaces, exclude lists, replicate_all or configuration "
+        help="change a peer's table-cfs, namespaces, exclude lists, replicate_all, bandwidth, serial or configuration "
         "(one versioned znode write; running tailers pick it up at their next rediscovery)",
     )
     pset.add_argument("peer_id")
@@ -338,6 +391,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pset.add_argument(
         "--remove-config", action="append", default=[], metavar="KEY", help="remove a configuration entry, repeatable"
     )
+    pset.add_argument(
+        "--bandwidth",
+        type=_bandwidth,
+        metavar="BYTES_PER_S",
+        help="ship at most this many bytes a second to the peer, per shipping process; 0: unlimited",
+    )
+    pset.add_argument("--serial", type=_boolean, metavar="true|false", help="make the peer serial or not")
     pset.add_argument("--json", action="store_true", help="print the new configuration as JSON")
     pset.set_defaults(func=cmd_peer_set, set_parser=pset)
     adopt = peer_sub.add_parser("adopt", help="make a peer HBase ships a walship-managed one (HBase stops shipping it)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 
 from walship import defaults
 from walship.cli.argtypes import duration, iso_time, positive_int, seconds
@@ -38,21 +39,24 @@ def peer_list(text: str) -> list[str]:
 def cmd_ship(args: argparse.Namespace) -> int:
     from walship.replicate.shipper import Shipper
 
-    with source(args) as (client, layout, walstore):
-        shipper = Shipper(
+    with (
+        source(args) as (client, layout, walstore),
+        Shipper(
             client,
             layout,
             walstore,
             batch_bytes=args.batch_bytes,
             batch_entries=args.batch_entries,
             lock_timeout=args.lock_wait,
-        )
-        with meter(f"shipping to peer(s) {','.join(args.peer)}") as shown:
-            if shown is not NO_METER:  # the backlog, measured only when it is shown
-                backlog = shipper.planner.pending(",".join(args.peer), args.queue)
-                shown.start(sum(p.backlog_bytes for p in backlog), "bytes")
-            with polled(shown, lambda: shipper.read_stats.bytes):
-                summaries = shipper.ship_peers(args.peer, args.queue, args.max_batches)
+            source_thrift2=args.source_thrift2,
+        ) as shipper,
+        meter(f"shipping to peer(s) {','.join(args.peer)}") as shown,
+    ):
+        if shown is not NO_METER:  # the backlog, measured only when it is shown
+            backlog = shipper.planner.pending(",".join(args.peer), args.queue)
+            shown.start(sum(p.backlog_bytes for p in backlog), "bytes")
+        with polled(shown, lambda: shipper.read_stats.bytes):
+            summaries = shipper.ship_peers(args.peer, args.queue, args.max_batches)
     failed = any(s.status == "error" for s in summaries)
     if len(summaries) == 1:
         out = summaries[0].to_json()
@@ -67,7 +71,15 @@ def cmd_tail(args: argparse.Namespace) -> int:
     from walship.replicate.tailer import Tailer
 
     with source(args) as (client, layout, walstore):
-        summary = Tailer(client, layout, walstore, args.peer, duration=args.duration, idle_sleep=args.idle_sleep).run()
+        summary = Tailer(
+            client,
+            layout,
+            walstore,
+            args.peer,
+            duration=args.duration,
+            idle_sleep=args.idle_sleep,
+            source_thrift2=args.source_thrift2,
+        ).run()
     print(json.dumps(summary.to_json()))
     return 1 if summary.status == "error" else 0
 
@@ -79,6 +91,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         report = replay(
             client, layout, walstore, args.peer, args.start, args.end, allow_gaps=args.allow_gaps, meter=shown
         )
+    for warning in report.warnings:
+        print(f"walship: warning: {warning}", file=sys.stderr)
     print(json.dumps(report.to_json()))
     return 0
 

@@ -39,6 +39,14 @@ def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}s"
 
 
+def _throttling(peer: PeerStatus) -> str:
+    """``; bandwidth 1.0 MiB/s, throttled 12.3s`` (nothing for an unlimited peer never throttled)."""
+    if not peer.bandwidth and not peer.throttled_s:
+        return ""
+    limit = f"{_size(peer.bandwidth)}/s" if peer.bandwidth else "unlimited"
+    return f"; bandwidth {limit}, throttled {_seconds(peer.throttled_s)}"
+
+
 def _table(peer: PeerStatus) -> list[str]:
     data = peer.to_json()
     count = data["peer_count"]
@@ -48,8 +56,9 @@ def _table(peer: PeerStatus) -> list[str]:
         f"sinks {count['answered']}/{count['configured']} answering; "
         f"{totals['queues']} queues, {totals['wals']} WALs, {_size(totals['bytes_queued'])} queued, "
         f"lag {_seconds(totals['lag_s'])}, {'DRAINED' if totals['drained'] else 'not drained'}"
+        f"{_throttling(peer)}"
     ]
-    header = ("SERVER", "QUEUE", "WALS", "QUEUED", "DONE", "LAG", "AGE", "STATE", "HOLDER / LAST ERROR")
+    header = ("SERVER", "QUEUE", "WALS", "QUEUED", "DONE", "LAG", "AGE", "THROTTLED", "STATE", "HOLDER / LAST ERROR")
     rows = [header]
     for q in peer.queues:
         note = ""
@@ -66,6 +75,7 @@ def _table(peer: PeerStatus) -> list[str]:
                 f"{q.progress_pct:.1f}%",
                 _seconds(q.lag_s),
                 _seconds(q.age_of_last_shipped_op_s),
+                _seconds(q.throttled_s),
                 q.state,
                 note,
             )

@@ -102,6 +102,7 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
             table_cfs=table_cfs,
             namespaces=namespaces,
             enabled=not args.disabled,
+            serial=args.serial,
         )
         validate_peer(peer)  # the listener, the filter hook and the change log's URL are checked here
         subs.add(peer)
@@ -223,6 +224,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add.add_argument("--filter", metavar="MODULE:CALLABLE", help="called with each event; falsy drops it")
     add.add_argument("--disabled", action="store_true", help="add the subscription disabled")
+    add.add_argument(
+        "--no-serial",
+        dest="serial",
+        action="store_false",
+        help="not a serial peer (by default a subscription is one: each region's edits arrive in write order)",
+    )
     add.add_argument("--json", action="store_true")
     add.set_defaults(func=cmd_subscription_add)
     lst = sub_sub.add_parser("list", help="list subscriptions")

@@ -18,6 +18,7 @@ from walship.peer import PeerConfig
 from walship.replicate.filters import EntryFilter
 from walship.replicate.progressbook import PendingProgress
 from walship.replicate.summary import QueueSummary
+from walship.serial.checker import Blocked, SerialChecker
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
 from walship.wal.model import METAFAMILY, WalEntry
 from walship.wal.names import parse_wal_name, wal_group
@@ -65,6 +66,7 @@ class Batch:
     size: int
     position: int
     last_write_time: int | None
+    last_pushed: dict[str, int] = field(default_factory=dict)  # serial: region -> last sequence id read
 
 
 @dataclass
@@ -76,6 +78,7 @@ class Member:
     progress: PendingProgress
     queue: QueueInfo
     grace: float
+    serial: SerialChecker | None = None  # a serial peer's queue: which entries may go now
     index: dict[str, int] = field(default_factory=dict)
     stopped: bool = False  # at the batch limit, or failed
     held: set[str] = field(default_factory=set)  # WAL groups at a WAL that may still grow
@@ -88,6 +91,8 @@ class Member:
     wire: int = 0  # estimated bytes the sink sends for the batch
     started: int = 0  # batches handed to the sink this pass
     inflight: tuple[Future[ApplyStats], Batch] | None = None
+    last_pushed: dict[str, int] = field(default_factory=dict)
+    blocked: Blocked | None = None  # serial: the entry it must not send yet
 
     def __post_init__(self) -> None:
         self.index = {wp.name: i for i, wp in enumerate(self.queue.wals)}
@@ -109,6 +114,7 @@ class Member:
 
     def reset(self) -> None:
         self.batch, self.read, self.size, self.wire, self.last_write_time = [], 0, 0, 0, None
+        self.last_pushed = {}
 
     def full(self, entries: int, wire_bytes: int) -> bool:
         """The batch holds ``entries`` entries, or about ``wire_bytes`` for the sink to send,
@@ -118,7 +124,7 @@ class Member:
     def cut(self) -> Batch:
         """The batch read so far; the member starts a new one at its position."""
         assert self.wal is not None
-        batch = Batch(self.wal, self.batch, self.read, self.size, self.position, self.last_write_time)
+        batch = Batch(self.wal, self.batch, self.read, self.size, self.position, self.last_write_time, self.last_pushed)
         self.reset()
         return batch
 
@@ -146,9 +152,16 @@ class Member:
         )
 
     def take(self, entry: WalEntry) -> bool:
-        """Offer an entry; ``False`` when it lies before the queue's position (shipped already)."""
+        """Offer an entry; ``False`` when it lies before the queue's position (shipped already),
+        or when a serial peer may not be sent it yet (:attr:`blocked` then says why)."""
         if self.stopped or entry.offset < self.position:
             return False
+        if self.serial is not None:
+            self.blocked = self.serial.check(entry)
+            if self.blocked is not None:
+                return False
+            # every entry counts, sent or filtered out: the range it belongs to moves on
+            self.last_pushed[entry.key.encoded_region_name.decode()] = entry.key.sequence_id
         self.read += 1
         size = entry.end_offset - entry.offset
         self.size += size

@@ -131,10 +131,13 @@ class GroupPass:
                 for entry in reader.entries(start):
                     live = False
                     for m in part:
-                        if m.take(entry) and m.full(*self._limits(m)):
-                            self._hand_over(m, background=self.pipeline)
-                            if max_batches is not None and m.started >= max_batches:
-                                m.stopped = True
+                        if m.take(entry):
+                            if m.full(*self._limits(m)):
+                                self._hand_over(m, background=self.pipeline)
+                                if max_batches is not None and m.started >= max_batches:
+                                    m.stopped = True
+                        elif m.blocked is not None and not m.stopped:
+                            self._wait_serial(m)
                         live = live or not m.stopped
                     if not live:
                         return
@@ -154,6 +157,21 @@ class GroupPass:
                     self._end_wal(m, loc, reader)
                 except WalshipError as exc:
                     self.stop(m, exc)
+
+    def _wait_serial(self, m: Member) -> None:
+        """A serial peer may not be sent the member's next entry yet: ship what it read before
+        it, and leave the queue at that entry until a later pass (never past it)."""
+        assert m.blocked is not None
+        if m.read:
+            self._hand_over(m, background=False)
+        self._settle(m)
+        if m.stopped:
+            return  # the batch failed: its error stands
+        m.stopped = True
+        m.qs.status = "waiting-serial"
+        m.qs.message = m.blocked.describe()
+        m.progress.waiting_serial = m.blocked.to_json()
+        log.info("queue %s/%s, peer %s: %s", m.feed.server, m.feed.queue_id, m.feed.peer.peer_id, m.qs.message)
 
     def _limits(self, m: Member) -> tuple[int, int]:
         """The member's batch limits (entries, wire bytes): pipelined, a pass starts with small
@@ -226,7 +244,9 @@ class GroupPass:
     def _commit(self, m: Member, batch: Batch, stats: ApplyStats) -> None:
         """The batch is applied: only now may the queue's position move past it."""
         feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
-        self.queues.set_position(feed.server, feed.queue_id, wal.name, batch.position)
+        self.queues.set_position(
+            feed.server, feed.queue_id, wal.name, batch.position, last_pushed=batch.last_pushed or None
+        )
         if batch.read:  # a move past a header alone is no batch
             qs.batches += 1
             progress.add("batches", 1)
@@ -239,6 +259,7 @@ class GroupPass:
         qs.deadlettered += stats.deadlettered
         qs.tags_dropped += stats.tags_dropped
         qs.sink_retries += stats.retries
+        qs.throttled_s += stats.throttled_s
         qs.positions[wal.name] = batch.position
         if batch.entries:
             qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch.entries[-1].entry.key.write_time)

@@ -29,10 +29,25 @@ class PendingProgress:
     last_position: int | None = None
     last_write_time: int | None = None
     backoff: tuple[float, str] | None = None
+    waiting_serial: dict[str, object] | None = None  # a serial peer's queue waits: why (Blocked.to_json)
     written_at: float = field(default_factory=time.monotonic)
+    #: seconds waited for the peer's bandwidth (walship.replicate.throttle), not recorded yet
+    throttled_s: float = 0.0
+    #: the pass summary last taken in by :meth:`take_throttled`, and its throttled_s then
+    summary: QueueSummary | None = field(default=None, repr=False, compare=False)
+    summary_throttled_s: float = 0.0
 
     def add(self, key: str, value: int) -> None:
         self.counters[key] = self.counters.get(key, 0) + value
+
+    def take_throttled(self, qs: QueueSummary) -> None:
+        """Take in what the pass's summary waited for the bandwidth since the last call (a
+        summary's ``throttled_s`` only grows; each pass has a summary of its own)."""
+        if self.summary is not qs:
+            self.summary, self.summary_throttled_s = qs, 0.0
+        if qs.throttled_s > self.summary_throttled_s:
+            self.throttled_s += qs.throttled_s - self.summary_throttled_s
+            self.summary_throttled_s = qs.throttled_s
 
 
 class ProgressBook:
@@ -55,6 +70,8 @@ class ProgressBook:
         qs.exception = exc
         log.error("%s", qs.error)
         self._pending.pop((peer_id, qs.server, qs.queue_id), None)
+        if progress is not None:
+            progress.take_throttled(qs)
         try:
             self._record(peer_id, qs.server, qs.queue_id, progress or PendingProgress(), error=qs.error)
         except WalshipError as again:
@@ -64,7 +81,7 @@ class ProgressBook:
     def flush(self) -> None:
         """Write every queue's progress not written yet."""
         for (peer_id, server, queue_id), progress in list(self._pending.items()):
-            if progress.counters or progress.last_wal is not None:
+            if progress.counters or progress.last_wal is not None or progress.waiting_serial is not None:
                 try:
                     self._record(peer_id, server, queue_id, progress)
                 except WalshipError as exc:  # the positions are committed; only the counters wait
@@ -76,11 +93,12 @@ class ProgressBook:
     def write(self, peer_id: str, progress: PendingProgress, qs: QueueSummary, *, final: bool) -> None:
         """Write the queue's progress record: at most every PROGRESS_INTERVAL, and at the end;
         a removed queue's record goes with it."""
+        progress.take_throttled(qs)
         if qs.queue_removed:
             self._pending.pop((peer_id, qs.server, qs.queue_id), None)
             self.store.remove(peer_id, qs.server, qs.queue_id)
             return
-        if not progress.counters and progress.last_wal is None:
+        if not progress.counters and progress.last_wal is None and progress.waiting_serial is None:
             return  # nothing new: the record stays as it is
         if not final and time.monotonic() - progress.written_at < PROGRESS_INTERVAL:
             return
@@ -99,9 +117,13 @@ class ProgressBook:
             last_position=progress.last_position,
             last_write_time=progress.last_write_time,
             backoff=progress.backoff,
+            throttled_s=progress.throttled_s,
+            waiting_serial=progress.waiting_serial,
             error=error,
             clear_error=error is None,
         )
         progress.counters.clear()
+        progress.throttled_s = 0.0
         progress.last_wal = progress.last_position = progress.last_write_time = progress.backoff = None
+        progress.waiting_serial = None
         progress.written_at = time.monotonic()

@@ -37,6 +37,13 @@ __all__ = ["ReplayReport", "find_gaps", "replay"]
 
 log = logging.getLogger(__name__)
 
+#: What a replay into a serial peer does not keep.
+SERIAL_WARNING = (
+    "peer {peer} is serial, but a replay sends the window WAL by WAL: a row's edits from before "
+    "and after a region move, split or merge may reach the peer out of order (the cells keep "
+    "their timestamps, so the peer ends the same; a SEP listener sees the order they come in)"
+)
+
 
 @dataclass
 class ReplayReport:
@@ -50,6 +57,7 @@ class ReplayReport:
     bulk_loads: list[str] = field(default_factory=list)  # bulk loads of what the peer takes: not shipped
     gaps: list[list[str]] = field(default_factory=list)
     not_wals: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,6 +157,9 @@ def replay(
     planner = Planner(client, layout, walstore)
     peer = planner.peers.get(peer_id)
     report = ReplayReport(peer_id, _iso(start_ms), _iso(end_ms))
+    if peer.serial:
+        report.warnings.append(SERIAL_WARNING.format(peer=peer_id))
+        log.warning("%s", report.warnings[-1])
     files: list[_WalFile] = []
     for path, archived in walstore.wal_files():
         if is_checksum_file(posixpath.basename(path)):

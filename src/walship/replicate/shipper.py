@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kazoo.client import KazooClient
 
 from walship import defaults
-from walship.errors import ConfigError, WalshipError, ZkError
+from walship.errors import BarrierUnavailableError, ConfigError, WalshipError, ZkError
 from walship.peer import PeerConfig
 from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
@@ -42,9 +43,12 @@ from walship.replicate.planning import Planner, close_grace
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
+from walship.replicate.throttle import ThrottledSink, Throttler
 from walship.replicate.walstore import ReadStats, WalStore
+from walship.serial.checker import BarrierSource, SerialChecker
 from walship.sinks.base import Sink, SinkContext, create_sink
 from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
+from walship.zk.lastpushed import LastPushedIds
 from walship.zk.locks import Holder
 from walship.zk.progress import ProgressStore
 
@@ -81,6 +85,7 @@ class Shipper:
         pipeline: bool = True,
         planner: Planner | None = None,
         book: ProgressBook | None = None,
+        source_thrift2: str | None = None,
     ) -> None:
         if batch_bytes <= 0 or batch_entries <= 0:
             raise ConfigError(f"batch limits must be > 0, got {batch_bytes} bytes / {batch_entries} entries")
@@ -105,12 +110,35 @@ class Shipper:
         self.read_stats = ReadStats()
         self.readers = OpenReaders()  # compressed WALs' dictionaries, kept from pass to pass
         self.book = book or ProgressBook(self.progress)
+        self.source_thrift2 = source_thrift2
+        self._barriers: BarrierSource | None = None
+        self._checkers: dict[tuple[str, str, str], SerialChecker] = {}
+        self._throttlers: dict[str, Throttler] = {}
+        self._throttlers_lock = threading.Lock()
 
     def open_sink(self, peer: PeerConfig) -> Sink:
-        """The peer's sink: the one its configuration names, or the injected factory's."""
-        if self._sink_factory is not None:
-            return self._sink_factory(peer)
-        return create_sink(peer, self.sink_context)
+        """The peer's sink (the one its configuration names, or the injected factory's),
+        behind the peer's throttler: its bandwidth as this configuration says, from the
+        next batch on (see :mod:`walship.replicate.throttle`)."""
+        sink = self._sink_factory(peer) if self._sink_factory is not None else create_sink(peer, self.sink_context)
+        return ThrottledSink(sink, self.throttler(peer))
+
+    def throttler(self, peer: PeerConfig) -> Throttler:
+        """The peer's throttler, one per peer in this shipper, shared by every queue of the
+        peer it ships; set to the bandwidth of ``peer`` (a changed one applies at once)."""
+        with self._throttlers_lock:
+            throttler = self._throttlers.get(peer.peer_id)
+            if throttler is None:
+                throttler = self._throttlers[peer.peer_id] = Throttler(peer.bandwidth)
+            elif throttler.bandwidth != peer.bandwidth:
+                log.info(
+                    "peer %s: bandwidth %d -> %d bytes/s (0: unlimited)",
+                    peer.peer_id,
+                    throttler.bandwidth,
+                    peer.bandwidth,
+                )
+                throttler.set_bandwidth(peer.bandwidth)
+        return throttler
 
     # -- shipping ----------------------------------------------------------------------------------
 
@@ -140,12 +168,33 @@ class Shipper:
             return list(summaries.values())
         enabled = plan.enabled
         todo = {pid: [(q.server, str(q.queue_id)) for q in queues] for pid, queues in plan.queues.items()}
-        for qs in self.ship_queues_of(enabled, todo, max_batches):
+        for qs in self._ship_serially_settled(enabled, todo, max_batches):
             summaries[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
         for summary in summaries.values():
             summary.settle()
             summary.seconds = time.monotonic() - t0
         return list(summaries.values())
+
+    def _ship_serially_settled(
+        self,
+        peers: Sequence[PeerConfig],
+        queues: dict[str, list[tuple[str, str]]],
+        max_batches: int | None,
+    ) -> list[QueueSummary]:
+        """:meth:`ship_queues_of`; then, without a batch limit, the queues of serial peers that
+        waited for another queue's earlier edits go again, for as long as a pass moves on."""
+        out = self.ship_queues_of(peers, queues, max_batches)
+        last = out
+        while max_batches is None:
+            waiting = {(qs.server, qs.queue_id) for qs in last if qs.status == "waiting-serial"}
+            if not waiting or not any(qs.entries_read for qs in last):
+                break
+            again = {pid: [t for t in tasks if t in waiting] for pid, tasks in queues.items()}
+            last = self.ship_queues_of(peers, again, None)
+            by_key = {(qs.server, qs.queue_id): qs for qs in out}
+            for qs in last:
+                by_key[(qs.server, qs.queue_id)].merge(qs)
+        return out
 
     def ship_queues_of(
         self,
@@ -244,10 +293,13 @@ class Shipper:
             try:
                 wals = self.queues.wals(feed.server, feed.queue_id)
                 queue = QueueInfo(feed.server, QueueId.parse(feed.queue_id), tuple(wals))
-                members.append(Member(feed, qs, progress, queue, close_grace(feed.peer)))
+                serial = self.serial_checker(feed)
+                members.append(Member(feed, qs, progress, queue, close_grace(feed.peer), serial))
             except WalshipError as exc:
                 group.stopped(feed, qs, progress, exc)
         group.run(members, max_batches)
+        if any(isinstance(m.qs.exception, BarrierUnavailableError) for m in members):
+            self.close()  # the next pass reads hbase:meta over a new connection
         for m in members:
             if m.qs.status in ("error", "moved"):
                 continue
@@ -256,6 +308,46 @@ class Shipper:
             except WalshipError as exc:
                 group.stop(m, exc)
         return summaries
+
+    def serial_checker(self, feed: Feed) -> SerialChecker | None:
+        """The queue's checker when its peer is serial (kept from pass to pass, as it knows
+        which regions' ranges it found open), else ``None``.
+
+        :raises ConfigError: a serial peer, and no source Thrift2 server to read barriers from.
+        """
+        if not feed.peer.serial:
+            self._checkers.pop((feed.peer.peer_id, feed.server, feed.queue_id), None)
+            return None
+        key = (feed.peer.peer_id, feed.server, feed.queue_id)
+        checker = self._checkers.get(key)
+        if checker is None:
+            if not self.source_thrift2:
+                raise ConfigError(
+                    f"peer {feed.peer.peer_id} is serial: the order of its edits comes from hbase:meta's "
+                    "replication barriers, read over the source cluster's Thrift2 server; give "
+                    "--source-thrift2 HOST:PORT (or set WALSHIP_SOURCE_THRIFT2)"
+                )
+            if self._barriers is None:
+                from walship.serial.barriers import BarrierReader
+
+                self._barriers = BarrierReader(self.source_thrift2)
+            checker = SerialChecker(feed.peer.peer_id, self._barriers, LastPushedIds(self.client, self.layout))
+            self._checkers[key] = checker
+        return checker
+
+    def close(self) -> None:
+        """Let go of the connection serial peers' checkers read ``hbase:meta`` through (a
+        later pass opens another)."""
+        if self._barriers is not None:
+            barriers, self._barriers = self._barriers, None
+            self._checkers.clear()
+            barriers.close()
+
+    def __enter__(self) -> Shipper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def flush_progress(self) -> None:
         """Write every queue's progress not written yet (a tailer calls this as it stops)."""

@@ -30,7 +30,7 @@ class QueueSummary:
 
     server: str
     queue_id: str
-    status: str = "idle"  # shipped | idle | busy | moved | error
+    status: str = "idle"  # shipped | idle | busy | moved | error | waiting-serial
     batches: int = 0
     entries_read: int = 0
     entries_filtered: int = 0
@@ -43,6 +43,9 @@ class QueueSummary:
     sink_retries: int = 0
     torn_tail_bytes: int = 0
     bulk_loads: int = 0  # bulk load markers of what the peer takes: HFiles not in the WAL, not shipped
+    #: seconds its batches waited for the peer's bandwidth (walship.replicate.throttle); a
+    #: float, so not among the SUMMED_FIELDS (integer counters), but it adds up all the same
+    throttled_s: float = 0.0
     age_of_last_shipped_op_ms: int | None = None
     positions: dict[str, int] = field(default_factory=dict)
     wals_removed: list[str] = field(default_factory=list)
@@ -55,6 +58,7 @@ class QueueSummary:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("exception", None)  # the message is in "error"; exceptions need not pickle
+        out["throttled_s"] = round(self.throttled_s, 3)
         return out
 
     def merge(self, later: QueueSummary) -> None:
@@ -62,6 +66,7 @@ class QueueSummary:
         (a pass that found nothing new leaves the status as it was)."""
         for k in SUMMED_FIELDS:
             setattr(self, k, int(getattr(self, k)) + int(getattr(later, k)))
+        self.throttled_s += later.throttled_s
         self.positions.update(later.positions)
         self.wals_removed.extend(later.wals_removed)
         self.queue_removed = self.queue_removed or later.queue_removed
@@ -90,6 +95,11 @@ class PeerSummary:
     def totals(self) -> dict[str, int]:
         return {k: sum(int(getattr(q, k)) for q in self.queues) for k in SUMMED_FIELDS}
 
+    @property
+    def throttled_s(self) -> float:
+        """Seconds the peer's batches waited for its bandwidth, over its queues."""
+        return sum(q.throttled_s for q in self.queues)
+
     def queue_states(self) -> dict[str, int]:
         """How many queues ended in each state (shipped, idle, busy, moved, error)."""
         out: dict[str, int] = {}
@@ -109,4 +119,5 @@ class PeerSummary:
         out["queues"] = [q.to_json() for q in self.queues]
         out["totals"] = self.totals()
         out["queue_states"] = self.queue_states()
+        out["throttled_s"] = round(self.throttled_s, 3)
         return out

@@ -42,6 +42,7 @@ from kazoo.client import KazooClient, KazooState
 
 from walship import defaults
 from walship.errors import (
+    BarrierUnavailableError,
     ConfigError,
     SinkUnavailableError,
     SubscriberError,
@@ -63,8 +64,9 @@ __all__ = ["TailSummary", "Tailer"]
 log = logging.getLogger(__name__)
 
 #: Queue errors a tailer rides out (backing off, keeping the queue): the peer or ZooKeeper
-#: away, or a subscriber that did not take a batch yet.
-_RETRIED = (SinkUnavailableError, ZkUnavailableError, SubscriberError)
+#: away, a subscriber that did not take a batch yet, or (serial peers) the source's Thrift2
+#: server, which the barriers are read from.
+_RETRIED = (SinkUnavailableError, ZkUnavailableError, SubscriberError, BarrierUnavailableError)
 
 #: Seconds between two listings of the WAL folders while a tailer waits for new entries
 #: (the default for WALs on a local disk).
@@ -134,6 +136,7 @@ class Tailer:
         shipper: Shipper | None = None,
         run_id: str | None = None,
         stop: threading.Event | None = None,
+        source_thrift2: str | None = None,
     ) -> None:
         ids = split_peer_ids(peer_id) if isinstance(peer_id, str) else list(dict.fromkeys(peer_id))
         if not all(ids):
@@ -154,8 +157,13 @@ class Tailer:
         if probe_interval is not None and probe_interval < 0:
             raise ConfigError(f"tail: the probe interval must be >= 0 seconds, got {probe_interval}")
         self.max_backoff = max_backoff
+        self._owns_shipper = shipper is None
         self.shipper = shipper or Shipper(
-            client, layout, walstore, holder=Holder.here(f"tail-{self.peer_id or 'every-peer'}", run_id)
+            client,
+            layout,
+            walstore,
+            holder=Holder.here(f"tail-{self.peer_id or 'every-peer'}", run_id),
+            source_thrift2=source_thrift2,
         )
         if probe_interval is None:
             local = isinstance(self.shipper.walstore.fs, LocalFileSystem)
@@ -401,6 +409,8 @@ class Tailer:
                 with contextlib.suppress(Exception):
                     tailed.sink.close()
             self._tailed.clear()
+            if self._owns_shipper:
+                self.shipper.close()
             self.client.remove_listener(self._on_state)
         if self._session_lost:
             summary.errors.append("ZooKeeper session lost: stopped tailing (the locks went with it)")

@@ -108,6 +108,7 @@ def describe(peer: PeerConfig) -> dict[str, Any]:
         "table_cfs": table_cfs_json(peer.table_cfs),
         "namespaces": sorted(peer.namespaces) if peer.namespaces else None,
         "cluster_key": peer.cluster_key,
+        "serial": peer.serial,
     }
 
 
@@ -136,10 +137,14 @@ class Subscriptions:
         table_cfs: TableCfs | None = None,
         namespaces: Iterable[str] | None = None,
         enabled: bool = True,
+        serial: bool = True,
     ) -> PeerConfig:
         """The peer of a new subscription (not written; :meth:`add` writes it): its events go
         to ``listener`` or into the Parquet change log at the URL ``changelog`` (one of them;
         ``threads`` and ``payload_column`` are a listener's only).
+
+        A subscription is a serial peer unless ``serial`` is false: a listener sees each
+        region's edits in the order they were written, as HBase's serial replication gives them.
 
         :raises InvalidPeerConfigError: a bad name or setting (the listener, the filter hook
             and the change log's URL are checked by the sink,
@@ -169,6 +174,7 @@ class Subscriptions:
             table_cfs=table_cfs or None,
             namespaces=frozenset(namespaces) if namespaces else None,
             configuration=configuration,
+            serial=serial,
         )
         SepSettings.of(peer)
         return peer

@@ -116,6 +116,9 @@ class ApplyStats:
     passed_over: int = 0
     #: the last time the sink slept before retrying: (seconds, why)
     last_backoff: tuple[float, str] | None = None
+    #: seconds the batch waited for the peer's bandwidth budget before it was applied
+    #: (:mod:`walship.replicate.throttle`)
+    throttled_s: float = 0.0
 
 
 @dataclass(frozen=True)

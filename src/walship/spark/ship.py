@@ -59,6 +59,7 @@ class ShipJob:
     linger: float = 0.0  # seconds a task goes on shipping its queues' new edits (0: one pass)
     job_id: str | None = None
     run_id: str | None = None
+    source_thrift2: str = ""  # the source's Thrift2 server(s), for serial peers' barriers
 
     def __post_init__(self) -> None:
         validate_hosts(self.zk)
@@ -115,6 +116,7 @@ def _shipper(job: ShipJob, client: Any) -> Shipper:
         batch_entries=job.batch_entries,
         lock_timeout=job.lock_wait,
         holder=job.holder(),
+        source_thrift2=job.source_thrift2 or None,
     )
 
 
@@ -148,8 +150,7 @@ def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Ite
     if not todo:
         return
     deadline = time.monotonic() + job.linger
-    with zk_client(job.zk) as client:
-        shipper = _shipper(job, client)
+    with zk_client(job.zk) as client, _shipper(job, client) as shipper:
         wanted = {_peer_of(t) for t in todo}
         peers = {pid: shipper.peers.get(pid) for pid in job.peer_ids if pid in wanted}
         done: dict[tuple[str, str], QueueSummary] = {}

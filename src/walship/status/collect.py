@@ -193,8 +193,13 @@ def _queue_status(
         last_error = {"time": now_ms, "message": problem}
     last_backoff = record.get("last_backoff")
     last_shipped_at = int(record.get("last_shipped_at") or 0)
+    waiting = record.get("waiting_serial")
+    if not (waiting and unshipped and int(waiting["time"]) >= last_shipped_at):
+        waiting = None
     if not peer.enabled:
         state = "disabled"
+    elif waiting is not None:
+        state = "waiting-serial"
     elif holder is not None:
         state = "shipping"
         if last_backoff and int(last_backoff["time"]) >= last_shipped_at:
@@ -238,6 +243,8 @@ def _queue_status(
         cells_shipped=int(record.get("cells_shipped") or 0),
         bytes_shipped=int(record.get("bytes_shipped") or 0),
         bulk_loads=int(record.get("bulk_loads") or 0),
+        throttled_s=round(float(record.get("throttled_s") or 0.0), 3),
+        waiting_serial={**waiting, "time": iso_ms(waiting["time"])} if waiting else None,
     )
 
 
@@ -286,6 +293,7 @@ def collect_status(
             cluster_key=peer.cluster_key,
             table_cfs=table_cfs_json(peer.table_cfs),
             peer_count=counts[peer.peer_id],
+            bandwidth=peer.bandwidth,
         )
         by_peer[peer.peer_id] = ps
         status.peers.append(ps)

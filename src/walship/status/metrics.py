@@ -4,7 +4,9 @@ Per queue (labels ``peer``, ``server``, ``queue``): ``walship_queue_bytes``,
 ``walship_queue_wals``, ``walship_queue_lag_seconds``,
 ``walship_age_of_last_shipped_op_seconds``, and the counters ``walship_shipped_cells_total``
 and ``walship_shipped_bytes_total`` from walship's progress records. Per peer (label
-``peer``): ``walship_peer_enabled``. ``walship_status_up`` is 0 when the status could not be
+``peer``): ``walship_peer_enabled``, ``walship_peer_bandwidth_bytes`` (its limit in bytes per
+second, 0 = unlimited) and the counter ``walship_throttled_seconds_total`` (the time its
+batches waited for that limit, over its queues' progress records). ``walship_status_up`` is 0 when the status could not be
 read (the error is logged), so a scrape never fails with a traceback.
 
 Example::
@@ -88,8 +90,18 @@ def _families(status: ReplicationStatus) -> Iterator[Metric]:
     enabled = GaugeMetricFamily(
         "walship_peer_enabled", "1 when walship ships the peer, 0 when disabled", labels=["peer"]
     )
+    bandwidth = GaugeMetricFamily(
+        "walship_peer_bandwidth_bytes", "the peer's bandwidth limit in bytes per second (0: unlimited)", labels=["peer"]
+    )
+    throttled = CounterMetricFamily(
+        "walship_throttled_seconds",
+        "seconds the peer's batches waited for its bandwidth limit (over its queues)",
+        labels=["peer"],
+    )
     for peer in status.peers:
         enabled.add_metric([peer.peer_id], 1 if peer.enabled else 0)
+        bandwidth.add_metric([peer.peer_id], peer.bandwidth)
+        throttled.add_metric([peer.peer_id], peer.throttled_s)
         for q in peer.queues:
             labels = [peer.peer_id, q.server, q.queue_id]
             for family, (_, value) in zip(families, gauges.values(), strict=True):
@@ -102,6 +114,8 @@ def _families(status: ReplicationStatus) -> Iterator[Metric]:
     yield shipped_bytes
     yield bulk_loads
     yield enabled
+    yield bandwidth
+    yield throttled
 
 
 def status_registry(

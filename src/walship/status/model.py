@@ -8,11 +8,12 @@ The JSON (``ReplicationStatus.to_json()``), keys exactly so::
                 "queues": [{"server", "queue_id", "recovered", "dead_servers", "wals", "current_wal",
                             "position", "bytes_queued", "progress_pct", "last_shipped_write_time",
                             "age_of_last_shipped_op_s", "lag_s", "holder", "last_error",
-                            "last_backoff", "state", "bulk_loads"}],
-                "totals": {"queues", "wals", "bytes_queued", "lag_s", "drained"}}]}
+                            "last_backoff", "state", "bulk_loads", "waiting_serial", "throttled_s"}],
+                "totals": {"queues", "wals", "bytes_queued", "lag_s", "drained"}, "throttled_s"}]}
 
-Times are ISO 8601 in UTC; ages and lags are seconds. A queue's ``state`` is one of
-:data:`QUEUE_STATES`.
+Times are ISO 8601 in UTC; ages, lags and ``throttled_s`` (the time batches waited for the
+peer's bandwidth, over the queue's life; the peer's: over its queues) are seconds. A queue's
+``state`` is one of :data:`QUEUE_STATES`.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ log = logging.getLogger(__name__)
 
 #: idle: nobody ships it now (drained, or waiting for the next run); shipping: a shipper holds
 #: it; disabled: its peer is disabled; waiting-peer: its shipper is backing off because the
-#: peer does not take its batches; stuck: nobody ships it and its last attempt failed.
-QUEUE_STATES = ("idle", "shipping", "disabled", "waiting-peer", "stuck")
+#: peer does not take its batches; stuck: nobody ships it and its last attempt failed;
+#: waiting-serial: a serial peer's queue waits for another queue to ship a region's earlier
+#: edits (``waiting_serial`` says which region and what it waits for).
+QUEUE_STATES = ("idle", "shipping", "disabled", "waiting-peer", "stuck", "waiting-serial")
 
 
 def iso_ms(ms: int | float | None) -> str | None:
@@ -75,6 +78,10 @@ class QueueStatus:
     #: bulk load markers of what the peer takes, seen while shipping: their HFiles bypassed
     #: the WAL and were not shipped (``walship verify --repair`` copies their rows)
     bulk_loads: int = 0
+    #: a serial peer's queue waiting: the region, its entry's sequence id, what it waits for
+    waiting_serial: dict[str, Any] | None = None
+    #: seconds its batches waited for the peer's bandwidth, from walship's progress record
+    throttled_s: float = 0.0
 
     @property
     def drained(self) -> bool:
@@ -99,6 +106,8 @@ class QueueStatus:
             "last_backoff": self.last_backoff,
             "state": self.state,
             "bulk_loads": self.bulk_loads,
+            "waiting_serial": self.waiting_serial,
+            "throttled_s": self.throttled_s,
         }
 
 
@@ -123,10 +132,17 @@ class PeerStatus:
     table_cfs: dict[str, list[str] | None] | None
     peer_count: PeerCount
     queues: list[QueueStatus] = field(default_factory=list)
+    #: the peer's bandwidth limit, bytes/s (0: unlimited; text output and metrics, not the JSON)
+    bandwidth: int = 0
 
     @property
     def drained(self) -> bool:
         return all(q.drained for q in self.queues)
+
+    @property
+    def throttled_s(self) -> float:
+        """Seconds the peer's batches waited for its bandwidth, over its queues."""
+        return round(sum(q.throttled_s for q in self.queues), 3)
 
     def totals(self) -> dict[str, Any]:
         return {
@@ -147,6 +163,7 @@ class PeerStatus:
             "peer_count": self.peer_count.to_json(),
             "queues": [q.to_json() for q in self.queues],
             "totals": self.totals(),
+            "throttled_s": self.throttled_s,
         }
 
 

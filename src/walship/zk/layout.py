@@ -97,6 +97,22 @@ class ZnodeLayout:
         return f"{self.queue(server, queue_id)}/{check_znode_name(wal, 'WAL name')}"
 
     @property
+    def regions(self) -> str:
+        """Serial peers' last pushed sequence ids (``zookeeper.znode.replication.regions``)."""
+        return f"{self.replication}/regions"
+
+    def last_pushed(self, encoded_region: str, peer_id: str) -> str:
+        """``<regions>/<enc[0:2]>/<enc[2:4]>/<enc[4:]>-<peer>``, as HBase's
+        ZKReplicationQueueStorage keeps a region's last pushed sequence id for a serial peer.
+
+        :raises ConfigError: not a 32-character hex encoded region name.
+        """
+        if len(encoded_region) != 32 or any(c not in "0123456789abcdef" for c in encoded_region):
+            raise ConfigError(f"invalid encoded region name {encoded_region!r}: expected 32 hex digits")
+        e = encoded_region
+        return f"{self.regions}/{e[0:2]}/{e[2:4]}/{e[4:]}-{check_znode_name(peer_id, 'peer id')}"
+
+    @property
     def walship(self) -> str:
         """The root of walship's own znodes (never inside HBase's queue znodes)."""
         return f"{self.replication}/walship"

@@ -37,6 +37,7 @@ from walship.peer import MANAGED_KEY, PeerConfig, validate_peer_id
 from walship.protos import Replication_pb2
 from walship.zk.client import translated
 from walship.zk.encoding import decode_peer, decode_peer_state, encode_peer, encode_peer_state
+from walship.zk.lastpushed import LastPushedIds
 from walship.zk.layout import ZnodeLayout
 from walship.zk.progress import ProgressStore
 from walship.zk.queues import ReplicationQueues
@@ -278,4 +279,5 @@ class ReplicationPeers:
             self.client.delete(self.layout.walship_peer(peer_id), recursive=True)
         removed = ReplicationQueues(self.client, self.layout).remove_peer_queues(peer_id)
         ProgressStore(self.client, self.layout).remove_peer(peer_id)
-        log.info("removed peer %s and %d of its queues", peer_id, removed)
+        ids = LastPushedIds(self.client, self.layout).remove_peer(peer_id)  # as HBase's RemovePeerProcedure
+        log.info("removed peer %s, %d of its queues and %d last pushed ids", peer_id, removed, ids)

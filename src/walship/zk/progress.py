@@ -11,11 +11,13 @@ A progress record::
     {"peer_id": "1", "server": "rs1,16020,1", "queue_id": "1",
      "last_shipped_wal": "...", "last_shipped_position": 4096, "last_shipped_write_time": 1767225600000,
      "batches": 3, "entries_shipped": 120, "cells_shipped": 240, "bytes_shipped": 65536, "bulk_loads": 0,
+     "throttled_s": 1.5,
      "last_shipped_at": 1767225601000, "updated_at": 1767225601000, "last_error": {"time": ..., "message": ...} | null,
      "last_backoff": {"time": ..., "seconds": 0.4, "reason": ...} | null}
 
-Counters add up over the queue's life; only a queue's lock holder writes its record, and
-writes are versioned compare-and-set all the same.
+Counters add up over the queue's life (``throttled_s``: the seconds its batches waited for
+the peer's bandwidth); only a queue's lock holder writes its record, and writes are
+versioned compare-and-set all the same.
 """
 
 from __future__ import annotations
@@ -129,6 +131,8 @@ class ProgressStore:
         last_write_time: int | None = None,
         error: str | None = None,
         backoff: tuple[float, str] | None = None,
+        throttled_s: float = 0.0,
+        waiting_serial: dict[str, Any] | None = None,
         clear_error: bool = False,
     ) -> dict[str, Any]:
         """Add ``counters`` and set what is given; returns the record as written."""
@@ -140,6 +144,7 @@ class ProgressStore:
             record.setdefault("queue_id", queue_id)
             for key in COUNTERS:
                 record[key] = int(record.get(key, 0)) + int((counters or {}).get(key, 0))
+            record["throttled_s"] = round(float(record.get("throttled_s") or 0.0) + throttled_s, 3)
             if last_wal is not None:
                 record["last_shipped_wal"] = last_wal
                 record["last_shipped_position"] = last_position
@@ -158,6 +163,9 @@ class ProgressStore:
             if backoff is not None:
                 record["last_backoff"] = {"time": now, "seconds": backoff[0], "reason": backoff[1][:500]}
             record.setdefault("last_backoff", None)
+            if waiting_serial is not None:
+                record["waiting_serial"] = {"time": now, **waiting_serial}
+            record.setdefault("waiting_serial", None)
             record["updated_at"] = now
             return record
 

@@ -15,11 +15,11 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
 
 from walship.errors import (
     ConfigError,
@@ -34,6 +34,7 @@ from walship.servername import ServerName
 from walship.wal.names import parse_wal_name
 from walship.zk.client import translated, zk_errors
 from walship.zk.encoding import decode_position, encode_position
+from walship.zk.lastpushed import LastPushedIds
 from walship.zk.layout import ZnodeLayout
 from walship.zk.multiread import read_many
 
@@ -279,11 +280,23 @@ class ReplicationQueues:
             created.append(path)
         return created
 
-    def set_position(self, server: str, queue_id: str, wal: str, position: int, *, version: int | None = None) -> int:
+    def set_position(
+        self,
+        server: str,
+        queue_id: str,
+        wal: str,
+        position: int,
+        *,
+        version: int | None = None,
+        last_pushed: Mapping[str, int] | None = None,
+    ) -> int:
         """Move a WAL's position forward; return the znode's new version.
 
         With ``version``, the write succeeds only if the znode is still at that version (a
         shipper's check that nobody else moved the queue); without, it re-reads and retries.
+        With ``last_pushed`` (a serial peer's batch: encoded region -> highest sequence id
+        shipped), those ids move forward in the same multi as the position, as HBase's
+        ``setWALPosition`` writes them (see :mod:`walship.zk.lastpushed`).
 
         :raises PositionBackwardsError: ``position`` is below the stored one.
         :raises QueueNotFoundError: the WAL znode is gone (removed, or the queue was claimed).
@@ -301,6 +314,13 @@ class ReplicationQueues:
                 raise QueueError(f"WAL znode {path} changed: version {stat.version}, expected {version}")
             if position < current:
                 raise PositionBackwardsError(f"{path}: position {position} is behind the stored {current}")
+            if last_pushed:
+                done = self._set_with_last_pushed(path, data_out, stat.version, queue_id, last_pushed)
+                if done is None:
+                    if version is not None:
+                        raise QueueError(f"WAL znode {path} changed while setting position {position}")
+                    continue
+                return done
             if position == current and data:
                 return int(stat.version)
             try:
@@ -312,6 +332,28 @@ class ReplicationQueues:
             except NoNodeError:
                 raise QueueNotFoundError(f"WAL znode {path} does not exist (claimed or removed)") from None
             return int(new_stat.version)
+
+    def _set_with_last_pushed(
+        self, path: str, data: bytes, version: int, queue_id: str, last_pushed: Mapping[str, int]
+    ) -> int | None:
+        """One multi: the position at ``version`` and the serial ids forward. ``None`` when the
+        WAL znode changed meanwhile; a region's id moved by another shipper is read again."""
+        ids = LastPushedIds(self.client, self.layout)
+        peer_id = QueueId.parse(queue_id).peer_id
+        for _ in range(100):
+            tx = self.client.transaction()
+            tx.set_data(path, data, version=version)
+            ids.add_ops(tx, peer_id, last_pushed)
+            results = tx.commit()
+            failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+            if not failed:
+                return int(results[0].version)
+            if isinstance(results[0], NoNodeError):
+                raise QueueNotFoundError(f"WAL znode {path} does not exist (claimed or removed)")
+            if isinstance(results[0], BadVersionError):
+                return None
+            log.debug("%s: a last pushed id moved meanwhile (%s); read again", path, failed[0])
+        raise QueueError(f"{path}: the last pushed sequence ids of queue {queue_id} kept changing")
 
     def remove_wals(self, server: str, queue_id: str, wals: Iterable[str]) -> int:
         """Remove finished WALs from a queue; returns how many were there to remove."""
