@@ -18,11 +18,12 @@ from thriftpy2.rpc import make_client
 from waiting import wait_until
 
 from walship.harness import HBaseProcess
+from walship.peer import PeerConfig
 from walship.replicate import WalStore
 from walship.thrift.hbase2 import hbase2 as T
 from walship.wal import CellType, WalReader
 from walship.wal.model import WalEntry
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, zk_client
 from walship.zk.progress import ProgressStore
 
 #: Source A: three region servers, HBase's log cleaner every second with a 2 s TTL, so a test
@@ -120,6 +121,29 @@ def add_managed_peer(
     )
     with zk_client(source.zk_hosts) as client:
         ReplicationPeers(client, layout(source)).adopt(peer_id)
+
+
+def add_managed_serial(source: Cluster, peer: PeerConfig) -> None:
+    """A walship peer (a subscription among them) added as the production path on a running
+    HBase does it: through HBase's Admin, DISABLED for HBase, serial as ``peer`` says (HBase's
+    AddPeerProcedure then sets its regions' last pushed ids), then adopted by walship. A
+    subscription's ``hbaseid`` is written first, as ``walship subscription add`` does."""
+    hb = source.mc
+    assert isinstance(hb, HBaseProcess)
+    with zk_client(source.zk_hosts) as client:
+        if peer.subscription:
+            ensure_cluster_id(client, ZnodeLayout(layout(source).subscription(peer.peer_id)))
+    hb.call(
+        "add_peer",
+        peer=peer.peer_id,
+        cluster_key=peer.cluster_key,
+        state="DISABLED",
+        configuration=dict(peer.configuration),
+        table_cfs={source.table_name.decode(): []},
+        serial=peer.serial,
+    )
+    with zk_client(source.zk_hosts) as client:
+        ReplicationPeers(client, layout(source)).adopt(peer.peer_id)
 
 
 def remove_peer(source: Cluster, peer_id: str) -> None:

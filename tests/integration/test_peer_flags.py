@@ -10,6 +10,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from walship.cli import main
+from walship.minicluster.process import MiniClusterProcess
 from walship.protos import Replication_pb2
 from walship.zk import ZnodeLayout
 from walship.zk.encoding import PB_MAGIC
@@ -37,6 +38,15 @@ def refused(capsys: pytest.CaptureFixture[str], zk_hosts: str, *argv: str) -> st
     return err
 
 
+@pytest.fixture
+def source_thrift2(minicluster: MiniClusterProcess, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A source cluster at PARENT whose hbase:meta a serial peer starts from, named by
+    WALSHIP_SOURCE_THRIFT2 (as an operator's environment would)."""
+    host, port = minicluster.thrift2
+    monkeypatch.setenv("WALSHIP_SOURCE_THRIFT2", f"{host}:{port}")
+    return f"{host}:{port}"
+
+
 def raw(zk: KazooClient, peer_id: str) -> tuple[Replication_pb2.ReplicationPeer, int]:
     """The peer znode's ReplicationPeer message, parsed here without walship, and its version."""
     data, stat = zk.get(LAYOUT.peer(peer_id))
@@ -56,7 +66,7 @@ def add(capsys: pytest.CaptureFixture[str], zk_hosts: str, peer_id: str, *flags:
 
 
 def test_peer_add_writes_bandwidth_and_serial_and_list_and_show_print_them(
-    zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str]
+    zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str], source_thrift2: str
 ) -> None:
     out = add(capsys, zk_hosts, "1", "--bandwidth", "1048576", "--serial")
     assert out.strip().endswith("-> h:2181:/b; serial; bandwidth 1048576 bytes/s")
@@ -89,7 +99,7 @@ def test_peer_add_writes_bandwidth_and_serial_and_list_and_show_print_them(
 
 
 def test_peer_set_changes_bandwidth_and_serial_in_one_write_each(
-    zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str]
+    zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str], source_thrift2: str
 ) -> None:
     add(capsys, zk_hosts, "1")
     _, version = raw(zk, "1")
@@ -169,7 +179,7 @@ def test_print_hbase_shell_says_how_to_set_bandwidth_and_serial(
 
 
 def test_a_subscription_is_serial_unless_told_otherwise(
-    zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str]
+    zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str], source_thrift2: str
 ) -> None:
     code, _, err = run(capsys, zk_hosts, "subscription", "add", "s1", "--listener", LISTENER)
     assert code == 0, err
@@ -184,3 +194,21 @@ def test_a_subscription_is_serial_unless_told_otherwise(
     assert code == 0 and {p["peer_id"]: p["serial"] for p in json.loads(out)} == {"s1": True, "s2": False}
     err = refused(capsys, zk_hosts, "subscription", "add", "s3", "--listener", LISTENER, "--no-serial", "x")
     assert "unrecognized arguments: x" in err and zk.exists(LAYOUT.peer("s3")) is None
+
+
+def test_a_serial_peer_without_a_source_thrift2_is_refused_and_nothing_written(
+    zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WALSHIP_SOURCE_THRIFT2", raising=False)
+    code, out, err = run(
+        capsys, zk_hosts, "peer", "add", "7", "--cluster-key", "h:2181:/b",
+        "--config", "walship.sink.thrift=127.0.0.1:9091", "--serial",
+    )  # fmt: skip
+    assert code == 1 and out == "" and "peer 7 is serial" in err and "--source-thrift2" in err
+    assert zk.exists(LAYOUT.peer("7")) is None
+    code, _, err = run(capsys, zk_hosts, "subscription", "add", "s7", "--listener", LISTENER)
+    assert code == 1 and "--source-thrift2" in err and zk.exists(LAYOUT.peer("s7")) is None
+    add(capsys, zk_hosts, "8")
+    code, _, err = run(capsys, zk_hosts, "peer", "set", "8", "--serial", "true")
+    assert code == 1 and "peer 8 is serial" in err
+    assert raw(zk, "8")[0].serial is False

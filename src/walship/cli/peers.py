@@ -14,6 +14,7 @@ from walship.cli.common import parse_config_pairs, state
 from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
+from walship.replicate.serialstart import follow_serial_change, require_source, start_serial
 from walship.replicate.throttle import MAX_BANDWIDTH
 from walship.sep.config import CHANGELOG_URL_KEY, LISTENER_KEY
 from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY, SINK_THRIFT_KEY
@@ -37,6 +38,8 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         serial=args.serial,
     )
     validate_peer(config)
+    if config.serial and not args.print_hbase_shell:
+        require_source(config.peer_id, args.source_thrift2)
     if args.print_hbase_shell:
         from walship.hbaseshell import add_peer_command
 
@@ -56,6 +59,8 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         return 0
     with state(args) as (client, layout):
         ReplicationPeers(client, layout).add(config)
+        if config.serial:
+            start_serial(client, layout, config, args.source_thrift2)
     extra = ("; serial" if config.serial else "") + (
         f"; bandwidth {_bytes_per_s(config.bandwidth)}" if config.bandwidth else ""
     )
@@ -214,10 +219,14 @@ def cmd_peer_set(args: argparse.Namespace) -> int:
             # HBase's set_peer_tableCFs on such a peer asks for set_peer_replicate_all false first
             update["replicate_all"] = False
             switched.append(True)
-        return replace(current, **update)
+        after = replace(current, **update)
+        if after.serial:  # a peer made serial, or a serial peer's new tables, start from hbase:meta
+            require_source(peer_id, args.source_thrift2)
+        return after
 
     with state(args) as (client, layout):
         before, after = ReplicationPeers(client, layout).modify(peer_id, change, validate=validate_peer)
+        follow_serial_change(client, layout, before, after, args.source_thrift2)
     if args.json:
         print(json.dumps(after.to_json()))
         return 0

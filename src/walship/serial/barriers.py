@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import struct
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -349,6 +349,30 @@ class BarrierReader:
                     self._names[encoded] = meta_row
                     return self._read(barriers_of, meta_row, result.columnValues or [])
         return ()
+
+    def last_barriers(self) -> Iterator[tuple[bytes, str, int]]:
+        """Every region with replication barriers: its table (``ns:t``, or ``t`` in the default
+        namespace), encoded name and last barrier (HBase's
+        ``getTableEncodedRegionNameAndLastBarrier``, over all tables), in meta's order.
+
+        :raises BarrierReadError: the server refused, or a barrier is not 8 bytes.
+        :raises BarrierUnavailableError: the server did not answer.
+        """
+        scan = hbase2.TScan(
+            columns=[hbase2.TColumn(family=_REP_BARRIER, qualifier=_SEQNUM)],
+            maxVersions=_ALL_VERSIONS,
+            caching=max(self.caching, 100),
+        )
+        with contextlib.closing(self._scan(scan, "read the last replication barrier of every region")) as results:
+            for result in results:
+                meta_row = bytes(result.row)
+                barriers = self._read(barriers_of, meta_row, result.columnValues or [])
+                try:
+                    encoded = encoded_region_name(meta_row)
+                except ValueError:
+                    continue  # not a region's row
+                if barriers:
+                    yield meta_row.partition(b",")[0], encoded, barriers[-1]
 
     def _read(self, parse: Callable[..., T], *args: Any) -> T:
         """``parse(*args)``, its error naming the server the row came from."""

@@ -18,6 +18,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from walship.errors import ZkError
 from walship.zk.client import translated
 from walship.zk.encoding import decode_position, encode_position
 from walship.zk.layout import ZnodeLayout
@@ -69,6 +70,22 @@ class LastPushedIds:
                 continue
             added += 1
         return added
+
+    def advance(self, peer_id: str, ids: Mapping[str, int], chunk: int = 500) -> None:
+        """Move regions' ids forward (outside any queue's multi), a multi per ``chunk``
+        regions; a multi that lost a race to a shipper is read and tried again."""
+        items = sorted(ids.items())
+        for i in range(0, len(items), chunk):
+            part = dict(items[i : i + chunk])
+            for _ in range(100):
+                tx = self.client.transaction()
+                if not self.add_ops(tx, peer_id, part):
+                    break
+                results = tx.commit()
+                if not any(isinstance(r, Exception) for r in results):
+                    break
+            else:
+                raise ZkError(f"{self.layout.regions}: the last pushed ids of peer {peer_id} kept changing")
 
     def remove_peer(self, peer_id: str) -> int:
         """Delete every id of a removed peer (as HBase's ``removeLastSequenceIds(peerId)``);

@@ -1,0 +1,92 @@
+"""Where a serial peer starts: its last pushed ids set as HBase sets them when a peer becomes
+serial (``AddPeerProcedure`` and ``UpdatePeerConfigProcedure``, ``setLastPushedSequenceId``),
+and removed when it stops being serial.
+
+A region that moved, split or merged before the peer was serial has edits of its earlier
+opens in WALs the peer's queues never held; without a start, its current edits would wait for
+them forever. So each region of a table the peer takes gets its last barrier - 1 as its last
+pushed id: what it wrote before its current open counts as shipped, and order is kept from
+there on. A table added to a serial peer later gets the same start.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+
+from walship.errors import ConfigError
+from walship.peer import PeerConfig
+from walship.replicate.filters import table_rule
+from walship.serial.barriers import BarrierReader
+from walship.zk import ZnodeLayout
+from walship.zk.lastpushed import LastPushedIds
+
+__all__ = ["SERIAL_SOURCE_HINT", "follow_serial_change", "start_serial"]
+
+log = logging.getLogger(__name__)
+
+#: How a serial peer's command is told where ``hbase:meta`` is read from.
+SERIAL_SOURCE_HINT = "give --source-thrift2 HOST:PORT (before the subcommand) or set WALSHIP_SOURCE_THRIFT2"
+
+
+def require_source(peer_id: str, source_thrift2: str | None) -> str:
+    """The source's Thrift2 server(s) a serial peer needs.
+
+    :raises ConfigError: none given (the message names the peer and the flag).
+    """
+    if not source_thrift2 or not source_thrift2.strip():
+        raise ConfigError(
+            f"peer {peer_id} is serial: its start and its order come from hbase:meta's replication "
+            f"barriers, read over the source cluster's Thrift2 server; {SERIAL_SOURCE_HINT}"
+        )
+    return source_thrift2.strip()
+
+
+def start_serial(
+    client: KazooClient,
+    layout: ZnodeLayout,
+    peer: PeerConfig,
+    source_thrift2: str | None,
+    *,
+    tables: Callable[[bytes], bool] | None = None,
+) -> int:
+    """Set the last pushed id of every region of a table the peer takes (or, with ``tables``,
+    of those tables only) to its last barrier - 1, only forward; returns how many regions.
+
+    :raises ConfigError: no source Thrift2 server.
+    :raises BarrierReadError: hbase:meta cannot be read.
+    """
+    address = require_source(peer.peer_id, source_thrift2)
+    ids: dict[str, int] = {}
+    with BarrierReader(address) as reader:
+        for table, encoded, last in reader.last_barriers():
+            if not table_rule(peer, table).replicate or (tables is not None and not tables(table)):
+                continue
+            ids[encoded] = last - 1
+    LastPushedIds(client, layout).advance(peer.peer_id, ids)
+    log.info("serial peer %s starts at the current open of %d regions", peer.peer_id, len(ids))
+    return len(ids)
+
+
+def follow_serial_change(
+    client: KazooClient, layout: ZnodeLayout, before: PeerConfig, after: PeerConfig, source_thrift2: str | None
+) -> int:
+    """After ``walship peer set``: a peer made serial starts; one made not serial forgets its
+    ids; a serial peer's newly taken tables start. Returns the regions started or forgotten."""
+    if after.serial and not before.serial:
+        return start_serial(client, layout, after, source_thrift2)
+    if before.serial and not after.serial:
+        return LastPushedIds(client, layout).remove_peer(after.peer_id)
+    if after.serial:
+
+        def added(table: bytes) -> bool:
+            return not table_rule(before, table).replicate
+
+        if any(
+            getattr(before, f) != getattr(after, f)
+            for f in ("table_cfs", "namespaces", "exclude_table_cfs", "exclude_namespaces", "replicate_all")
+        ):
+            return start_serial(client, layout, after, source_thrift2, tables=added)
+    return 0

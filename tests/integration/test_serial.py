@@ -1,0 +1,262 @@
+"""Serial peers keep each row's order across region moves, a split, a merge and a crash; a
+non-serial peer under the same workload does not (so these tests would catch a serial peer
+that is not serial). On the minicluster and on real HBase 2.6.
+
+A writer increments one counter per row (and writes and deletes a second column) while the
+table's regions move between servers, one splits, two merge and a region server is aborted.
+Then the queues are shipped in one pass each: queues go one after another in server order, so
+a region's newer edits in a lower-named server's queue would go before its older ones. What the
+peer applied, in the order it applied it, is read back from the peer cluster's own WAL; a SEP
+listener writes the events it gets in the order it gets them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from real_hbase import BACKENDS, add_managed_serial, create_table, remove_peer, unique, wait_queues_hold_current_wals
+from region_ops import Source, create_scoped_table, wals_by_server
+from replication_helpers import Cluster, contents, current_wals_enqueued
+from sep_listeners import OUT_ENV, read_events
+from waiting import wait_until
+
+from walship.cli import main
+from walship.peer import MANAGED_KEY, PeerConfig
+from walship.sep.subscriptions import Subscriptions
+from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+
+pytestmark = pytest.mark.integration
+
+ROWS = [b"row%02d" % i for i in range(12)]
+SPLITS = [b"row04", b"row08"]
+LISTENER = "sep_listeners:JsonLinesListener"
+LOOSE_LISTENER = "sep_listeners:SecondJsonLinesListener"
+COUNTER = b"r:c"
+
+
+@dataclass
+class Scenario:
+    a: Source
+    b: Cluster
+    events: Path  # the serial subscription's listener writes here, the loose one's to <events>.second
+    peers: list[str] = field(default_factory=lambda: ["1", "subs", "loose"])
+
+
+def _subscription(a: Cluster, name: str, listener: str, serial: bool) -> PeerConfig:
+    with zk_client(a.zk_hosts) as client:
+        return Subscriptions(client, ZnodeLayout(a.parent), a.zk_hosts).config(
+            name, listener=listener, serial=serial, table_cfs={a.table_name.decode(): None}
+        )
+
+
+def _queued(a: Cluster, peers: list[str]) -> None:
+    with zk_client(a.zk_hosts) as client:
+        queues = ReplicationQueues(client, ZnodeLayout(a.parent))
+        for peer in peers:
+            wait_until(lambda p=peer: current_wals_enqueued(a, queues, p), what=f"WALs queued for {peer}")
+
+
+@pytest.fixture(params=BACKENDS)
+def scenario(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Scenario]:
+    events = tmp_path / "events.jsonl"
+    monkeypatch.setenv(OUT_ENV, str(events))
+    table = unique("serial")
+    if request.param == "real":
+        a_hb, b_hb = request.getfixturevalue("real_hbase")
+        create_table(a_hb, table, SPLITS)
+        create_table(b_hb, table)
+        a = Cluster(a_hb, a_hb.zk_hosts, table.encode())
+        b = Cluster(b_hb, b_hb.zk_hosts, table.encode())
+        names = [unique("serial"), unique("subs"), unique("loose")]
+        added = [
+            PeerConfig(names[0], b.cluster_key, configuration={MANAGED_KEY: "true", **b.sink_config()}, serial=True),
+            _subscription(a, names[1], LISTENER, True),
+            _subscription(a, names[2], LOOSE_LISTENER, False),
+        ]
+        try:
+            for config in added:
+                add_managed_serial(a, config)
+                wait_queues_hold_current_wals(a, config.peer_id)
+            yield Scenario(Source(a, real=True), b, events, names)
+        finally:
+            for name in names:
+                remove_peer(a, name)
+            a_hb.call("start_rs")  # the aborted one's place: the session's A keeps three servers
+        return
+    factory = request.getfixturevalue("minicluster_factory")
+    zk_hosts = request.getfixturevalue("zk_hosts")
+    mc_a, mc_b = factory("A"), factory("B")
+    create_scoped_table(mc_a.thrift2, table, SPLITS)
+    create_scoped_table(mc_b.thrift2, table)
+    a, b = Cluster(mc_a, zk_hosts, table.encode()), Cluster(mc_b, zk_hosts, table.encode())
+    flags = a.cli_flags()
+    sink = f"walship.sink.thrift={b.thrift_address()}"
+    assert main([*flags, "peer", "add", "1", "--cluster-key", b.cluster_key, "--config", sink, "--serial"]) == 0
+    assert main([*flags, "subscription", "add", "subs", "--listener", LISTENER, "--table-cfs", table]) == 0
+    assert (
+        main(
+            [*flags, "subscription", "add", "loose", "--listener", LOOSE_LISTENER, "--table-cfs", table, "--no-serial"]
+        )
+        == 0
+    )
+    _queued(a, ["1", "subs", "loose"])
+    yield Scenario(Source(a, real=False), b, events)
+
+
+class Writer(threading.Thread):
+    """Increments every row's counter in turn; every fifth write also puts, and the next but
+    one deletes, a second column. Counts its writes; keeps the first error."""
+
+    def __init__(self, c: Cluster) -> None:
+        super().__init__(daemon=True)
+        self.c = c
+        self.stop = threading.Event()
+        self.count = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        conn = self.c.conn()
+        table = conn.table(self.c.table_name)
+        try:
+            while not self.stop.is_set():
+                row = ROWS[self.count % len(ROWS)]
+                table.counter_inc(row, COUNTER)
+                if self.count % 5 == 0:
+                    table.put(row, {b"r:d": b"d%d" % self.count})
+                elif self.count % 5 == 2:
+                    table.delete(row, columns=[b"r:d"])
+                self.count += 1
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            conn.close()
+
+    def wait_for(self, writes: int) -> None:
+        """Until ``writes`` more writes are made (a few a second: each region gets some)."""
+        target = self.count + writes
+        wait_until(lambda: self.count >= target or self.error is not None, what=f"{writes} more writes")
+        assert self.error is None, self.error
+
+
+def region_of(source: Source, row: bytes) -> dict[str, Any]:
+    for r in source.regions():
+        if bytes.fromhex(r["start"]) <= row and (not r["end"] or row < bytes.fromhex(r["end"])):
+            return r
+    raise AssertionError(f"no region holds {row!r}")
+
+
+def run_workload(source: Source) -> None:
+    """Moves (one of them down the servers' order), a split, a merge, a crash, writes between."""
+    writer = Writer(source.c)
+    writer.start()
+    try:
+        servers = sorted(source.servers())
+        writer.wait_for(40)
+        first = region_of(source, ROWS[0])
+        if first["server"] != servers[-1]:
+            source.move(first["region"], servers[-1])
+            writer.wait_for(40)
+        source.move(first["region"], servers[0])  # newer edits now in the queue shipped first
+        writer.wait_for(40)
+        last = region_of(source, ROWS[-1])
+        source.split(last["region"], b"row10")
+        writer.wait_for(40)
+        low, high = region_of(source, ROWS[0]), region_of(source, ROWS[4])
+        source.merge([low["region"], high["region"]])
+        writer.wait_for(40)
+        merged = region_of(source, ROWS[0])
+        source.move(merged["region"], next(s for s in servers if s != merged["server"]))
+        writer.wait_for(40)
+        victim = region_of(source, ROWS[11])["server"]
+        source.abort(victim)
+        writer.wait_for(40)
+    finally:
+        writer.stop.set()
+        writer.join()
+    assert writer.error is None, writer.error
+
+
+def ship(scenario: Scenario, peers: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    code = main([*scenario.a.c.cli_flags(), "ship", "--peer", ",".join(peers)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    summary: dict[str, Any] = json.loads(out)
+    return summary
+
+
+def counters_in_peer_wal(b: Cluster) -> dict[bytes, list[int]]:
+    """Each row's counter values in the order the peer cluster logged (applied) them."""
+    out: dict[bytes, list[int]] = {}
+    for entries in wals_by_server(b.mc.wal_root).values():
+        for e in entries:
+            if e.key.table.removeprefix(b"default:") != b.table_name:
+                continue
+            for c in e.cells:
+                if c.family + b":" + c.qualifier == COUNTER and c.value:
+                    out.setdefault(c.row, []).append(int.from_bytes(c.value, "big"))
+    return out
+
+
+def counters_in_events(path: Path) -> dict[bytes, list[tuple[int, int]]]:
+    """Each row's (counter value, sequence id) in the order the listener got them."""
+    out: dict[bytes, list[tuple[int, int]]] = {}
+    for e in read_events(str(path)):
+        for family, qualifier, _ts, _type, value in e["cells"]:
+            if f"{family}:{qualifier}".encode() == COUNTER and value:
+                out.setdefault(e["row"].encode("latin-1"), []).append(
+                    (int.from_bytes(value.encode("latin-1"), "big"), e["seqid"])
+                )
+    return out
+
+
+def finals(a: Cluster) -> dict[bytes, int]:
+    conn = a.conn()
+    try:
+        return {row: int.from_bytes(data[COUNTER], "big") for row, data in conn.table(a.table_name).scan()}
+    finally:
+        conn.close()
+
+
+def increasing(values: list[int]) -> bool:
+    return all(x < y for x, y in itertools.pairwise(values))
+
+
+def test_each_row_arrives_in_order_on_a_serial_peer_and_not_on_a_loose_one(
+    scenario: Scenario, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_workload(scenario.a)
+    serial_peer, subs, loose = scenario.peers
+    summary = ship(scenario, [serial_peer, subs], capsys)
+    for peer in summary["peers"]:
+        waiting = [q for q in peer["queues"] if q["status"] == "waiting-serial"]
+        assert peer["status"] == "ok" and not waiting, peer
+    assert any(q["status"] == "shipped" for p in summary["peers"] for q in p["queues"])
+    ship(scenario, [loose], capsys)
+
+    final = finals(scenario.a.c)
+    assert set(final) == set(ROWS) and all(v > 3 for v in final.values())
+    applied = counters_in_peer_wal(scenario.b)
+    for row in ROWS:
+        assert increasing(applied[row]), (row, applied[row])
+        assert applied[row][-1] == final[row]
+    assert contents(scenario.b, b"r") == contents(scenario.a.c, b"r")
+
+    got = counters_in_events(scenario.events)
+    for row in ROWS:
+        values = [v for v, _ in got[row]]
+        assert values == list(range(1, final[row] + 1)), (row, values)  # each once, in order
+        assert increasing([s for _, s in got[row]])
+    loose_got = counters_in_events(Path(f"{scenario.events}.second"))
+    assert {row: sorted(v for v, _ in loose_got[row]) for row in ROWS} == {
+        row: list(range(1, final[row] + 1)) for row in ROWS
+    }
+    reordered = [row for row in ROWS if not increasing([v for v, _ in loose_got[row]])]
+    assert reordered, "the non-serial subscription got every row in order: the workload proves nothing"
