@@ -28,9 +28,12 @@ from sep_listeners import OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
+from walship.minicluster import AdminClient
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.sep.subscriptions import Subscriptions
+from walship.serial import BarrierReader
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk.lastpushed import LastPushedIds
 
 pytestmark = pytest.mark.integration
 
@@ -260,3 +263,104 @@ def test_each_row_arrives_in_order_on_a_serial_peer_and_not_on_a_loose_one(
     }
     reordered = [row for row in ROWS if not increasing([v for v, _ in loose_got[row]])]
     assert reordered, "the non-serial subscription got every row in order: the workload proves nothing"
+
+
+# -- a queue that waits, on the minicluster ----------------------------------------------------------
+
+
+@pytest.fixture
+def mini(minicluster_factory: Any, zk_hosts: str) -> tuple[Source, Cluster]:
+    """A (three servers, the table in three regions) and B, no peer yet."""
+    table = unique("wait")
+    mc_a, mc_b = minicluster_factory("A"), minicluster_factory("B")
+    create_scoped_table(mc_a.thrift2, table, SPLITS)
+    create_scoped_table(mc_b.thrift2, table)
+    return Source(Cluster(mc_a, zk_hosts, table.encode()), real=False), Cluster(mc_b, zk_hosts, table.encode())
+
+
+def add_serial_peer(a: Cluster, b: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    flags = a.cli_flags()
+    sink = f"walship.sink.thrift={b.thrift_address()}"
+    assert main([*flags, "peer", "add", "1", "--cluster-key", b.cluster_key, "--config", sink, "--serial"]) == 0
+    _queued(a, ["1"])
+    capsys.readouterr()
+
+
+def status_json(a: Cluster, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main([*a.cli_flags(), "status", "--json", "--peer", "1"]) == 0
+    data: dict[str, Any] = json.loads(capsys.readouterr().out)["peers"][0]
+    return data
+
+
+def test_a_queue_waits_for_the_range_before_and_never_skips_it(
+    mini: tuple[Source, Cluster], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A region's first range is in one server's queue, its second in another's: shipped
+    alone, the second queue sends what comes before the region's entry and stops there
+    (waiting-serial in its summary, status and metrics), until the first queue has shipped."""
+    source, b = mini
+    a = source.c
+    add_serial_peer(a, b, capsys)
+    region = region_of(source, ROWS[0])
+    old = region["server"]
+    new = next(s for s in source.servers() if s != old)
+    t = a.table()
+    for _ in range(5):
+        t.counter_inc(ROWS[0], COUNTER)
+    t.put(ROWS[5], {b"r:x": b"before"})  # another region on the new server: free to go
+    source.move(region["region"], new)
+    for _ in range(5):
+        t.counter_inc(ROWS[0], COUNTER)
+    capsys.readouterr()
+    assert main([*a.cli_flags(), "ship", "--peer", "1", "--queue", f"{new}/1"]) == 0
+    shipped = json.loads(capsys.readouterr().out)
+    (q,) = shipped["queues"]
+    assert q["status"] == "waiting-serial" and region["region"] in q["message"], q
+    assert counters_in_peer_wal(b).get(ROWS[0], []) == []  # not one of the newer edits went
+    status = status_json(a, capsys)
+    (waiting,) = [s for s in status["queues"] if s["server"] == new]
+    assert waiting["state"] == "waiting-serial" and waiting["waiting_serial"]["region"] == region["region"]
+    assert waiting["waiting_serial"]["waits_for"] == region["region"]
+    assert waiting["bytes_queued"] > 0
+    capsys.readouterr()
+    assert main([*a.cli_flags(), "status", "--peer", "1"]) == 0
+    assert "waits for its previous range" in capsys.readouterr().out
+
+    assert main([*a.cli_flags(), "ship", "--peer", "1", "--queue", f"{old}/1"]) == 0
+    assert main([*a.cli_flags(), "ship", "--peer", "1"]) == 0
+    assert counters_in_peer_wal(b)[ROWS[0]] == list(range(1, 11))
+    assert status_json(a, capsys)["totals"]["drained"]
+
+
+def test_a_peer_made_serial_after_moves_starts_at_each_regions_current_open(
+    mini: tuple[Source, Cluster], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regions moved before the peer became serial: their older edits are in WALs the peer
+    never held; each region's last pushed id starts at its last barrier - 1 (as HBase sets it),
+    so the newer edits go at once."""
+    source, b = mini
+    a = source.c
+    region = region_of(source, ROWS[0])
+    t = a.table()
+    t.counter_inc(ROWS[0], COUNTER)
+    source.move(region["region"], next(s for s in source.servers() if s != region["server"]))
+    AdminClient(a.mc.admin).roll(region["server"])  # the first range's WAL is in no queue of the peer
+    flags = a.cli_flags()
+    sink = f"walship.sink.thrift={b.thrift_address()}"
+    assert main([*flags, "peer", "add", "1", "--cluster-key", b.cluster_key, "--config", sink]) == 0
+    _queued(a, ["1"])
+    assert main([*flags, "peer", "set", "1", "--serial", "true"]) == 0
+    with zk_client(a.zk_hosts) as client, BarrierReader(a.thrift2_address()) as reader:
+        last = reader.region(a.table_name, ROWS[0], region["region"]).barriers[-1]
+        assert LastPushedIds(client, ZnodeLayout(a.parent)).get(region["region"], "1") == last - 1
+    for _ in range(3):
+        t.counter_inc(ROWS[0], COUNTER)
+    capsys.readouterr()
+    assert main([*flags, "ship", "--peer", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert all(q["status"] != "waiting-serial" for q in out["queues"]), out
+    assert counters_in_peer_wal(b)[ROWS[0]] == [2, 3, 4]
+    assert main([*flags, "peer", "set", "1", "--serial", "false"]) == 0
+    with zk_client(a.zk_hosts) as client:
+        assert LastPushedIds(client, ZnodeLayout(a.parent)).get(region["region"], "1") == -1

@@ -66,6 +66,10 @@ def _table(peer: PeerStatus) -> list[str]:
             note = f"{q.holder['host']} pid {q.holder['pid']} since {q.holder['since']}"
         elif q.last_error and q.state == "stuck":
             note = str(q.last_error["message"])[:80]
+        if q.state == "waiting-serial" and q.waiting_serial:
+            w = q.waiting_serial
+            whose = "its previous range" if w["waits_for"] == w["region"] else f"parent {w['waits_for']}"
+            note = f"region {w['region']} seq {w['seq']} waits for {whose} (pushed {w['pushed']}, needs {w['needed']})"
         rows.append(
             (
                 q.server,

@@ -73,6 +73,10 @@ def _families(status: ReplicationStatus) -> Iterator[Metric]:
             "age of the last shipped entry while the queue has unshipped entries (0 when drained)",
             lambda q: q.age_of_last_shipped_op_s if q.age_of_last_shipped_op_s is not None else float("nan"),
         ),
+        "walship_queue_waiting_serial": (
+            "1 while a serial peer's queue waits for another queue to ship a region's earlier edits",
+            lambda q: 1 if q.state == "waiting-serial" else 0,
+        ),
     }
     families: list[GaugeMetricFamily | CounterMetricFamily] = [
         GaugeMetricFamily(name, doc, labels=_QUEUE_LABELS) for name, (doc, _) in gauges.items()
