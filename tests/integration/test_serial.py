@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from real_hbase import BACKENDS, add_managed_serial, create_table, remove_peer, unique, wait_queues_hold_current_wals
 from region_ops import Source, create_scoped_table, wals_by_server
-from replication_helpers import Cluster, contents, current_wals_enqueued
+from replication_helpers import Cluster, contents, current_wals_enqueued, tail_in_thread
 from sep_listeners import OUT_ENV, read_events
 from waiting import wait_until
 
@@ -364,3 +364,34 @@ def test_a_peer_made_serial_after_moves_starts_at_each_regions_current_open(
     assert main([*flags, "peer", "set", "1", "--serial", "false"]) == 0
     with zk_client(a.zk_hosts) as client:
         assert LastPushedIds(client, ZnodeLayout(a.parent)).get(region["region"], "1") == -1
+
+
+@pytest.mark.parametrize("scenario", ["mini"], indirect=True)
+def test_a_tailer_keeps_the_order_while_regions_move(scenario: Scenario) -> None:
+    """Continuous mode: a tailer ships the serial peer and subscription while the workload
+    runs (queues waiting for each other pass after pass), and they end in order and whole."""
+    serial_peer, subs, _ = scenario.peers
+    stop = threading.Event()
+    thread, out = tail_in_thread(scenario.a.c, [serial_peer, subs], duration=300, idle_sleep=0.05, stop=stop)
+    try:
+        run_workload(scenario.a)
+        final = finals(scenario.a.c)
+
+        def caught_up() -> bool:
+            got = counters_in_events(scenario.events)
+            applied = counters_in_peer_wal(scenario.b)
+            return all(
+                got.get(row, [(0, 0)])[-1][0] == final[row] and applied.get(row, [0])[-1] == final[row] for row in ROWS
+            )
+
+        wait_until(caught_up, timeout=120, what="the tailer to ship every increment")
+    finally:
+        stop.set()
+        thread.join()
+    (summary,) = out
+    assert summary.status == "ok", summary.errors
+    applied = counters_in_peer_wal(scenario.b)
+    got = counters_in_events(scenario.events)
+    for row in ROWS:
+        assert increasing(applied[row]), (row, applied[row])
+        assert [v for v, _ in got[row]] == list(range(1, final[row] + 1)), row

@@ -8,6 +8,7 @@ import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import happybase
 import pytest
@@ -399,3 +400,39 @@ def test_a_wal_walship_cannot_read_stops_its_queue_naming_file_and_setting_and_o
     assert wal in bad.error and "encrypted" in bad.error and "hbase.regionserver.wal.encryption" in bad.error
     assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == 0  # nothing skipped
     assert good.status == "shipped" and rows(peer_b) == shipped(7)
+
+
+def test_a_server_that_dies_while_its_wal_is_read_loses_nothing(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server writes more and dies after the pass read its WAL to the end, before the pass
+    decides whether the WAL is finished: the WAL stays in the queue (it was live when the read
+    began) and the next pass ships what was written after the read."""
+    from replication_helpers import add_peer, contents, make_cluster, ship
+
+    from walship.replicate.planning import Planner
+
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    t = a.table()
+    t.put(b"row-before", {b"r:q": b"1"})
+    admin = AdminClient(a.mc.admin)
+    holder = next(rs["name"] for rs in admin.info()["regionservers"] if rs["alive"] and rs["regions"])
+    original = Planner.wal_finished
+    done: list[str] = []
+
+    def late_writes_then_crash(self: Planner, queue: Any, *args: Any, **kwargs: Any) -> str | None:
+        if queue.server == holder and not done:
+            done.append(holder)
+            t.put(b"row-late", {b"r:q": b"2"})  # past what the read saw
+            admin.abort_rs(holder)
+        return original(self, queue, *args, **kwargs)
+
+    monkeypatch.setattr(Planner, "wal_finished", late_writes_then_crash)
+    ship(a)
+    assert done == [holder]
+    monkeypatch.setattr(Planner, "wal_finished", original)
+    ship(a)
+    assert b"row-late" in contents(b, b"r")
+    assert contents(b, b"r") == contents(a, b"r")

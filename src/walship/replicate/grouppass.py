@@ -121,6 +121,10 @@ class GroupPass:
         in flight per queue); its position is committed before the queue's next batch is
         handed over, and every batch is settled before the WAL's end is looked at.
         """
+        # what finishes a WAL is looked at before it is read: what the read sees is then all there is
+        servers = {m.queue.server for m in part if not m.queue.recovered}
+        running = {server: self.planner.server_live(server) for server in servers}
+        read_at = time.time()
         loc = self.walstore.locate(name)
         with self.walstore.open(loc, self.read_stats) as f:
             reader = self.readers.reader(f, loc.path)
@@ -154,7 +158,7 @@ class GroupPass:
                 if m.stopped:
                     continue
                 try:
-                    self._end_wal(m, loc, reader)
+                    self._end_wal(m, loc, reader, running.get(m.queue.server, False), read_at)
                 except WalshipError as exc:
                     self.stop(m, exc)
 
@@ -185,12 +189,14 @@ class GroupPass:
             max(min(self.batch_bytes, RAMP_BYTES), self.batch_bytes >> shift),
         )
 
-    def _end_wal(self, m: Member, loc: WalLocation, reader: WalReader) -> None:
+    def _end_wal(self, m: Member, loc: WalLocation, reader: WalReader, live: bool, read_at: float) -> None:
         """A member read a WAL to its end: commit the rest, and drop the WAL once finished."""
         assert m.wal is not None
         # past the header of a WAL with no entries yet, so its unshipped bytes read 0
         m.position = max(m.position, reader.stop_offset)
-        why = self.planner.wal_finished(m.queue, m.index[m.wal.name], loc, reader.has_trailer, m.grace)
+        why = self.planner.wal_finished(
+            m.queue, m.index[m.wal.name], loc, reader.has_trailer, m.grace, now=read_at, live=live
+        )
         if reader.incomplete_tail and why is not None:
             torn = reader.edits_end - reader.stop_offset
             m.qs.torn_tail_bytes += torn

@@ -244,8 +244,14 @@ class Planner:
         grace: float,
         *,
         now: float | None = None,
+        live: bool | None = None,
     ) -> str | None:
         """Why the queue's ``index``-th WAL can grow no more, or ``None`` while it may.
+
+        What the WAL was read up to must be known complete: ``live`` and ``now`` are the
+        server's liveness and the time taken *before* the read (a server that dies while its WAL
+        is read may have written more past what the read saw; the next pass reads it to the end).
+        Without them they are looked at now, for a caller that reads nothing after.
 
         HBase enqueues the new WAL before it writes the old one's last entries and trailer,
         and archives rolled WALs only after their regions flush, so being followed by another
@@ -260,7 +266,7 @@ class Planner:
             return "archived"
         if queue.recovered:
             return "recovered queue"
-        if not is_live(self.client, self.layout, queue.server):
+        if not (is_live(self.client, self.layout, queue.server) if live is None else live):
             return "server no longer live"
         later = next_in_group(queue, index)
         if later is not None:
@@ -268,6 +274,10 @@ class Planner:
             if idle >= grace and self._has_entries(later):
                 return f"unchanged for {idle:.0f} s while a later WAL of its group has entries"
         return None
+
+    def server_live(self, server: str) -> bool:
+        """Whether the region server's ephemeral znode is there (it runs)."""
+        return is_live(self.client, self.layout, server)
 
     def _has_entries(self, wal: str) -> bool:
         try:
