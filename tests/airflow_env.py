@@ -45,8 +45,9 @@ def load_dagbag() -> Any:
     return DagBag(dag_folder=str(ROOT / "dags"))
 
 
-def source_conn(cluster: Any) -> str:
-    """``AIRFLOW_CONN_WALSHIP_SOURCE`` for a test cluster (its ZooKeeper chroot in the host)."""
+def source_conn(cluster: Any, *, thrift2: bool = True) -> str:
+    """``AIRFLOW_CONN_WALSHIP_SOURCE`` for a test cluster (its ZooKeeper chroot in the host),
+    with its Thrift2 server as the extra ``thrift2`` unless told not to."""
     hostport, _, chroot = cluster.zk_hosts.partition("/")
     host, port = hostport.split(":")
     return json.dumps(
@@ -57,7 +58,7 @@ def source_conn(cluster: Any) -> str:
             "extra": {
                 "znode_parent": cluster.parent,
                 "wal_root": cluster.mc.wal_root,
-                "thrift2": cluster.thrift2_address(),  # hbase:meta's barriers, for serial peers
+                **({"thrift2": cluster.thrift2_address()} if thrift2 else {}),  # e.g. serial peers' barriers
             },
         }
     )

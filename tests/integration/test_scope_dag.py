@@ -93,7 +93,7 @@ def test_a_connection_without_thrift2_fails_naming_the_extra(
     dagbag: Any, pair: tuple[Cluster, Cluster], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, _ = pair
-    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
+    monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a, thrift2=False))
     from airflow.sdk.exceptions import AirflowFailException
     from walship_airflow.scope import read_audit
 
