@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import happybase
@@ -114,6 +115,20 @@ def test_replay_command(
     assert rows(b) == written((2, i) for i in range(6))
     assert main([*g, "replay", "--peer", "1", "--from", "2026-11-20T08:00:00Z", "--to", "2026-11-20T09:00:00Z"]) == 1
     assert "no WAL covers 2026-11-20T08:00:00+00:00 to 2026-11-20T09:00:00+00:00" in capsys.readouterr().err
+
+
+def test_a_replay_into_a_serial_peer_says_what_order_it_does_not_keep(
+    zk: KazooClient, zk_hosts: str, source: tuple[Path, MiniClusterProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, b = source
+    ReplicationPeers(zk, SRC).modify("1", lambda p: replace(p, serial=True))
+    g = ["--zk", zk_hosts, "--znode-parent", "/src", "--wal-root", str(root)]
+    assert main([*g, "replay", "--peer", "1", "--from", "2026-11-20T12:00:00Z", "--to", "2026-11-20T12:05:30Z"]) == 0
+    out, err = capsys.readouterr()
+    (warning,) = json.loads(out)["warnings"]
+    assert "peer 1 is serial" in warning and "out of order" in warning
+    assert err.strip() == f"walship: warning: {warning}"
+    assert rows(b) == written((2, i) for i in range(6))  # replayed all the same
 
 
 def test_replay_dag_windows_repeats_and_gaps(
