@@ -6,11 +6,13 @@ import json
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures_spark_wal import spark_submit
+from region_ops import create_scoped_table
 from replication_helpers import Cluster, add_peer, contents, make_cluster
 from waiting import wait_until
 
@@ -18,7 +20,7 @@ from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.spark import ship as spark_ship
 from walship.spark.ship import ShipJob, plan_queues, ship_partition
-from walship.zk import ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.progress import JobStore
 
 pytestmark = pytest.mark.integration
@@ -128,3 +130,48 @@ def test_a_lingering_ship_task_ships_edits_written_after_its_first_pass(
     assert sorted((q["server"], q["queue_id"]) for q in out) == sorted(t for group in groups for t in group)
     assert sum(q["entries_shipped"] for q in out) == 25 and all(q["status"] == "shipped" for q in out if q["batches"])
     assert contents(b) == contents(a, b"r")
+
+
+def test_a_serial_peer_s_job_waits_for_the_queue_that_holds_a_region_s_earlier_edits(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, tmp_path: Path
+) -> None:
+    """A region moved: a job of only its new server's queue ships up to the region's entry and
+    says it waits (its summary, in ZooKeeper); the next job, of every queue, lingering, ships
+    the rest in order whichever task goes first. The barriers come over the source's Thrift2
+    server named in the job."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A")
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    with zk_client(a.zk_hosts) as client:
+        ReplicationPeers(client, ZnodeLayout(a.parent)).modify("1", lambda p: replace(p, serial=True))
+    for c in (a, b):  # scoped from its first open, so that every open is a barrier
+        create_scoped_table(c.mc.thrift2, "s")
+    a, b = Cluster(a.mc, a.zk_hosts, b"s"), Cluster(b.mc, b.zk_hosts, b"s")
+    admin = AdminClient(a.mc.admin)
+    (region,) = admin.regions("s")
+    old = region["server"]
+    new = next(rs["name"] for rs in admin.info()["regionservers"] if rs["alive"] and rs["name"] != old)
+    t = a.table()
+    for _ in range(4):
+        t.counter_inc(b"row", b"r:c")
+    admin.move("s", region["region"], new)
+    for _ in range(4):
+        t.counter_inc(b"row", b"r:c")
+
+    def job(job_id: str, queues: tuple[str, ...] = (), linger: float = 0.0) -> dict[str, Any]:
+        spec = ShipJob(
+            zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", job_id=job_id,
+            queues=queues, source_thrift2=a.thrift2_address(), linger=linger,
+        )  # fmt: skip
+        done = spark_submit("ship.py", ["--job", spec.to_json()], tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return recorded_summary(a, job_id)
+
+    first = job("job-new", (f"{new}/1",))
+    (q,) = first["queues"]
+    assert first["status"] == "ok" and q["status"] == "waiting-serial" and region["region"] in q["message"]
+    assert contents(b, b"r") == {}
+    second = job("job-all", linger=60)  # a queue that waits goes again while the job lingers
+    assert second["status"] == "ok"
+    assert contents(b, b"r") == contents(a, b"r")
+    assert int.from_bytes(contents(b, b"r")[b"row"][b"r:c"][0][0], "big") == 8

@@ -167,7 +167,9 @@ def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Ite
                     done[key].merge(qs)
                 else:
                     done[key] = qs
-            todo = [k for k in todo if done[k].status in ("shipped", "idle") and not done[k].queue_removed]
+            todo = [
+                k for k in todo if done[k].status in ("shipped", "idle", "waiting-serial") and not done[k].queue_removed
+            ]
             now = time.monotonic()
             left = deadline - now
             if left <= 0:
