@@ -26,7 +26,8 @@ def _list(items: list[str]) -> str:
 def add_peer_command(peer: PeerConfig) -> str:
     """``add_peer`` for the HBase shell (2.x): the peer's cluster key, STATE DISABLED, its
     table-cfs or namespaces (which make HBase's replicate_all false, as walship's own add
-    does) and its whole configuration (``walship.managed`` among it)."""
+    does), its whole configuration (``walship.managed`` among it) and, for a serial peer,
+    ``SERIAL => true``."""
     parts = [f"add_peer {ruby_string(peer.peer_id)}", f"CLUSTER_KEY => {ruby_string(peer.cluster_key)}"]
     parts.append("STATE => 'DISABLED'")
     if peer.table_cfs:
@@ -40,4 +41,7 @@ def add_peer_command(peer: PeerConfig) -> str:
     if peer.configuration:
         config = ", ".join(f"{ruby_string(k)} => {ruby_string(v)}" for k, v in sorted(peer.configuration.items()))
         parts.append(f"CONFIG => {{ {config} }}")
+    if peer.serial:
+        # HBase then starts its regions' last pushed ids and keeps its barriers (it knows it serial)
+        parts.append("SERIAL => true")
     return ", ".join(parts)

@@ -28,6 +28,7 @@ def parse_add_peer(command: str) -> tuple[str, dict[str, Any]]:
     match = re.fullmatch(r"add_peer ('(?:[^'\\]|\\.)*'), (.*)", command)
     assert match, command
     args = re.sub(r"(?<![\w'])([A-Z_]+) =>", r"'\1' =>", match.group(2)).replace(" => ", ": ")
+    args = re.sub(r": (true|false)\b", lambda m: f": {m.group(1).title()}", args)
     return ast.literal_eval(match.group(1)), ast.literal_eval("{" + args + "}")
 
 
@@ -48,7 +49,9 @@ def test_the_command_quotes_and_lists_every_field() -> None:
         "CONFIG": {"odd": "it's", "walship.managed": "true"},
     }
     _, args = parse_add_peer(add_peer_command(PeerConfig("8", "h:2181:/b", namespaces=frozenset({"n2", "n1"}))))
-    assert args["NAMESPACES"] == ["n1", "n2"] and "TABLE_CFS" not in args
+    assert args["NAMESPACES"] == ["n1", "n2"] and "TABLE_CFS" not in args and "SERIAL" not in args
+    _, args = parse_add_peer(add_peer_command(PeerConfig("9", "h:2181:/b", serial=True)))
+    assert args["SERIAL"] is True
 
 
 def test_the_printed_command_adds_a_peer_to_a_running_hbase(

@@ -166,15 +166,15 @@ def test_peer_add_refuses_bad_input_and_writes_nothing(
     assert zk.exists(LAYOUT.peer("7")) is None
 
 
-def test_print_hbase_shell_says_how_to_set_bandwidth_and_serial(
+def test_print_hbase_shell_carries_serial_and_says_how_to_set_bandwidth(
     zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = run(
         capsys, zk_hosts, "peer", "add", "1", "--cluster-key", "h:2181:/b", "--bandwidth", "1000", "--serial",
         "--config", "walship.sink.thrift=127.0.0.1:9091", "--print-hbase-shell",
     )  # fmt: skip
-    assert code == 0 and out.startswith("add_peer '1'")
-    assert "then run: walship peer adopt 1 && walship peer set 1 --bandwidth 1000 --serial true" in err
+    assert code == 0 and out.startswith("add_peer '1'") and out.strip().endswith("SERIAL => true")
+    assert "then run: walship peer adopt 1 && walship peer set 1 --bandwidth 1000\n" in err
     assert zk.exists(LAYOUT.peer("1")) is None
 
 

@@ -44,10 +44,8 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         from walship.hbaseshell import add_peer_command
 
         print(add_peer_command(config))
-        # the command carries neither bandwidth nor serial: walship sets them once it manages the peer
-        later = (["--bandwidth", str(config.bandwidth)] if config.bandwidth else []) + (
-            ["--serial", "true"] if config.serial else []
-        )
+        # the command carries no bandwidth: walship sets it once it manages the peer
+        later = ["--bandwidth", str(config.bandwidth)] if config.bandwidth else []
         then_set = f" && walship peer set {config.peer_id} {' '.join(later)}" if later else ""
         print(
             f"# paste it into the HBase shell of the source cluster, then run: walship peer adopt {config.peer_id}"
