@@ -41,6 +41,7 @@ from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
+from walship.wal import WalReader
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
@@ -88,15 +89,33 @@ def write_thrift2(mc: MiniClusterProcess, table: str, rows: int) -> float:
         return time.perf_counter() - t0
 
 
-def ship_peer(zk: str, a: MiniClusterProcess, peer_id: str, *, pipeline: bool = True) -> tuple[float, int, int]:
-    """One pass of the shipper for the peer: seconds, cells shipped, batches."""
+def ship_peer(
+    zk: str, a: MiniClusterProcess, peer_id: str, *, pipeline: bool = True
+) -> tuple[float, int, int, float]:
+    """One pass of the shipper for the peer: seconds, cells shipped, batches, and the CPU
+    seconds (user + system, every thread of this process) the pass took."""
     with zk_client(zk) as client:
         shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(str(a.data_dir)), pipeline=pipeline)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         summary = shipper.ship_peer(peer_id)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     totals = summary.totals()
-    return elapsed, int(totals["cells_shipped"]), int(totals["batches"])
+    return elapsed, int(totals["cells_shipped"]), int(totals["batches"]), cpu
+
+
+def decode_floor(a: MiniClusterProcess) -> tuple[int, float]:
+    """Cells in A's WALs and the CPU seconds it takes only to decode them (the compiled
+    decoder, cells left in its buffers): the floor of any shipper's cost per cell."""
+    store = WalStore(str(a.data_dir))
+    cells = 0
+    c0 = time.process_time()
+    for path, archived in store.wal_files():
+        if path.rsplit("/", 1)[-1].startswith("."):
+            continue
+        with store.open(store.location(path, archived)) as f:
+            for entry in WalReader(f, path).entries():
+                cells += len(entry.cells)
+    return cells, time.process_time() - c0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,9 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                 load_s = write(ca, "bench", rows)
                 ca.close()
                 secs: dict[str, float] = {}
-                secs["s1"], shipped1, batches1 = ship_peer(zk.hosts, a, "1")
-                secs["s3"], shipped3, _ = ship_peer(zk.hosts, a, "3", pipeline=False)
-                secs["s2"], shipped2, batches2 = ship_peer(zk.hosts, a, "2")
+                secs["s1"], shipped1, batches1, cpu1 = ship_peer(zk.hosts, a, "1")
+                secs["s3"], shipped3, _, _ = ship_peer(zk.hosts, a, "3", pipeline=False)
+                secs["s2"], shipped2, batches2, cpu2 = ship_peer(zk.hosts, a, "2")
+                decoded, floor_cpu = decode_floor(a)
                 cb = happybase.Connection(*b.thrift)
                 secs["c1"] = write(cb, "ceiling", rows)
                 cb.close()
@@ -156,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
                 if shipped1 != cells or shipped2 != cells or shipped3 != cells:
                     print(f"FAIL: shipped {shipped1} cells over Thrift1 and {shipped2} over Thrift2, wrote {cells}")
                     return 1
-                rounds.append({name: cells / t for name, t in secs.items()})
+                rounds.append(
+                    {name: cells / t for name, t in secs.items()}
+                    | {"cpu1": cpu1 / cells * 1e6, "cpu2": cpu2 / cells * 1e6, "floor": floor_cpu / decoded * 1e6}
+                )
                 print(f"round {r + 1}: loading A took {load_s:.1f} s; " + ", ".join(
                     f"{name} {cells / t:,.0f} cells/s" for name, t in secs.items()) + f"; batches {batches1}/{batches2}")  # fmt: skip
             startup = None if args.no_spark else spark_startup(zk.hosts, str(a.data_dir))
@@ -180,6 +203,11 @@ def main(argv: list[str] | None = None) -> int:
         ratio = median(lambda r, s=ship_key, c=ceiling_key: r[s] / r[c])  # type: ignore[misc]
         print(f"ratio ship/ceiling {sink}: {ratio:.3f}  (target >= 0.8: {'met' if ratio >= 0.8 else 'NOT met'})")
     print(f"Thrift2 sink / Thrift1 sink: {median(lambda r: r['s2'] / r['s1']):.3f}")
+    cpu = {key: median(lambda r, k=key: r[k]) for key in ("cpu1", "cpu2", "floor")}  # type: ignore[misc]
+    print(f"CPU of the shipping process a cell, Thrift1 : {cpu['cpu1']:6.2f} us  (a row of 3: {3 * cpu['cpu1']:.2f} us)")
+    print(f"CPU of the shipping process a cell, Thrift2 : {cpu['cpu2']:6.2f} us  (target <= 2.5 us)")
+    print(f"CPU to decode a cell of the same WALs       : {cpu['floor']:6.2f} us  <- the floor")
+    print(f"Thrift2 shipping CPU / decode floor: {cpu['cpu2'] / cpu['floor']:.1f}")
     print(f"Thrift1 pipelined / one batch at a time: {median(lambda r: r['s1'] / r['s3']):.3f}")
     if startup is not None:
         print(f"Spark start-up (spark-submit of the ship job with nothing to ship, local[2]): {startup:.1f} s")

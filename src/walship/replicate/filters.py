@@ -14,6 +14,7 @@ says when one concerns the peer, so that it is counted and logged, never dropped
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from walship.peer import PeerConfig
@@ -75,6 +76,17 @@ def table_rule(peer: PeerConfig, table: bytes) -> TableRule:
     return TableRule(False)
 
 
+def _kept(
+    family: bytes, scopes: Mapping[bytes, int], include: frozenset[bytes] | None, exclude: frozenset[bytes] | None
+) -> bool:
+    """Whether a cell of ``family`` goes: scoped GLOBAL, and selected by the peer's table rule."""
+    return (
+        scopes.get(family) == _GLOBAL
+        and (include is None or family in include)
+        and (exclude is None or family not in exclude)
+    )
+
+
 class EntryFilter:
     """The filter chain for one peer.
 
@@ -87,6 +99,7 @@ class EntryFilter:
         self.source_id = source_id
         self.peer_cluster_id = peer_cluster_id
         self._table_cache: dict[bytes, TableRule] = {}
+        self._own_ids = (source_id,)  # the cluster ids of an edit written here: one tuple for all
 
     def _table_rule(self, table: bytes) -> TableRule:
         """Whether the table replicates at all, and which of its families do (cached)."""
@@ -106,17 +119,25 @@ class EntryFilter:
         rule = self._table_rule(key.table)
         if not rule.replicate:
             return None
-        cells = tuple(c for c in entry.cells if scopes.get(c.family) == _GLOBAL)
-        if rule.include is not None:
-            cells = tuple(c for c in cells if c.family in rule.include)
-        if rule.exclude is not None:
-            cells = tuple(c for c in cells if c.family not in rule.exclude)
+        cells = entry.cells
+        include, exclude = rule.include, rule.exclude
+        for c in cells:  # most entries keep every cell: then the entry's own tuple is kept
+            f = c.family
+            if (
+                scopes.get(f) != _GLOBAL
+                or (include is not None and f not in include)
+                or (exclude is not None and f in exclude)
+            ):
+                cells = tuple(c for c in cells if _kept(c.family, scopes, include, exclude))
+                break
         if not cells:
             return None
-        if self.peer_cluster_id in key.cluster_ids:
+        ids = key.cluster_ids
+        if not ids:
+            return FilteredEntry(entry, cells, self._own_ids)
+        if self.peer_cluster_id in ids:
             return None
-        ids = key.cluster_ids if self.source_id in key.cluster_ids else (*key.cluster_ids, self.source_id)
-        return FilteredEntry(entry, cells, ids)
+        return FilteredEntry(entry, cells, ids if self.source_id in ids else (*ids, self.source_id))
 
     def bulk_load(self, entry: WalEntry, path: str) -> BulkLoad | None:
         """The part of a bulk load marker that concerns this peer (the families it takes of a

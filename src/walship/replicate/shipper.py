@@ -36,6 +36,7 @@ from kazoo.client import KazooClient
 from walship import defaults
 from walship.errors import BarrierUnavailableError, ConfigError, WalshipError, ZkError
 from walship.peer import PeerConfig
+from walship.replicate.collector import fewer_collections
 from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.grouppass import GroupPass
@@ -297,7 +298,8 @@ class Shipper:
                 members.append(Member(feed, qs, progress, queue, close_grace(feed.peer), serial))
             except WalshipError as exc:
                 group.stopped(feed, qs, progress, exc)
-        group.run(members, max_batches)
+        with fewer_collections():
+            group.run(members, max_batches)
         if any(isinstance(m.qs.exception, BarrierUnavailableError) for m in members):
             self.close()  # the next pass reads hbase:meta over a new connection
         for m in members:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from walship.errors import ConfigError, InvalidPeerConfigError, SinkNotFoundError
 from walship.peer import PeerConfig, parse_host_ports
@@ -74,9 +74,9 @@ _BUILTIN = {
 }
 
 
-@dataclass(frozen=True)
-class FilteredEntry:
-    """What is left of a WAL entry for a peer, and the cluster ids to ship it with."""
+class FilteredEntry(NamedTuple):
+    """What is left of a WAL entry for a peer, and the cluster ids to ship it with (a named
+    tuple: one is made for every entry shipped)."""
 
     entry: WalEntry
     cells: tuple[Cell, ...]

@@ -86,21 +86,47 @@ class Thrift2Sink(PooledSink):
     @staticmethod
     def calls(entries: Sequence[FilteredEntry], stats: ApplyStats) -> Iterator[_Call]:
         """The batch as calls, in WAL order (see the module's description), each yielded once
-        it is complete: nothing is added to a call after it was yielded."""
+        it is complete: nothing is added to a call after it was yielded. An entry of puts only
+        (most are) takes the short way: its cells become column values of one put per row."""
         call: _Call | None = None
         key: tuple[bytes, tuple[uuid.UUID, ...], bool] | None = None
         attributes: dict[bytes, bytes] = {}
+        put, column_value, tput = CellType.Put, hbase2.TColumnValue, hbase2.TPut
         for fe in entries:
-            table = fe.entry.key.table
-            if key is None or key[:2] != (table, fe.cluster_ids):
-                attributes = {b"_cs.id": encode_cluster_ids(fe.cluster_ids)}
+            cells = fe.cells
+            entry = fe.entry
+            table = entry.key.table
+            ids = fe.cluster_ids
+            if key is None or key[0] != table or key[1] != ids:
+                attributes = {b"_cs.id": encode_cluster_ids(ids)}
+            stats.cells += len(cells)
+            stats.tags_dropped += sum(1 for cell in cells if cell.tags)
+            if all(cell.type == put for cell in cells):
+                if key != (table, ids, False):
+                    key = (table, ids, False)
+                    if call is not None:
+                        yield call
+                    call = _Call(table, False)
+                assert call is not None
+                # the entry's share of the call's bytes: its cells and their keys, as the WAL holds them
+                call.size += entry.end_offset - entry.offset
+                row: bytes | None = None
+                values: list[Any] = []
+                for cell in cells:
+                    if cell.row != row:
+                        if call.full():
+                            yield call
+                            call = _Call(table, False)
+                        row = cell.row
+                        values = []
+                        call.mutations.append(tput(row, values, None, attributes))
+                    values.append(column_value(cell.family, cell.qualifier, cell.value, cell.timestamp))
+                continue
             last: Any = None  # the mutation of this entry that the next cell may join
-            for cell in fe.cells:
-                if cell.tags:
-                    stats.tags_dropped += 1
-                deletes = cell.type != CellType.Put
-                if key != (table, fe.cluster_ids, deletes):
-                    key = (table, fe.cluster_ids, deletes)
+            for cell in cells:
+                deletes = cell.type != put
+                if key != (table, ids, deletes):
+                    key = (table, ids, deletes)
                     if call is not None:
                         yield call
                     call = _Call(table, deletes)
@@ -108,16 +134,14 @@ class Thrift2Sink(PooledSink):
                 assert call is not None
                 call.size += len(cell.row) + len(cell.family) + len(cell.qualifier) + len(cell.value) + 24
                 if not deletes:
-                    value = hbase2.TColumnValue(
-                        family=cell.family, qualifier=cell.qualifier, value=cell.value, timestamp=cell.timestamp
-                    )
+                    value = column_value(cell.family, cell.qualifier, cell.value, cell.timestamp)
                     if last is not None and last.row == cell.row:
                         last.columnValues.append(value)
                     else:
                         if call.full():
                             yield call
                             call = _Call(table, deletes)
-                        last = hbase2.TPut(row=cell.row, columnValues=[value], attributes=attributes)
+                        last = tput(cell.row, [value], None, attributes)
                         call.mutations.append(last)
                 else:
                     delete_type = _DELETE_TYPES[cell.type]
@@ -136,7 +160,6 @@ class Thrift2Sink(PooledSink):
                             row=cell.row, columns=[column], deleteType=delete_type, attributes=attributes
                         )
                         call.mutations.append(last)
-                stats.cells += 1
         if call is not None and call.mutations:
             yield call
 
