@@ -41,9 +41,9 @@ from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
-from walship.wal import WalReader
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
+from walship.wal import WalReader
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -89,9 +89,7 @@ def write_thrift2(mc: MiniClusterProcess, table: str, rows: int) -> float:
         return time.perf_counter() - t0
 
 
-def ship_peer(
-    zk: str, a: MiniClusterProcess, peer_id: str, *, pipeline: bool = True
-) -> tuple[float, int, int, float]:
+def ship_peer(zk: str, a: MiniClusterProcess, peer_id: str, *, pipeline: bool = True) -> tuple[float, int, int, float]:
     """One pass of the shipper for the peer: seconds, cells shipped, batches, and the CPU
     seconds (user + system, every thread of this process) the pass took."""
     with zk_client(zk) as client:
@@ -204,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ratio ship/ceiling {sink}: {ratio:.3f}  (target >= 0.8: {'met' if ratio >= 0.8 else 'NOT met'})")
     print(f"Thrift2 sink / Thrift1 sink: {median(lambda r: r['s2'] / r['s1']):.3f}")
     cpu = {key: median(lambda r, k=key: r[k]) for key in ("cpu1", "cpu2", "floor")}  # type: ignore[misc]
-    print(f"CPU of the shipping process a cell, Thrift1 : {cpu['cpu1']:6.2f} us  (a row of 3: {3 * cpu['cpu1']:.2f} us)")
+    print(
+        f"CPU of the shipping process a cell, Thrift1 : {cpu['cpu1']:6.2f} us  (a row of 3: {3 * cpu['cpu1']:.2f} us)"
+    )
     print(f"CPU of the shipping process a cell, Thrift2 : {cpu['cpu2']:6.2f} us  (target <= 2.5 us)")
     print(f"CPU to decode a cell of the same WALs       : {cpu['floor']:6.2f} us  <- the floor")
     print(f"Thrift2 shipping CPU / decode floor: {cpu['cpu2'] / cpu['floor']:.1f}")

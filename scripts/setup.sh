@@ -95,7 +95,7 @@ if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   apt_install python3-venv
 fi
 PYTHON_REAL=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-stamp_of() { { cat pyproject.toml constraints.txt src/walship/wal/_walcodec.c src/walship/wal/_walcodec_context.h src/walship/wal/_walcodec_compressed.h; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
+stamp_of() { { cat pyproject.toml constraints.txt src/walship/wal/_walcodec.c src/walship/wal/_walcodec_context.h src/walship/wal/_walcodec_compressed.h src/walship/thrift/_putencoder.c; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.walship-python" 2>/dev/null || true)" != "$PYTHON_REAL" ]; then
   say "recreating $VENV for $PYTHON_REAL"
   rm -rf "$VENV"
@@ -107,7 +107,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; then
   say "installing Python dependencies (pinned in constraints.txt)"
-  rm -f src/walship/wal/_walcodec.*.so  # a failed (optional) build must not leave an old one behind
+  rm -f src/walship/wal/_walcodec.*.so src/walship/thrift/_putencoder.*.so  # a failed (optional) build must not leave an old one behind
   log="$VENV/pip-install.log"
   if ! { "$VENV/bin/python" -m pip install --upgrade pip \
          && "$VENV/bin/python" -m pip install -c constraints.txt -e ".[spark,airflow,dev]"; } >"$log" 2>&1; then
@@ -115,13 +115,13 @@ if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; the
   fi
   stamp_of > "$VENV/.walship-stamp"
 fi
-decoder_built() { "$VENV/bin/python" -c 'from walship.wal.reader import default_decoder; import sys; sys.exit(default_decoder() != "c")' 2>/dev/null; }
+decoder_built() { "$VENV/bin/python" -c 'from walship.wal.reader import default_decoder; from walship.thrift.encoded import put_encoder; import sys; sys.exit(default_decoder() != "c" or put_encoder() != "c")' 2>/dev/null; }
 if ! decoder_built; then
-  say "building the compiled WAL decoder (src/walship/wal/_walcodec.c)"
-  rm -f src/walship/wal/_walcodec.*.so
+  say "building the compiled WAL decoder and put encoder (src/walship/wal/_walcodec.c, src/walship/thrift/_putencoder.c)"
+  rm -f src/walship/wal/_walcodec.*.so src/walship/thrift/_putencoder.*.so
   log="$VENV/build-ext.log"
   "$VENV/bin/python" -m pip install --no-deps -e . >"$log" 2>&1 || { tail -40 "$log"; say "pip install failed (full log: $log)"; exit 1; }
-  decoder_built || { grep -iE "error|warning: build_ext" "$log" | tail -20; say "the compiled WAL decoder did not build (full log: $log)"; exit 1; }
+  decoder_built || { grep -iE "error|warning: build_ext" "$log" | tail -20; say "the compiled WAL decoder or put encoder did not build (full log: $log)"; exit 1; }
 fi
 
 # 8. The real-HBase harness (harness/: HBase 2.6's own test cluster and Thrift servers, from

@@ -31,7 +31,7 @@ from walship.clusterids import encode_cluster_ids
 from walship.sinks.base import SINK_THRIFT2_KEY, ApplyStats, FilteredEntry, SinkContext, thrift2_servers
 from walship.sinks.pooled import PooledSink
 from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
-from walship.thrift.encoded import encode_call, sending
+from walship.thrift.encoded import encode_call, encode_put_multiple, sending
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
 
@@ -57,10 +57,12 @@ _APIS = {False: ("puts", "putMultiple", "tputs"), True: ("deletes", "deleteMulti
 
 @dataclass
 class _Call:
-    """Consecutive mutations of one kind for one table and origin, up to one call's worth."""
+    """Consecutive mutations of one kind for one table and origin, up to one call's worth:
+    puts as ``(row, cells)`` (encoded straight from the cells), deletes as ``TDelete`` s."""
 
     table: bytes
     deletes: bool
+    attributes: dict[bytes, bytes]
     mutations: list[Any] = field(default_factory=list)
     size: int = 0
 
@@ -87,11 +89,11 @@ class Thrift2Sink(PooledSink):
     def calls(entries: Sequence[FilteredEntry], stats: ApplyStats) -> Iterator[_Call]:
         """The batch as calls, in WAL order (see the module's description), each yielded once
         it is complete: nothing is added to a call after it was yielded. An entry of puts only
-        (most are) takes the short way: its cells become column values of one put per row."""
+        (most are) takes the short way: its cells, row by row, as they are."""
         call: _Call | None = None
         key: tuple[bytes, tuple[uuid.UUID, ...], bool] | None = None
         attributes: dict[bytes, bytes] = {}
-        put, column_value, tput = CellType.Put, hbase2.TColumnValue, hbase2.TPut
+        put = CellType.Put
         for fe in entries:
             cells = fe.cells
             entry = fe.entry
@@ -106,21 +108,20 @@ class Thrift2Sink(PooledSink):
                     key = (table, ids, False)
                     if call is not None:
                         yield call
-                    call = _Call(table, False)
+                    call = _Call(table, False, attributes)
                 assert call is not None
                 # the entry's share of the call's bytes: its cells and their keys, as the WAL holds them
                 call.size += entry.end_offset - entry.offset
                 row: bytes | None = None
-                values: list[Any] = []
+                group: list[Any] = []
                 for cell in cells:
                     if cell.row != row:
                         if call.full():
                             yield call
-                            call = _Call(table, False)
-                        row = cell.row
-                        values = []
-                        call.mutations.append(tput(row, values, None, attributes))
-                    values.append(column_value(cell.family, cell.qualifier, cell.value, cell.timestamp))
+                            call = _Call(table, False, attributes)
+                        row, group = cell.row, []
+                        call.mutations.append((row, group))
+                    group.append(cell)
                 continue
             last: Any = None  # the mutation of this entry that the next cell may join
             for cell in cells:
@@ -129,19 +130,18 @@ class Thrift2Sink(PooledSink):
                     key = (table, ids, deletes)
                     if call is not None:
                         yield call
-                    call = _Call(table, deletes)
+                    call = _Call(table, deletes, attributes)
                     last = None
                 assert call is not None
                 call.size += len(cell.row) + len(cell.family) + len(cell.qualifier) + len(cell.value) + 24
                 if not deletes:
-                    value = column_value(cell.family, cell.qualifier, cell.value, cell.timestamp)
-                    if last is not None and last.row == cell.row:
-                        last.columnValues.append(value)
+                    if last is not None and last[0] == cell.row:
+                        last[1].append(cell)
                     else:
                         if call.full():
                             yield call
-                            call = _Call(table, deletes)
-                        last = tput(cell.row, [value], None, attributes)
+                            call = _Call(table, deletes, attributes)
+                        last = (cell.row, [cell])
                         call.mutations.append(last)
                 else:
                     delete_type = _DELETE_TYPES[cell.type]
@@ -155,7 +155,7 @@ class Thrift2Sink(PooledSink):
                     else:
                         if call.full():
                             yield call
-                            call = _Call(table, deletes)
+                            call = _Call(table, deletes, attributes)
                         last = hbase2.TDelete(
                             row=cell.row, columns=[column], deleteType=delete_type, attributes=attributes
                         )
@@ -174,7 +174,10 @@ class Thrift2Sink(PooledSink):
         with self.sender.batch(stats) as calls:
             for call in self.calls(entries, stats):
                 kind, api, argument = _APIS[call.deletes]
-                args = {"table": call.table, argument: call.mutations}
-                encoded = encode_call(hbase2.THBaseService, self.protocol, api, **args)
+                if call.deletes:
+                    args = {"table": call.table, argument: call.mutations}
+                    encoded = encode_call(hbase2.THBaseService, self.protocol, api, **args)
+                else:
+                    encoded = encode_put_multiple(self.protocol, call.table, call.mutations, call.attributes)
                 calls.send(sending(encoded), f"{kind} to table {call.table.decode(errors='replace')} (from {wal})")
         return stats

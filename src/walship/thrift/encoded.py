@@ -11,15 +11,22 @@ from __future__ import annotations
 
 import logging
 import types
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from happybase.connection import THRIFT_PROTOCOLS
 from thriftpy2.protocol import TCyBinaryProtocol
 from thriftpy2.thrift import TClient, TMessageType
 from thriftpy2.transport import TCyMemoryBuffer, TMemoryBuffer
 
-__all__ = ["EncodedCall", "EncodingClient", "encode_call", "sending"]
+from walship.thrift.hbase2 import hbase2
+
+try:
+    from walship.thrift import _putencoder
+except ImportError:  # an install without a C compiler: thriftpy2 encodes every call
+    _putencoder = None  # type: ignore[assignment]
+
+__all__ = ["EncodedCall", "EncodingClient", "encode_call", "encode_put_multiple", "put_encoder", "sending"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,43 @@ def encode_call(service: types.ModuleType, protocol: str, api: str, **args: Any)
     call_args.write(proto)
     proto.write_message_end()
     return EncodedCall(api, buffer.getvalue())
+
+
+class Cell(Protocol):
+    """A cell as a put takes it (walship's WAL cells are such tuples: row, family, qualifier,
+    timestamp, type, value, tags)."""
+
+    @property
+    def family(self) -> bytes: ...
+    @property
+    def qualifier(self) -> bytes: ...
+    @property
+    def value(self) -> bytes: ...
+    @property
+    def timestamp(self) -> int: ...
+
+
+def put_encoder() -> str:
+    """Which encoder :func:`encode_put_multiple` uses for the binary protocol: ``c`` (the
+    compiled one) or ``python`` (thriftpy2's, where it was not built)."""
+    return "c" if _putencoder is not None else "python"
+
+
+def encode_put_multiple(
+    protocol: str, table: bytes, puts: list[tuple[bytes, Sequence[Cell]]], attributes: dict[bytes, bytes]
+) -> EncodedCall:
+    """THBaseService ``putMultiple(table, tputs)``, each ``(row, cells)`` of ``puts`` a TPut of
+    the cells' column values (family, qualifier, value, timestamp) with ``attributes``: in the
+    binary protocol straight from the cells by the compiled encoder (the same bytes), else
+    through thriftpy2's objects."""
+    if protocol == "binary" and _putencoder is not None:
+        return EncodedCall("putMultiple", _putencoder.encode_put_multiple(table, puts, attributes))
+    value, tput = hbase2.TColumnValue, hbase2.TPut
+    tputs = [
+        tput(row, [value(c.family, c.qualifier, c.value, c.timestamp) for c in cells], None, attributes)
+        for row, cells in puts
+    ]
+    return encode_call(hbase2.THBaseService, protocol, "putMultiple", table=table, tputs=tputs)
 
 
 class EncodingClient(TClient):
