@@ -13,6 +13,8 @@ __all__ = [
     "LOCK_WAIT",
     "MAX_PARALLEL_JOBS",
     "TAIL_DURATION",
+    "TAIL_GATHER",
+    "TAIL_GATHER_ENTRIES",
     "TAIL_IDLE_SLEEP",
     "TAIL_REDISCOVER",
     "ZK_SESSION_TIMEOUT",
@@ -37,6 +39,11 @@ TAIL_DURATION = 600.0
 TAIL_IDLE_SLEEP = 0.1
 #: Seconds between a tailer's looks for new queues (and dead servers' queues to claim).
 TAIL_REDISCOVER = 2.0
+#: Seconds a tailer lets new edits gather after a pass that read fewer than
+#: :data:`TAIL_GATHER_ENTRIES`: fewer, fuller passes (each has its ZooKeeper round trips and
+#: file reads to pay), for at most this much more lag.
+TAIL_GATHER = 0.05
+TAIL_GATHER_ENTRIES = 1000
 #: Minimum age in seconds of an archived WAL the cleaner may delete.
 CLEAN_TTL = 600.0
 #: ZooKeeper session timeout in seconds: a killed shipper's queue locks are free again after

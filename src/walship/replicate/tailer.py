@@ -137,6 +137,7 @@ class Tailer:
         run_id: str | None = None,
         stop: threading.Event | None = None,
         source_thrift2: str | None = None,
+        gather: float = defaults.TAIL_GATHER,
     ) -> None:
         ids = split_peer_ids(peer_id) if isinstance(peer_id, str) else list(dict.fromkeys(peer_id))
         if not all(ids):
@@ -148,12 +149,13 @@ class Tailer:
         self.peer_id = ",".join(ids)
         if not (math.isfinite(duration) and duration > 0):
             raise ConfigError(f"tail: the duration must be a finite number of seconds > 0, got {duration!r}")
-        for name, value in (("idle sleep", idle_sleep), ("rediscover", rediscover)):
+        for name, value in (("idle sleep", idle_sleep), ("rediscover", rediscover), ("gather", gather)):
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"tail: the {name} must be a finite number of seconds >= 0, got {value!r}")
         self.duration = duration
         self.idle_sleep = idle_sleep
         self.rediscover = rediscover
+        self.gather = gather
         if probe_interval is not None and probe_interval < 0:
             raise ConfigError(f"tail: the probe interval must be >= 0 seconds, got {probe_interval}")
         self.max_backoff = max_backoff
@@ -399,6 +401,8 @@ class Tailer:
                 backoff = self.idle_sleep
                 if not shipped:
                     self._idle(listing, deadline)
+                elif shipped < defaults.TAIL_GATHER_ENTRIES and self.gather:
+                    self._sleep(self.gather, deadline)  # let a fuller pass gather
         finally:
             if self.every:
                 summary.peer_id = ",".join(self.peer_ids)
