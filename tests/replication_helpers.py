@@ -14,6 +14,7 @@ from walship.harness import HBaseProcess
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
+from walship.protos import Replication_pb2
 from walship.replicate import PeerSummary, Shipper, WalStore
 from walship.replicate.tailer import Tailer, TailSummary
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
@@ -107,6 +108,16 @@ def add_peer(source: Cluster, target: Cluster, peer_id: str = "1", protocol: str
             lambda: current_wals_enqueued(source, queues, peer_id),
             what=f"{source.mc.name}'s current WALs in peer {peer_id}'s queues",
         )
+
+
+def raw_peer(client: Any, layout: ZnodeLayout, peer_id: str) -> tuple[Replication_pb2.ReplicationPeer, int]:
+    """The peer znode's ReplicationPeer message, parsed here with protobuf alone (not walship's
+    decoder), and the znode's version."""
+    data, stat = client.get(layout.peer(peer_id))
+    assert data.startswith(b"PBUF")
+    pb = Replication_pb2.ReplicationPeer()
+    pb.ParseFromString(data[4:])
+    return pb, stat.version
 
 
 def ship(source: Cluster, peer_id: str = "1", **kwargs: object) -> PeerSummary:

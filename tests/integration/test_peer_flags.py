@@ -8,12 +8,12 @@ import json
 
 import pytest
 from kazoo.client import KazooClient
+from replication_helpers import raw_peer
 
 from walship.cli import main
 from walship.minicluster.process import MiniClusterProcess
 from walship.protos import Replication_pb2
 from walship.zk import ZnodeLayout
-from walship.zk.encoding import PB_MAGIC
 
 pytestmark = pytest.mark.integration
 
@@ -47,15 +47,6 @@ def source_thrift2(minicluster: MiniClusterProcess, monkeypatch: pytest.MonkeyPa
     return f"{host}:{port}"
 
 
-def raw(zk: KazooClient, peer_id: str) -> tuple[Replication_pb2.ReplicationPeer, int]:
-    """The peer znode's ReplicationPeer message, parsed here without walship, and its version."""
-    data, stat = zk.get(LAYOUT.peer(peer_id))
-    assert data.startswith(PB_MAGIC)
-    pb = Replication_pb2.ReplicationPeer()
-    pb.ParseFromString(data[len(PB_MAGIC) :])
-    return pb, stat.version
-
-
 def add(capsys: pytest.CaptureFixture[str], zk_hosts: str, peer_id: str, *flags: str) -> str:
     code, out, err = run(
         capsys, zk_hosts, "peer", "add", peer_id, "--cluster-key", "h:2181:/b",
@@ -71,9 +62,9 @@ def test_peer_add_writes_bandwidth_and_serial_and_list_and_show_print_them(
     out = add(capsys, zk_hosts, "1", "--bandwidth", "1048576", "--serial")
     assert out.strip().endswith("-> h:2181:/b; serial; bandwidth 1048576 bytes/s")
     assert add(capsys, zk_hosts, "2").strip().endswith("-> h:2181:/b")  # as before without them
-    pb, _ = raw(zk, "1")
+    pb, _ = raw_peer(zk, LAYOUT, "1")
     assert pb.HasField("bandwidth") and pb.bandwidth == 1048576 and pb.serial is True
-    pb, _ = raw(zk, "2")
+    pb, _ = raw_peer(zk, LAYOUT, "2")
     assert pb.bandwidth == 0 and pb.serial is False
 
     code, out, _ = run(capsys, zk_hosts, "peer", "list", "--json")
@@ -102,13 +93,13 @@ def test_peer_set_changes_bandwidth_and_serial_in_one_write_each(
     zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str], source_thrift2: str
 ) -> None:
     add(capsys, zk_hosts, "1")
-    _, version = raw(zk, "1")
+    _, version = raw_peer(zk, LAYOUT, "1")
 
     def set_1(*flags: str) -> tuple[list[str], Replication_pb2.ReplicationPeer]:
         nonlocal version
         code, out, err = run(capsys, zk_hosts, "peer", "set", "1", *flags)
         assert code == 0, err
-        pb, now = raw(zk, "1")
+        pb, now = raw_peer(zk, LAYOUT, "1")
         assert now == version + 1, f"{flags}: {now - version} znode writes"
         version = now
         return out.splitlines(), pb
@@ -185,7 +176,7 @@ def test_a_subscription_is_serial_unless_told_otherwise(
     assert code == 0, err
     code, _, err = run(capsys, zk_hosts, "subscription", "add", "s2", "--listener", LISTENER, "--no-serial")
     assert code == 0, err
-    assert raw(zk, "s1")[0].serial is True and raw(zk, "s2")[0].serial is False
+    assert raw_peer(zk, LAYOUT, "s1")[0].serial is True and raw_peer(zk, LAYOUT, "s2")[0].serial is False
     code, out, _ = run(capsys, zk_hosts, "subscription", "show", "s1", "--json")
     assert code == 0 and json.loads(out)["serial"] is True
     code, out, _ = run(capsys, zk_hosts, "subscription", "list", "--json")
@@ -211,4 +202,4 @@ def test_a_serial_peer_without_a_source_thrift2_is_refused_and_nothing_written(
     add(capsys, zk_hosts, "8")
     code, _, err = run(capsys, zk_hosts, "peer", "set", "8", "--serial", "true")
     assert code == 1 and "peer 8 is serial" in err
-    assert raw(zk, "8")[0].serial is False
+    assert raw_peer(zk, LAYOUT, "8")[0].serial is False

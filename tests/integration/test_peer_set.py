@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 from kazoo.client import KazooClient
-from replication_helpers import TABLE, Cluster, contents, current_wals_enqueued, make_cluster, tail_in_thread
+from replication_helpers import TABLE, Cluster, contents, current_wals_enqueued, make_cluster, raw_peer, tail_in_thread
 from waiting import wait_until
 
 from walship.cli import main
@@ -24,7 +24,7 @@ from walship.protos import Replication_pb2
 from walship.replicate.tailer import TailSummary
 from walship.sinks.base import validate_sink_config
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
-from walship.zk.encoding import PB_MAGIC, encode_peer, encode_peer_state
+from walship.zk.encoding import encode_peer, encode_peer_state
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +36,6 @@ def run(capsys: pytest.CaptureFixture[str], zk_hosts: str, *argv: str) -> tuple[
     code = main(["--zk", zk_hosts, "--znode-parent", PARENT, *argv])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def raw(zk: KazooClient, peer_id: str) -> tuple[Replication_pb2.ReplicationPeer, int]:
-    """The peer znode's ReplicationPeer message, parsed here without walship, and its version."""
-    data, stat = zk.get(LAYOUT.peer(peer_id))
-    assert data.startswith(PB_MAGIC)
-    pb = Replication_pb2.ReplicationPeer()
-    pb.ParseFromString(data[len(PB_MAGIC) :])
-    return pb, stat.version
 
 
 def pb_table_cfs(pb_items: object) -> dict[str, list[str]]:
@@ -82,13 +73,13 @@ def peers(zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str]) ->
 def test_each_flag_round_trips_with_one_write(
     zk_hosts: str, zk: KazooClient, peers: ReplicationPeers, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, version = raw(zk, "1")
+    _, version = raw_peer(zk, LAYOUT, "1")
 
     def set_1(*flags: str) -> tuple[str, Replication_pb2.ReplicationPeer, PeerConfig]:
         nonlocal version
         code, out, err = run(capsys, zk_hosts, "peer", "set", "1", *flags)
         assert code == 0, err
-        pb, now = raw(zk, "1")
+        pb, now = raw_peer(zk, LAYOUT, "1")
         assert now == version + 1, f"{flags}: {now - version} znode writes"  # exactly one write
         version = now
         return out, pb, peers.get("1")
@@ -137,12 +128,12 @@ def test_each_flag_round_trips_with_one_write(
 
     code, out, _ = run(capsys, zk_hosts, "peer", "set", "1", "--json", "--namespaces", "ns1")
     assert code == 0 and json.loads(out) == peers.get("1").to_json()
-    assert json.loads(out)["namespaces"] == ["ns1"] and raw(zk, "1")[1] == version + 1
+    assert json.loads(out)["namespaces"] == ["ns1"] and raw_peer(zk, LAYOUT, "1")[1] == version + 1
 
     # set rewrites the peer's znode only: both switches and the other peer are as they were
     assert zk.get(LAYOUT.peer_state("1"))[0] == encode_peer_state(False)
     assert zk.get(LAYOUT.walship_peer_state("1"))[0] == encode_peer_state(True)
-    assert peers.get("1").managed and raw(zk, "2")[1] == 0
+    assert peers.get("1").managed and raw_peer(zk, LAYOUT, "2")[1] == 0
 
 
 @pytest.mark.parametrize(
@@ -186,18 +177,18 @@ def test_a_table_on_a_peer_with_exclude_lists_needs_them_cleaned(
     zk_hosts: str, zk: KazooClient, peers: ReplicationPeers, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run(capsys, zk_hosts, "peer", "set", "1", "--exclude-namespaces", "x")[0] == 0
-    _, version = raw(zk, "1")
+    _, version = raw_peer(zk, LAYOUT, "1")
     code, _, err = run(capsys, zk_hosts, "peer", "set", "1", "--table-cfs", "t")
     assert code == 1 and "peer 1: exclude lists apply only when replicating all tables" in err
-    assert raw(zk, "1")[1] == version
+    assert raw_peer(zk, LAYOUT, "1")[1] == version
     code, out, _ = run(capsys, zk_hosts, "peer", "set", "1", "--table-cfs", "t", "--exclude-namespaces", "")
-    assert code == 0 and "replicate_all: true -> false" in out and raw(zk, "1")[1] == version + 1
+    assert code == 0 and "replicate_all: true -> false" in out and raw_peer(zk, LAYOUT, "1")[1] == version + 1
 
 
 def test_no_flag_or_a_bad_boolean_is_a_usage_error(
     zk_hosts: str, zk: KazooClient, peers: ReplicationPeers, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, version = raw(zk, "1")
+    _, version = raw_peer(zk, LAYOUT, "1")
     for argv in (["peer", "set", "1"], ["peer", "set", "1", "--replicate-all", "maybe"]):
         with pytest.raises(SystemExit) as exc:
             run(capsys, zk_hosts, *argv)
@@ -205,7 +196,7 @@ def test_no_flag_or_a_bad_boolean_is_a_usage_error(
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and err.startswith("walship peer set: ")  # one line, the command named
         assert "give at least one of --table-cfs" in err or "expected true or false, got 'maybe'" in err
-    assert raw(zk, "1")[1] == version
+    assert raw_peer(zk, LAYOUT, "1")[1] == version
 
 
 def test_the_command_as_a_process(zk_hosts: str, zk: KazooClient, peers: ReplicationPeers) -> None:
@@ -238,11 +229,11 @@ def test_validation_runs_on_the_merged_config_inside_the_write_loop(
             seen.append(peer)
             validate_sink_config(peer)
 
-        _, version = raw(zk, "1")
+        _, version = raw_peer(zk, LAYOUT, "1")
         before, after = peers.modify("1", change, validate=validate)
         assert len(seen) == 2 and seen[1].bandwidth == 1000  # validated again, on the merged peer
         assert before.bandwidth == 1000 and after.bandwidth == 1000 and after.configuration["k"] == "v"
-        assert raw(zk, "1")[1] == version + 2  # the racer's write, then ours
+        assert raw_peer(zk, LAYOUT, "1")[1] == version + 2  # the racer's write, then ours
 
         # a racer leaves a sink setting walship refuses (as a raw znode write from another tool
         # would): the retry's validation sees the merged config and nothing is written
@@ -257,10 +248,10 @@ def test_validation_runs_on_the_merged_config_inside_the_write_loop(
                 other.set(LAYOUT.peer("1"), encode_peer(bad), version=stat.version)
             return replace(current, configuration={**current.configuration, "k2": "v2"})
 
-        _, version = raw(zk, "1")
+        _, version = raw_peer(zk, LAYOUT, "1")
         with pytest.raises(InvalidPeerConfigError, match="peer 1: no sink 'nope'"):
             peers.modify("1", change_and_break, validate=validate_sink_config)
-        assert calls == 2 and raw(zk, "1")[1] == version + 1  # the racer's write only
+        assert calls == 2 and raw_peer(zk, LAYOUT, "1")[1] == version + 1  # the racer's write only
         assert "k2" not in peers.get("1").configuration
     finally:
         other.stop()

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 from walship.errors import NoSuchFamilyError
 from walship.minicluster.store import Region, Store
+from walship.serial.barriers import INFO, META_TABLE, PARENT, REP_BARRIER, SEQNUM, STATE
 from walship.servername import ServerName
 from walship.wal import Cell, CellType
 
@@ -50,19 +51,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-META_TABLE = b"hbase:meta"
-INFO = b"info"
 TABLE_FAMILY = b"table"
-REP_BARRIER = b"rep_barrier"
 #: meta's families and the versions each keeps (``FSTableDescriptors``: ``hbase.meta.versions``
 #: = 3; ``rep_barrier``: every version)
 META_VERSIONS: dict[bytes, int] = {INFO: 3, TABLE_FAMILY: 3, REP_BARRIER: 2**31 - 1}
-STATE = b"state"
 SERVER = b"server"
 STARTCODE = b"serverstartcode"
-SEQNUM = b"seqnumDuringOpen"
 SERVERNAME = b"sn"
-PARENT = b"parent"
 _ESCAPE = b"\xff"
 _SEPARATOR = b"\xff\x00"
 

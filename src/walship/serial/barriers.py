@@ -46,8 +46,14 @@ from walship.thrift.conn import THRIFT2_REFUSALS, ThriftOptions, ThriftSession, 
 from walship.thrift.hbase2 import hbase2
 
 __all__ = [
+    "INFO",
     "META_TABLE",
+    "NINES",
+    "PARENT",
     "REGION_STATES",
+    "REP_BARRIER",
+    "SEQNUM",
+    "STATE",
     "BarrierReader",
     "RegionBarriers",
     "encoded_region_name",
@@ -60,13 +66,14 @@ T = TypeVar("T")
 
 #: The catalog table, as Thrift2 names it.
 META_TABLE = b"hbase:meta"
-_INFO = b"info"
-_STATE = b"state"
-_REP_BARRIER = b"rep_barrier"
-_SEQNUM = b"seqnumDuringOpen"
-_PARENT = b"parent"
+#: hbase:meta's columns a reader of barriers uses (``HConstants``, ``ReplicationBarrierFamilyFormat``).
+INFO = b"info"
+STATE = b"state"
+REP_BARRIER = b"rep_barrier"
+SEQNUM = b"seqnumDuringOpen"
+PARENT = b"parent"
 #: ``HConstants.NINES``: the region id that sorts after every other in a meta row key.
-_NINES = b"99999999999999"
+NINES = b"99999999999999"
 #: Read every version (``Scan.readAllVersions``).
 _ALL_VERSIONS = 2**31 - 1
 _MD5_HEX_LENGTH = 32
@@ -171,12 +178,12 @@ def barriers_of(row: bytes, cells: Sequence[Any]) -> tuple[int, ...]:
     """
     out = set()
     for cv in cells:
-        if bytes(cv.family) != _REP_BARRIER or bytes(cv.qualifier or b"") != _SEQNUM:
+        if bytes(cv.family) != REP_BARRIER or bytes(cv.qualifier or b"") != SEQNUM:
             continue
         value = bytes(cv.value or b"")
         if len(value) != 8:
             raise BarrierReadError(
-                f"{_where(row, _REP_BARRIER, _SEQNUM)}: {len(value)} bytes ({value.hex() or 'empty'}), "
+                f"{_where(row, REP_BARRIER, SEQNUM)}: {len(value)} bytes ({value.hex() or 'empty'}), "
                 "not the 8 of a sequence id"
             )
         out.add(struct.unpack(">q", value)[0])
@@ -197,20 +204,20 @@ def parse_meta_row(row: bytes, cells: Sequence[Any]) -> tuple[RegionBarriers, tu
         parse or names no region, a row that is no region name.
     """
     state = None
-    raw_state = _newest(cells, _INFO, _STATE)
+    raw_state = _newest(cells, INFO, STATE)
     if raw_state is not None:
         state = raw_state.decode("ascii", errors="replace")
         if state not in REGION_STATES:
-            raise BarrierReadError(f"{_where(row, _INFO, _STATE)}: {state!r} is not a region state")
+            raise BarrierReadError(f"{_where(row, INFO, STATE)}: {state!r} is not a region state")
     names: tuple[bytes, ...] = ()
     parents: list[str] = []
-    raw_parents = _newest(cells, _REP_BARRIER, _PARENT)
+    raw_parents = _newest(cells, REP_BARRIER, PARENT)
     if raw_parents is not None:
         try:
             names = split_parent_names(raw_parents)
             parents = [encoded_region_name(name) for name in names]
         except ValueError as exc:
-            raise BarrierReadError(f"{_where(row, _REP_BARRIER, _PARENT)}: {exc}") from None
+            raise BarrierReadError(f"{_where(row, REP_BARRIER, PARENT)}: {exc}") from None
     try:
         encoded = encoded_region_name(row)
     except ValueError as exc:
@@ -289,9 +296,9 @@ class BarrierReader:
         if not name:
             raise ConfigError("a table name is needed to read replication barriers")
         scan = hbase2.TScan(
-            startRow=b"%s,%s,%s" % (name, row, _NINES),
+            startRow=b"%s,%s,%s" % (name, row, NINES),
             stopRow=name + b",,",
-            columns=[hbase2.TColumn(family=_INFO, qualifier=_STATE), hbase2.TColumn(family=_REP_BARRIER)],
+            columns=[hbase2.TColumn(family=INFO, qualifier=STATE), hbase2.TColumn(family=REP_BARRIER)],
             maxVersions=_ALL_VERSIONS,
             reversed=True,
             caching=self.caching,
@@ -326,7 +333,7 @@ class BarrierReader:
         name = self._names.get(encoded)
         if name is None:
             return self._find_parent(encoded, what)
-        columns = [hbase2.TColumn(family=_REP_BARRIER, qualifier=_SEQNUM)]
+        columns = [hbase2.TColumn(family=REP_BARRIER, qualifier=SEQNUM)]
         tget = hbase2.TGet(row=name, columns=columns, maxVersions=_ALL_VERSIONS)
         result = self._session.call(what, lambda c: c.get(META_TABLE, tget))
         return self._read(barriers_of, name, result.columnValues or [])
@@ -337,7 +344,7 @@ class BarrierReader:
         if not encoded.isalnum():
             raise ConfigError(f"not an encoded region name: {encoded!r}")
         scan = hbase2.TScan(
-            columns=[hbase2.TColumn(family=_REP_BARRIER, qualifier=_SEQNUM)],
+            columns=[hbase2.TColumn(family=REP_BARRIER, qualifier=SEQNUM)],
             maxVersions=_ALL_VERSIONS,
             filterString=f"RowFilter(=, 'substring:.{encoded}.')".encode(),
             caching=self.caching,
@@ -359,7 +366,7 @@ class BarrierReader:
         :raises BarrierUnavailableError: the server did not answer.
         """
         scan = hbase2.TScan(
-            columns=[hbase2.TColumn(family=_REP_BARRIER, qualifier=_SEQNUM)],
+            columns=[hbase2.TColumn(family=REP_BARRIER, qualifier=SEQNUM)],
             maxVersions=_ALL_VERSIONS,
             caching=max(self.caching, 100),
         )
