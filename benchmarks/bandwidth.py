@@ -31,14 +31,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import happybase
+from benchtools import scoped_table, wait_enqueued
 
-from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.replicate.throttle import batch_size
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
 PARENT = "/hbase-a"
@@ -104,22 +104,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for mc in (a, b):
                 mc.start()
-                conn = happybase.Connection(*mc.thrift)
-                conn.create_table("bench", {"f": {"max_versions": 1}})
-                conn.close()
-            AdminClient(a.admin).set_scope("bench", "f", 1)
+                scoped_table(mc)
             host, port = b.thrift
             with zk_client(zk.hosts) as client:
                 registry = ReplicationPeers(client, ZnodeLayout(PARENT))
                 for pid, limit in peers.items():
                     sink = {"walship.sink.thrift": f"{host}:{port}"}
                     registry.add(PeerConfig(pid, f"{zk.hosts}:/hbase-b", configuration=sink, bandwidth=limit))
-                queues = ReplicationQueues(client, ZnodeLayout(PARENT))
-                deadline = time.monotonic() + 30
-                while {q.peer_id for q in queues.list_queues()} != set(peers):
-                    if time.monotonic() > deadline:
-                        raise SystemExit("the minicluster did not enqueue its WAL for every peer")
-                    time.sleep(0.05)
+                wait_enqueued(client, ZnodeLayout(PARENT), peers)
             root = str(a.data_dir)
             for r in range(args.rounds):
                 conn = happybase.Connection(*a.thrift)

@@ -24,13 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import happybase
+from benchtools import wait_enqueued
 
 from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.cluster import ensure_cluster_id
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -96,12 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 for pid in peers:
                     ensure_cluster_id(client, ZnodeLayout(f"/peer-{pid}"))  # a peer cluster's id, as HBase keeps it
                     registry.add(PeerConfig(pid, f"{zk_hosts}:/peer-{pid}"))
-                queues = ReplicationQueues(client, ZnodeLayout(PARENT))
-                deadline = time.monotonic() + 30
-                while {q.peer_id for q in queues.list_queues()} != set(peers):
-                    if time.monotonic() > deadline:
-                        raise SystemExit("the minicluster did not enqueue its WAL for every peer")
-                    time.sleep(0.05)
+                wait_enqueued(client, ZnodeLayout(PARENT), peers)
             root = str(a.data_dir)
             results: dict[str, list[tuple[float, int]]] = {"apart": [], "together": []}
             for r in range(args.rounds * 2):

@@ -24,9 +24,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import happybase
+from benchtools import scoped_table
 
-from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.thrift.conn import open_thrift2
@@ -68,10 +67,7 @@ def thrift2_pair() -> Iterator[tuple[str, MiniClusterProcess, MiniClusterProcess
         try:
             for mc in (a, b):
                 mc.start()
-                conn = happybase.Connection(*mc.thrift)
-                conn.create_table("bench", {"f": {"max_versions": 1}})
-                conn.close()
-                AdminClient(mc.admin).set_scope("bench", "f", 1)
+                scoped_table(mc)
             host, port = b.thrift2
             with zk_client(zk.hosts) as client:
                 ReplicationPeers(client, ZnodeLayout("/hbase-a")).add(
