@@ -23,6 +23,7 @@ Target: the Spark job, start-up left out, above 1.0x the single-client ceiling.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -62,17 +63,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def spark_submit(zk: str, wal_root: str, *args: str) -> float:
+#: The phases of a job's time that the job prints (spark_jobs/ship.py), in order.
+PHASES = ("imports", "spark_session", "plan", "tasks", "record")
+
+
+def spark_submit(zk: str, wal_root: str, *args: str, timings: dict[str, float] | None = None) -> float:
+    """Seconds of a spark-submit of the ship job; ``timings`` gets the phases it printed."""
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
     t0 = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
          str(ROOT / "spark_jobs" / "ship.py"), "--zk", zk, "--znode-parent", "/hbase-a", "--wal-root", wal_root,
          *args],
-        env=env, capture_output=True, check=True, timeout=900,
+        env=env, capture_output=True, check=True, timeout=900, text=True,
     )  # fmt: skip
-    return time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    if timings is not None:
+        for line in (done.stdout + done.stderr).splitlines():
+            if line.startswith("ship.py: timings "):
+                timings.update(json.loads(line.removeprefix("ship.py: timings ")))
+    return took
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                 secs["spark"] = spark_submit(zk.hosts, wal_root, "--peer", "1")
                 busy["spark"] = cpu_seconds(b.proc.pid) - cpu0
                 # the same job again, its queues drained: its start-up, task launches included
-                secs["startup"] = spark_submit(zk.hosts, wal_root, "--peer", "1")
+                phases: dict[str, float] = {}
+                secs["startup"] = spark_submit(zk.hosts, wal_root, "--peer", "1", timings=phases)
+                secs |= {f"phase_{k}": v for k, v in phases.items()}
                 with zk_client(zk.hosts) as client:
                     shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(wal_root))
                     cpu0 = cpu_seconds(b.proc.pid)
@@ -172,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"spark with start-up / ceiling: {ratio('spark'):.3f}")
     print(f"one process / ceiling: {ratio('one'):.3f}")
     print(f"start-up share of the job: {median(lambda secs, _: secs['startup'] / secs['spark']):.0%}")
+    print("the drained job's time (medians), as the job measures it:")
+    for phase in PHASES:
+        print(f"  {phase:<14}: {median(lambda secs, _, k=phase: secs.get(f'phase_{k}', 0.0)):6.2f} s")  # type: ignore[misc]
+    rest = median(lambda secs, _: secs["startup"] - sum(secs.get(f"phase_{k}", 0.0) for k in PHASES))
+    print(f"  {'JVM, Python':<14}: {rest:6.2f} s  (spark-submit's own start and stop, outside the job's main)")
     # how much of its time B's server (one process) was busy, and its CPU per cell: a parallel
     # job can gain over one client only as far as one client leaves the server idle
     for name in ("work", "one", "ceiling"):

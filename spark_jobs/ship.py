@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 
 from walship import defaults
@@ -41,6 +42,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.perf_counter()
     from walship.errors import WalshipError
     from walship.replicate.summary import PeerSummary
     from walship.spark.entry import JOB_ERRORS, bad_job, failed, setup_logging, spark_session
@@ -80,11 +82,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     except JOB_ERRORS as exc:
         return bad_job("ship.py", exc)
+    timings = {"imports": time.perf_counter() - started}
     try:
+        t0 = time.perf_counter()
         with spark_session(f"walship-ship-peer-{job.peer_id}") as spark:
-            summaries = ship_with_spark(spark, job)
+            timings["spark_session"] = time.perf_counter() - t0
+            summaries = ship_with_spark(spark, job, timings)
     except WalshipError as exc:
         return failed("ship.py", exc)
+    # where a job's time went: the driver's imports, Spark's session, the plan (ZooKeeper), the
+    # tasks (their Python workers, sessions and shipping), the summary's write
+    print("ship.py: timings " + json.dumps({k: round(v, 3) for k, v in timings.items()}), file=sys.stderr)
     return report(summaries)
 
 

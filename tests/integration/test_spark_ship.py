@@ -114,7 +114,8 @@ def test_a_lingering_ship_task_ships_edits_written_after_its_first_pass(
     for i in range(10):
         t.put(b"early%02d" % i, {b"r:q": b"e"})
     job = ShipJob(zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", linger=600)
-    _, groups = plan_queues(job)
+    with zk_client(a.zk_hosts) as client:
+        _, groups = plan_queues(job, client)
     out: list[dict[str, Any]] = []
     worker = threading.Thread(target=lambda: out.extend(ship_partition(job, iter(groups))))
     worker.start()

@@ -1,0 +1,415 @@
+"""Replication throughput on real HBase 2.6 (the harness's clusters), A -> B, beside what one
+client gets out of B's Thrift servers, for both sinks, in one run.
+
+Starts ZooKeeper, a cluster A with three region servers and a cluster B with one (each one JVM:
+master, region servers, Thrift1 and Thrift2 servers). A has two tables: ``one`` (one region, so
+one region server's queue holds its edits) and ``three`` (pre-split, its three regions on A's
+three region servers, so each queue holds a third). Four peers are added through HBase's Admin,
+DISABLED for HBase, and adopted by walship: ``one`` and ``three``, each over Thrift2 and over
+Thrift1. Each figure is ``--cells`` cells (100-byte values, 3 cells a row) written into A, then:
+
+* one queue, in process: :meth:`walship.replicate.Shipper.ship_peer` ships ``one`` to B (cells/s,
+  and the shipping process's CPU a cell), beside the ceiling: the same cells written straight into
+  B by one client (Thrift2: ``putMultiple`` calls of 1,000 rows; Thrift1: happybase batches of
+  1,000 rows, ``mutateRows``); target: ship / ceiling >= 0.9;
+* three queues in parallel: the Spark ship job (spark-submit of ``spark_jobs/ship.py --job``, one
+  task a queue) ships ``three`` to B; its start-up (the same job again, its queues drained) is
+  left out; beside the same one-client ceiling, taken again; target: ship / ceiling >= 1.5.
+
+Every ratio is taken back to back in its round; the medians over ``--rounds`` are printed with
+each round's ratio, and how busy each process was in each step (cores of CPU: this process, B's
+JVM, A's JVM, the Spark job, the whole machine) and B's CPU a cell, to see what limits a figure.
+A first round of the one-queue figures is left out (the JVMs' compilers warm up), B (and A
+after each load) is flushed before every timed step, and both clusters' compactions are off, so
+no step pays for a flush or a compaction of another.
+
+    .venv/bin/python benchmarks/real_peer.py [--cells 300000] [--rounds 3] [--master local[2]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import happybase
+
+from walship.harness import HBaseProcess
+from walship.replicate import Shipper, WalStore
+from walship.spark.ship import ShipJob
+from walship.thrift.conn import open_thrift2
+from walship.thrift.hbase2 import hbase2
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk.localserver import LocalZooKeeper, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+VALUE = b"x" * 100
+QUALS = (b"a", b"b", b"c")
+FAMILY = {"f": {"scope": 1, "versions": 1}}
+SINKS = ("thrift2", "thrift1")
+#: peer id of (table, sink)
+PEERS = {("one", "thrift2"): "1", ("one", "thrift1"): "2", ("three", "thrift2"): "3", ("three", "thrift1"): "4"}
+ONE_TARGET = 0.9
+THREE_TARGET = 1.5
+#: no compaction starts during a run: a step must not pay for another's store files
+NO_COMPACTIONS = {"hbase.hstore.compactionThreshold": "10000", "hbase.hstore.blockingStoreFiles": "20000"}
+CLOCK = os.sysconf("SC_CLK_TCK")
+
+
+def row_key(i: int) -> bytes:
+    return b"%016d" % i
+
+
+# -- CPU and time of a step ----------------------------------------------------------------
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) process ``pid`` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK
+
+
+def machine_cpu() -> float:
+    """CPU seconds every core of the machine has been busy so far (whoever ran)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (
+        int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / CLOCK
+
+
+def children_cpu() -> float:
+    """CPU seconds of the child processes reaped so far (a spark-submit and what it reaped)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+@dataclass
+class Step:
+    """Wall-clock seconds of one timed step and the CPU seconds spent meanwhile by this process,
+    B's JVM, A's JVM, the children reaped (a spark-submit's JVM and Python workers) and the
+    whole machine."""
+
+    wall: float = 0.0
+    own: float = 0.0
+    b: float = 0.0
+    a: float = 0.0
+    spark: float = 0.0
+    machine: float = 0.0
+
+    def __sub__(self, other: Step) -> Step:
+        return Step(*(getattr(self, k) - getattr(other, k) for k in ("wall", "own", "b", "a", "spark", "machine")))
+
+
+@contextmanager
+def timed(a: HBaseProcess, b: HBaseProcess) -> Iterator[Step]:
+    """Measure the ``with`` block into the :class:`Step` it yields."""
+    assert a.proc is not None and b.proc is not None
+    pa, pb = a.proc.pid, b.proc.pid
+    step = Step()
+    c0, b0, a0, s0, m0 = time.process_time(), process_cpu(pb), process_cpu(pa), children_cpu(), machine_cpu()
+    t0 = time.perf_counter()
+    yield step
+    step.wall = time.perf_counter() - t0
+    step.own = time.process_time() - c0
+    step.b, step.a = process_cpu(pb) - b0, process_cpu(pa) - a0
+    step.spark, step.machine = children_cpu() - s0, machine_cpu() - m0
+
+
+# -- the clusters, tables and peers --------------------------------------------------------
+
+
+def start_clusters(root: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
+    """A (three region servers) and B (one), started in parallel on one ZooKeeper."""
+    a = HBaseProcess("A", root / "A", zk=zk, znode_parent="/hbase-a", regionservers=3, conf=NO_COMPACTIONS)
+    b = HBaseProcess("B", root / "B", zk=zk, znode_parent="/hbase-b", regionservers=1, conf=NO_COMPACTIONS)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        started = [pool.submit(hb.start) for hb in (a, b)]
+    for future in started:
+        exc = future.exception()
+        if exc is not None:
+            for hb in (a, b):
+                hb.kill()
+            raise exc
+    return a, b
+
+
+def spread_regions(a: HBaseProcess, table: str) -> list[str]:
+    """Move the table's regions so each sits on a region server of its own; their servers."""
+    regions = a.call("regions", table=table)
+    servers = sorted(a.servers())
+    if len(regions) > len(servers):
+        raise RuntimeError(f"{table} has {len(regions)} regions for {len(servers)} region servers")
+    if len({r["server"] for r in regions}) < len(regions):
+        for region, server in zip(regions, servers, strict=False):
+            if region["server"] != server:
+                a.call("move_region", region=region["region"], server=server)
+    deadline = time.monotonic() + 120
+    while True:
+        placed = [r["server"] for r in a.call("regions", table=table)]
+        if len(placed) == len(regions) and len(set(placed)) == len(regions):
+            return placed
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{table}'s regions are still on {placed}")
+        time.sleep(0.2)
+
+
+def create_tables(a: HBaseProcess, b: HBaseProcess, rows: int) -> list[str]:
+    """``one`` and ``three`` on A and B (``three`` split in three on A), ``ceiling`` on B;
+    returns the servers of ``three``'s regions on A."""
+    splits = [row_key(rows * k // 3).hex() for k in (1, 2)]
+    a.call("create_table", table="one", families=FAMILY)
+    a.call("create_table", table="three", families=FAMILY, splits=splits)
+    for table in ("one", "three", "ceiling"):
+        b.call("create_table", table=table, families=FAMILY)
+    return spread_regions(a, "three")
+
+
+def sink_config(b: HBaseProcess, sink: str) -> dict[str, str]:
+    if sink == "thrift2":
+        host, port = b.thrift2
+        return {"walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"}
+    host, port = b.thrift
+    return {"walship.sink.thrift": f"{host}:{port}"}
+
+
+def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
+    """Every peer of :data:`PEERS` through HBase's Admin (DISABLED for HBase, its table only),
+    adopted by walship; returns once every live server of A queues its WALs for each."""
+    for (table, sink), peer in PEERS.items():
+        a.call(
+            "add_peer",
+            peer=peer,
+            cluster_key=b.cluster_key,
+            state="DISABLED",
+            configuration={"walship.managed": "true", **sink_config(b, sink)},
+            table_cfs={table: []},
+        )
+        with zk_client(a.zk_hosts) as client:
+            ReplicationPeers(client, ZnodeLayout(a.znode_parent)).adopt(peer)
+    servers = set(a.servers())
+    deadline = time.monotonic() + 60
+    with zk_client(a.zk_hosts) as client:
+        queues = ReplicationQueues(client, ZnodeLayout(a.znode_parent))
+        for peer in PEERS.values():
+            while not servers <= {q.server for q in queues.list_queues(peer) if q.wals}:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"peer {peer}'s queues are not on every server of A")
+                time.sleep(0.1)
+
+
+# -- writing and shipping ------------------------------------------------------------------
+
+
+def write_thrift1(hb: HBaseProcess, table: str, rows: int) -> None:
+    """The rows into ``table`` through the cluster's Thrift1 server: happybase batches of 1,000."""
+    conn = happybase.Connection(*hb.thrift)
+    try:
+        with conn.table(table).batch(batch_size=1000) as batch:
+            for i in range(rows):
+                batch.put(row_key(i), {b"f:" + q: VALUE for q in QUALS})
+    finally:
+        conn.close()
+
+
+def write_thrift2(hb: HBaseProcess, table: str, rows: int) -> None:
+    """The rows into ``table`` through the cluster's Thrift2 server: putMultiple calls of 1,000 rows."""
+    with open_thrift2(*hb.thrift2) as c:
+        for start in range(0, rows, 1000):
+            puts = [
+                hbase2.TPut(
+                    row=row_key(i),
+                    columnValues=[hbase2.TColumnValue(family=b"f", qualifier=q, value=VALUE) for q in QUALS],
+                )
+                for i in range(start, min(rows, start + 1000))
+            ]
+            c.client.putMultiple(table.encode(), puts)
+
+
+CEILINGS: dict[str, Callable[[HBaseProcess, str, int], None]] = {"thrift2": write_thrift2, "thrift1": write_thrift1}
+
+
+def ship_in_process(a: HBaseProcess, peer: str) -> int:
+    """One pass of the shipper over the peer's queues, in this process; the cells shipped."""
+    with zk_client(a.zk_hosts) as client, Shipper(client, ZnodeLayout(a.znode_parent), WalStore(a.wal_root)) as s:
+        return int(s.ship_peer(peer).totals()["cells_shipped"])
+
+
+def spark_ship(a: HBaseProcess, peer: str, master: str, cwd: Path) -> int:
+    """spark-submit of the ship job for the peer; the cells it shipped (from its summary)."""
+    bindir = Path(sys.executable).parent
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    job = ShipJob(zk=a.zk_hosts, znode_parent=a.znode_parent, wal_root=a.wal_root, peer_id=peer)
+    done = subprocess.run(
+        [str(bindir / "spark-submit"), "--master", master, "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.driver.memory=512m", str(ROOT / "spark_jobs" / "ship.py"), "--job", job.to_json()],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    summaries = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not summaries:
+        tail = (done.stdout + done.stderr)[-3000:]
+        raise RuntimeError(f"the ship job for peer {peer} failed ({done.returncode}):\n{tail}")
+    return int(json.loads(summaries[-1])["totals"]["cells_shipped"])
+
+
+# -- a round -------------------------------------------------------------------------------
+
+
+def one_queue_round(a: HBaseProcess, b: HBaseProcess, rows: int) -> dict[str, Step]:
+    """Load ``one`` on A, then for each sink: ship its peer in process, then the ceiling."""
+    write_thrift1(a, "one", rows)
+    a.call("flush")
+    steps: dict[str, Step] = {}
+    for sink in SINKS:
+        b.call("flush")
+        with timed(a, b) as steps[f"{sink} ship"]:
+            shipped = ship_in_process(a, PEERS["one", sink])
+        if shipped != rows * len(QUALS):
+            raise RuntimeError(f"{sink}: shipped {shipped} cells of one queue, wrote {rows * len(QUALS)}")
+        b.call("flush")
+        with timed(a, b) as steps[f"{sink} ceiling"]:
+            CEILINGS[sink](b, "ceiling", rows)
+    return steps
+
+
+def three_queue_round(a: HBaseProcess, b: HBaseProcess, rows: int, master: str, cwd: Path) -> dict[str, Step]:
+    """Load ``three`` on A, then for each sink: the Spark job, the same job drained (its
+    start-up), the ceiling; ``<sink> work`` is the job without its start-up."""
+    write_thrift1(a, "three", rows)
+    a.call("flush")
+    steps: dict[str, Step] = {}
+    for sink in SINKS:
+        peer = PEERS["three", sink]
+        b.call("flush")
+        with timed(a, b) as steps[f"{sink} spark"]:
+            shipped = spark_ship(a, peer, master, cwd)
+        if shipped != rows * len(QUALS):
+            raise RuntimeError(f"{sink}: the Spark job shipped {shipped} cells, wrote {rows * len(QUALS)}")
+        with timed(a, b) as steps[f"{sink} startup"]:
+            spark_ship(a, peer, master, cwd)
+        steps[f"{sink} work"] = steps[f"{sink} spark"] - steps[f"{sink} startup"]
+        b.call("flush")
+        with timed(a, b) as steps[f"{sink} ceiling3"]:
+            CEILINGS[sink](b, "ceiling", rows)
+    return steps
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+def report(rounds: list[dict[str, Step]], cells: int, master: str, spread: list[str]) -> None:
+    def median(key: Callable[[dict[str, Step]], float]) -> float:
+        return statistics.median(key(r) for r in rounds)
+
+    def rate(name: str) -> float:
+        return median(lambda r: cells / r[name].wall)
+
+    def ratio(ship: str, ceiling: str) -> tuple[float, list[float]]:
+        each = [r[ceiling].wall / r[ship].wall for r in rounds]
+        return statistics.median(each), each
+
+    def verdict(value: float, target: float) -> str:
+        return f"target >= {target}: {'met' if value >= target else f'NOT met, {value / target:.0%} of it'}"
+
+    print(f"\ncells {cells:,} a figure ({cells // 3:,} rows x 3, 100-byte values), {len(rounds)} rounds; medians:")
+    print("one queue (table 'one', one region), walship in process:")
+    for sink, ceiling_name in (("thrift2", "putMultiple"), ("thrift1", "happybase mutateRows")):
+        value, each = ratio(f"{sink} ship", f"{sink} ceiling")
+        cpu = median(lambda r, s=sink: r[f"{s} ship"].own / cells * 1e6)  # type: ignore[misc]
+        print(f"  ship A -> B over {sink:7}                : {rate(f'{sink} ship'):9,.0f} cells/s, "
+              f"CPU of the shipping process {cpu:.2f} us a cell")  # fmt: skip
+        print(
+            f"  {ceiling_name + ' straight into B':38}: {rate(f'{sink} ceiling'):9,.0f} cells/s  <- ceiling, one client"
+        )
+        print(
+            f"  ratio {sink}: {value:.3f} (rounds {', '.join(f'{x:.3f}' for x in each)}; {verdict(value, ONE_TARGET)})"
+        )
+    print(f"three queues (table 'three', a region on each of {len(set(spread))} servers), Spark ship job on {master}:")
+    for sink in SINKS:
+        value, each = ratio(f"{sink} work", f"{sink} ceiling3")
+        job, startup = median(lambda r, s=sink: r[f"{s} spark"].wall), median(lambda r, s=sink: r[f"{s} startup"].wall)  # type: ignore[misc]
+        print(f"  {sink}: job {job:.1f} s, of which start-up {startup:.1f} s (the same job, queues drained)")
+        print(f"  ship A -> B over {sink:7}, start-up left out: {rate(f'{sink} work'):9,.0f} cells/s "
+              f"(with it: {rate(f'{sink} spark'):,.0f})")  # fmt: skip
+        print(f"  {'ceiling, one client':38}: {rate(f'{sink} ceiling3'):9,.0f} cells/s")
+        print(
+            f"  ratio {sink}: {value:.3f} (rounds {', '.join(f'{x:.3f}' for x in each)}; {verdict(value, THREE_TARGET)})"
+        )
+    print("where the time goes (medians; cores of CPU busy during the step, B's JVM CPU a cell):")
+    print(f"  {'step':18} {'this proc':>9} {'spark job':>9} {'B JVM':>7} {'A JVM':>7} {'machine':>8} {'B us/cell':>10}")
+    for name in [f"{s} {k}" for s in SINKS for k in ("ship", "ceiling", "work", "ceiling3")]:
+
+        def cores(attr: str, n: str = name) -> float:
+            return median(lambda r: getattr(r[n], attr) / r[n].wall)
+
+        b_cell = median(lambda r, n=name: r[n].b / cells * 1e6)  # type: ignore[misc]
+        print(f"  {name:18} {cores('own'):9.2f} {cores('spark'):9.2f} {cores('b'):7.2f} {cores('a'):7.2f} "
+              f"{cores('machine'):8.2f} {b_cell:10.1f}")  # fmt: skip
+    print(f"  (the machine has {os.cpu_count()} cores; 'machine' counts every process on it, others' work too)")
+
+
+def progress(what: str, steps: dict[str, Step], cells: int) -> None:
+    print(f"{what}: " + ", ".join(f"{name} {steps[name].wall:.1f} s ({cells / steps[name].wall:,.0f} cells/s)"
+                                  for name in steps), flush=True)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cells", type=int, default=300_000, help="cells a figure (3 a row)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every figure; medians are printed")
+    parser.add_argument("--master", default="local[2]", help="Spark master of the ship job")
+    args = parser.parse_args(argv)
+    if args.cells < 3000 or args.rounds < 1:
+        parser.error("--cells must be >= 3000 and --rounds >= 1")
+    rows = args.cells // len(QUALS)
+    cells = rows * len(QUALS)
+    rounds: list[dict[str, Step]] = []
+    with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
+        root = Path(tmp)
+        zk = LocalZooKeeper(root / "zk", free_port())
+        zk.start()
+        try:
+            a, b = start_clusters(root, zk.hosts)
+            try:
+                spread = create_tables(a, b, rows)
+                add_peers(a, b)
+                # one round unmeasured first: the JVMs' compilers warm up on both Thrift servers
+                one_queue_round(a, b, rows)
+                for r in range(args.rounds):
+                    rounds.append(one_queue_round(a, b, rows))
+                    progress(f"one queue, round {r + 1}", rounds[-1], cells)
+                # the three-queue peers' queues hold the WALs of the loads above (none of their
+                # table's edits): one untimed pass moves past them
+                for sink in SINKS:
+                    ship_in_process(a, PEERS["three", sink])
+                for r in range(args.rounds):
+                    steps = three_queue_round(a, b, rows, args.master, root)
+                    rounds[r] |= steps
+                    progress(f"three queues, round {r + 1}", steps, cells)
+            finally:
+                for hb in (b, a):
+                    hb.stop()
+        finally:
+            zk.stop()
+    report(rounds, cells, args.master, spread)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
