@@ -395,3 +395,35 @@ def test_a_tailer_keeps_the_order_while_regions_move(scenario: Scenario) -> None
     for row in ROWS:
         assert increasing(applied[row]), (row, applied[row])
         assert [v for v, _ in got[row]] == list(range(1, final[row] + 1)), row
+
+
+def test_a_table_the_peer_does_not_take_never_holds_it_back(
+    mini: tuple[Source, Cluster], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another scoped table's region moved before the peer was added, its first range in a WAL
+    no queue of the peer holds: the peer takes only its own table, so that region's entries in
+    the queue are not held to its order (HBase checks what the table filter lets through)."""
+    source, b = mini
+    a = source.c
+    other = Source(Cluster(a.mc, a.zk_hosts, b"other"), real=False)
+    create_scoped_table(a.mc.thrift2, "other")
+    region = region_of(other, b"x")
+    conn = a.conn()
+    conn.table("other").put(b"x", {b"r:q": b"1"})
+    other.move(region["region"], next(s for s in other.servers() if s != region["server"]))
+    AdminClient(a.mc.admin).roll(region["server"])
+    flags = a.cli_flags()
+    sink = f"walship.sink.thrift={b.thrift_address()}"
+    table = a.table_name.decode()
+    argv = ["peer", "add", "1", "--cluster-key", b.cluster_key, "--config", sink, "--serial", "--table-cfs", table]
+    assert main([*flags, *argv]) == 0
+    _queued(a, ["1"])
+    conn.table("other").put(b"x", {b"r:q": b"2"})  # the moved region's second range, in a queued WAL
+    for _ in range(3):
+        conn.table(a.table_name).counter_inc(ROWS[0], COUNTER)
+    conn.close()
+    capsys.readouterr()
+    assert main([*flags, "ship", "--peer", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert all(q["status"] != "waiting-serial" for q in out["queues"]), out
+    assert counters_in_peer_wal(b)[ROWS[0]] == [1, 2, 3]

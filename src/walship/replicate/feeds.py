@@ -156,11 +156,11 @@ class Member:
         or when a serial peer may not be sent it yet (:attr:`blocked` then says why)."""
         if self.stopped or entry.offset < self.position:
             return False
-        if self.serial is not None:
+        if self.serial is not None and self.feed.entry_filter.ordered(entry):
             self.blocked = self.serial.check(entry)
             if self.blocked is not None:
                 return False
-            # every entry counts, sent or filtered out: the range it belongs to moves on
+            # sent or left empty by the scopes, it counts: the range it belongs to moves on
             self.last_pushed[entry.key.encoded_region_name.decode()] = entry.key.sequence_id
         self.read += 1
         size = entry.end_offset - entry.offset

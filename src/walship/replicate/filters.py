@@ -108,6 +108,17 @@ class EntryFilter:
             cached = self._table_cache[table] = table_rule(self.peer, table)
         return cached
 
+    def ordered(self, entry: WalEntry) -> bool:
+        """Whether a serial peer keeps this entry's place in its region's order: an entry of a
+        table the peer takes that did not come from the peer, whatever its cells' scopes (as
+        HBase checks what its table and cluster filters let through, empty edits included)."""
+        key = entry.key
+        return (
+            not key.table.startswith(b"hbase:")
+            and self._table_rule(key.table).replicate
+            and self.peer_cluster_id not in key.cluster_ids
+        )
+
     def apply(self, entry: WalEntry) -> FilteredEntry | None:
         """The entry's replicable part, or ``None`` when nothing of it goes to this peer."""
         key = entry.key
