@@ -40,6 +40,8 @@ QUEUE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("last back-off", "last_backoff"),
     ("state", "state"),
     ("bulk loads", "bulk_loads"),
+    ("waiting (serial)", "waiting_serial"),
+    ("throttled", "throttled_s"),
 )
 
 
@@ -182,8 +184,11 @@ def _cell_text(field_name: str, value: Any) -> str:
         return "yes" if value else "no"
     if field_name == "bytes_queued":
         return f"{value:,} ({human_bytes(value)})" if value >= 1024 else f"{value:,} B"
-    if field_name in ("lag_s", "age_of_last_shipped_op_s"):
+    if field_name in ("lag_s", "age_of_last_shipped_op_s", "throttled_s"):
         return human_seconds(float(value))
+    if field_name == "waiting_serial":
+        whose = "its previous range" if value["waits_for"] == value["region"] else f"parent {value['waits_for']}"
+        return f"region {value['region']} seq {value['seq']} waits for {whose}"
     if field_name == "progress_pct":
         return f"{float(value):.1f} %"
     if isinstance(value, int):
