@@ -4,26 +4,32 @@ client gets out of B's Thrift servers, for both sinks, in one run.
 Starts ZooKeeper, a cluster A with three region servers and a cluster B with one (each one JVM:
 master, region servers, Thrift1 and Thrift2 servers). A has two tables: ``one`` (one region, so
 one region server's queue holds its edits) and ``three`` (pre-split, its three regions on A's
-three region servers, so each queue holds a third). Four peers are added through HBase's Admin,
-DISABLED for HBase, and adopted by walship: ``one`` and ``three``, each over Thrift2 and over
-Thrift1. Each figure is ``--cells`` cells (100-byte values, 3 cells a row) written into A, then:
+three region servers, so each queue holds a third; split the same on B). Four peers are added
+through HBase's Admin, DISABLED for HBase, and adopted by walship: ``one`` and ``three``, each
+over Thrift2 and over Thrift1. Each figure is ``--cells`` cells (100-byte values, 3 cells a row)
+written into A, then:
 
 * one queue, in process: :meth:`walship.replicate.Shipper.ship_peer` ships ``one`` to B (cells/s,
   and the shipping process's CPU a cell), beside the ceiling: the same cells written straight into
   B by one client (Thrift2: ``putMultiple`` calls of 1,000 rows; Thrift1: happybase batches of
   1,000 rows, ``mutateRows``); target: ship / ceiling >= 0.9;
 * three queues in parallel: the Spark ship job (spark-submit of ``spark_jobs/ship.py --job``, one
-  task a queue) ships ``three`` to B; its start-up (the same job again, its queues drained) is
-  left out; beside the same one-client ceiling, taken again; target: ship / ceiling >= 1.5.
+  task a queue, on ``--master``) ships ``three`` to B, beside the same one-client ceiling, taken
+  again; target: ship / ceiling >= 1.5. Its start-up is left out two ways: the job's time minus
+  the same job's run again with its queues drained, and (steadier: no JVM start in it) the
+  window of its tasks (first launch to last end, from Spark's event log) minus the drained
+  job's.
 
-Every ratio is taken back to back in its round; the medians over ``--rounds`` are printed with
-each round's ratio, and how busy each process was in each step (cores of CPU: this process, B's
-JVM, A's JVM, the Spark job, the whole machine) and B's CPU a cell, to see what limits a figure.
-A first round of the one-queue figures is left out (the JVMs' compilers warm up), B (and A
-after each load) is flushed before every timed step, and both clusters' compactions are off, so
-no step pays for a flush or a compaction of another.
+Every ratio is taken back to back in its round (which side goes first alternates by round); the
+medians over ``--rounds`` are printed with each round's ratio, and, to see what limits a figure,
+how many cores each process kept busy in each step (this process, the Spark job's processes, B's
+JVM, A's JVM, everything else on the machine), B's CPU a cell, and the rows a Thrift1 sink call
+can carry (Thrift1 takes one timestamp a call). A first round of the one-queue figures is left
+out (the JVMs' compilers warm up), B (and A after each load) is flushed before every timed step,
+and both clusters' compactions are off, so no step pays for a flush or a compaction of another.
+On a machine shared with other work, short steps move a lot: a larger ``--cells`` steadies them.
 
-    .venv/bin/python benchmarks/real_peer.py [--cells 300000] [--rounds 3] [--master local[2]]
+    .venv/bin/python benchmarks/real_peer.py [--cells 300000] [--rounds 3] [--master local[2]] [--no-spark]
 """
 
 from __future__ import annotations
@@ -31,16 +37,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import happybase
@@ -50,6 +56,7 @@ from walship.replicate import Shipper, WalStore
 from walship.spark.ship import ShipJob
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
+from walship.wal import WalReader
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -76,8 +83,8 @@ def row_key(i: int) -> bytes:
 
 def process_cpu(pid: int) -> float:
     """CPU seconds (user + system, every thread) process ``pid`` has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(stat[11]) + int(stat[12])) / CLOCK
 
 
 def machine_cpu() -> float:
@@ -88,17 +95,32 @@ def machine_cpu() -> float:
     return (user + nice + system + irq + softirq + steal) / CLOCK
 
 
-def children_cpu() -> float:
-    """CPU seconds of the child processes reaped so far (a spark-submit and what it reaped)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+def tree_cpu(root: int) -> float:
+    """CPU seconds used so far by process ``root`` and its descendants, the children they have
+    reaped included (a spark-submit: its JVM and Python workers)."""
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(entry.name)
+        parents[pid] = int(stat[1])
+        used[pid] = sum(int(v) for v in stat[11:15]) / CLOCK
+    tree = {root} & used.keys()
+    while grown := {pid for pid, parent in parents.items() if parent in tree} - tree:
+        tree |= grown
+    return sum(used[pid] for pid in tree)
 
 
 @dataclass
 class Step:
     """Wall-clock seconds of one timed step and the CPU seconds spent meanwhile by this process,
-    B's JVM, A's JVM, the children reaped (a spark-submit's JVM and Python workers) and the
-    whole machine."""
+    B's JVM, A's JVM, the Spark job (a spark-submit's process tree) and the whole machine; for a
+    window of Spark tasks, also the seconds its tasks ran, summed."""
 
     wall: float = 0.0
     own: float = 0.0
@@ -106,9 +128,10 @@ class Step:
     a: float = 0.0
     spark: float = 0.0
     machine: float = 0.0
+    task_seconds: float = 0.0
 
     def __sub__(self, other: Step) -> Step:
-        return Step(*(getattr(self, k) - getattr(other, k) for k in ("wall", "own", "b", "a", "spark", "machine")))
+        return Step(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(Step)))
 
 
 @contextmanager
@@ -117,13 +140,50 @@ def timed(a: HBaseProcess, b: HBaseProcess) -> Iterator[Step]:
     assert a.proc is not None and b.proc is not None
     pa, pb = a.proc.pid, b.proc.pid
     step = Step()
-    c0, b0, a0, s0, m0 = time.process_time(), process_cpu(pb), process_cpu(pa), children_cpu(), machine_cpu()
+    c0, b0, a0, m0 = time.process_time(), process_cpu(pb), process_cpu(pa), machine_cpu()
     t0 = time.perf_counter()
     yield step
     step.wall = time.perf_counter() - t0
     step.own = time.process_time() - c0
-    step.b, step.a = process_cpu(pb) - b0, process_cpu(pa) - a0
-    step.spark, step.machine = children_cpu() - s0, machine_cpu() - m0
+    step.b, step.a, step.machine = process_cpu(pb) - b0, process_cpu(pa) - a0, machine_cpu() - m0
+
+
+class Sampler:
+    """The CPU counters of a :class:`Step` read every 0.1 s in a thread while a spark-submit
+    runs (its process tree's among them), so that a window inside its run, a Spark job's tasks,
+    can be measured as well as the whole."""
+
+    def __init__(self, a: HBaseProcess, b: HBaseProcess, root: int) -> None:
+        assert a.proc is not None and b.proc is not None
+        self.pids = (a.proc.pid, b.proc.pid, root)
+        self.samples: list[tuple[float, Step]] = [self.read()]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="cpu-sampler")
+        self._thread.start()
+
+    def read(self) -> tuple[float, Step]:
+        pa, pb, root = self.pids
+        now = time.time()
+        counters = Step(0.0, time.process_time(), process_cpu(pb), process_cpu(pa), tree_cpu(root), machine_cpu())
+        return now, counters
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.samples.append(self.read())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(self.read())
+
+    def window(self, start: float, end: float) -> Step:
+        """The counters from the last sample at or before ``start`` to the first at or after
+        ``end`` (epoch seconds); its wall time is ``end - start``."""
+        before = [c for t, c in self.samples if t <= start] or [self.samples[0][1]]
+        after = [c for t, c in self.samples if t >= end] or [self.samples[-1][1]]
+        step = after[0] - before[-1]
+        step.wall = end - start
+        return step
 
 
 # -- the clusters, tables and peers --------------------------------------------------------
@@ -165,12 +225,13 @@ def spread_regions(a: HBaseProcess, table: str) -> list[str]:
 
 
 def create_tables(a: HBaseProcess, b: HBaseProcess, rows: int) -> list[str]:
-    """``one`` and ``three`` on A and B (``three`` split in three on A), ``ceiling`` on B;
+    """``one`` and ``three`` on A and B (``three`` split in three), ``ceiling`` on B;
     returns the servers of ``three``'s regions on A."""
     splits = [row_key(rows * k // 3).hex() for k in (1, 2)]
     a.call("create_table", table="one", families=FAMILY)
     a.call("create_table", table="three", families=FAMILY, splits=splits)
-    for table in ("one", "three", "ceiling"):
+    b.call("create_table", table="three", families=FAMILY, splits=splits)  # split as on A, as a peer's table is
+    for table in ("one", "ceiling"):
         b.call("create_table", table=table, families=FAMILY)
     return spread_regions(a, "three")
 
@@ -245,8 +306,10 @@ def ship_in_process(a: HBaseProcess, peer: str) -> int:
         return int(s.ship_peer(peer).totals()["cells_shipped"])
 
 
-def spark_ship(a: HBaseProcess, peer: str, master: str, cwd: Path) -> int:
-    """spark-submit of the ship job for the peer; the cells it shipped (from its summary)."""
+def spark_ship(a: HBaseProcess, b: HBaseProcess, peer: str, master: str, cwd: Path) -> tuple[int, Step, Step]:
+    """spark-submit of the ship job for the peer: the cells it shipped (from its summary), the
+    whole job as a :class:`Step`, and the window of its tasks (first launch to last end, from
+    Spark's event log) as another."""
     bindir = Path(sys.executable).parent
     env = {
         **os.environ,
@@ -255,70 +318,135 @@ def spark_ship(a: HBaseProcess, peer: str, master: str, cwd: Path) -> int:
         "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
+    events = Path(tempfile.mkdtemp(prefix="events-", dir=cwd))
     job = ShipJob(zk=a.zk_hosts, znode_parent=a.znode_parent, wal_root=a.wal_root, peer_id=peer)
-    done = subprocess.run(
-        [str(bindir / "spark-submit"), "--master", master, "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.driver.memory=512m", str(ROOT / "spark_jobs" / "ship.py"), "--job", job.to_json()],
-        env=env, cwd=cwd, capture_output=True, text=True, timeout=1800, check=False,
-    )  # fmt: skip
-    summaries = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not summaries:
-        tail = (done.stdout + done.stderr)[-3000:]
-        raise RuntimeError(f"the ship job for peer {peer} failed ({done.returncode}):\n{tail}")
-    return int(json.loads(summaries[-1])["totals"]["cells_shipped"])
+    cmd = [
+        str(bindir / "spark-submit"), "--master", master, "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.driver.memory=512m", "--conf", "spark.eventLog.enabled=true",
+        "--conf", f"spark.eventLog.dir={events.as_uri()}", "--conf", "spark.eventLog.compress=false",
+        str(ROOT / "spark_jobs" / "ship.py"), "--job", job.to_json(),
+    ]  # fmt: skip
+    start = time.time()
+    with subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        sampler = Sampler(a, b, proc.pid)
+        try:
+            out, err = proc.communicate(timeout=1800)
+        finally:
+            sampler.stop()
+    end = time.time()
+    summaries = [line for line in out.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not summaries:
+        raise RuntimeError(f"the ship job for peer {peer} failed ({proc.returncode}):\n{(out + err)[-3000:]}")
+    tasks = [
+        (event["Task Info"]["Launch Time"] / 1000, event["Task Info"]["Finish Time"] / 1000)
+        for log in events.rglob("events_*")  # beside them: Hadoop's .crc files
+        for event in map(json.loads, log.read_text().splitlines())
+        if event.get("Event") == "SparkListenerTaskEnd"
+    ]
+    if not tasks:
+        raise RuntimeError(f"the ship job for peer {peer} ran no task (its event log is in {events})")
+    window = sampler.window(min(t for t, _ in tasks), max(t for _, t in tasks))
+    window.task_seconds = sum(finish - launch for launch, finish in tasks)
+    return int(json.loads(summaries[-1])["totals"]["cells_shipped"]), sampler.window(start, end), window
+
+
+def timestamp_runs(a: HBaseProcess, table: str) -> tuple[int, int, int]:
+    """The table's cells in A's WALs, its entries (HBase logs a mini-batch of rows as one
+    entry) and how many runs of one timestamp they form in WAL order: Thrift1 takes one
+    timestamp a call, so the Thrift1 sink needs a call for each run at least."""
+    store = WalStore(a.wal_root)
+    cells = entries = runs = 0
+    for path, archived in store.wal_files():
+        if path.rsplit("/", 1)[-1].startswith("."):
+            continue  # the local file system's checksum files
+        last = None
+        with store.open(store.location(path, archived)) as f:
+            for entry in WalReader(f, path).entries():
+                if entry.key.table != table.encode() or not entry.cells:
+                    continue
+                cells += len(entry.cells)
+                entries += 1
+                if entry.cells[0].timestamp != last:
+                    runs += 1
+                    last = entry.cells[0].timestamp
+    return cells, entries, runs
 
 
 # -- a round -------------------------------------------------------------------------------
 
 
-def one_queue_round(a: HBaseProcess, b: HBaseProcess, rows: int) -> dict[str, Step]:
-    """Load ``one`` on A, then for each sink: ship its peer in process, then the ceiling."""
+def one_queue_round(a: HBaseProcess, b: HBaseProcess, rows: int, ceiling_first: bool = False) -> dict[str, Step]:
+    """Load ``one`` on A, then for each sink: ship its peer in process, and the ceiling (first
+    when ``ceiling_first``: rounds alternate, so neither side always follows the other)."""
+    t0 = time.perf_counter()
     write_thrift1(a, "one", rows)
+    print(f"loading A: {rows * len(QUALS) / (time.perf_counter() - t0):,.0f} cells/s", flush=True)
     a.call("flush")
     steps: dict[str, Step] = {}
-    for sink in SINKS:
+
+    def ship(sink: str) -> None:
         b.call("flush")
         with timed(a, b) as steps[f"{sink} ship"]:
             shipped = ship_in_process(a, PEERS["one", sink])
         if shipped != rows * len(QUALS):
             raise RuntimeError(f"{sink}: shipped {shipped} cells of one queue, wrote {rows * len(QUALS)}")
+
+    def ceiling(sink: str) -> None:
         b.call("flush")
         with timed(a, b) as steps[f"{sink} ceiling"]:
             CEILINGS[sink](b, "ceiling", rows)
+
+    for sink in SINKS:
+        for measure in (ceiling, ship) if ceiling_first else (ship, ceiling):
+            measure(sink)
     return steps
 
 
-def three_queue_round(a: HBaseProcess, b: HBaseProcess, rows: int, master: str, cwd: Path) -> dict[str, Step]:
-    """Load ``three`` on A, then for each sink: the Spark job, the same job drained (its
-    start-up), the ceiling; ``<sink> work`` is the job without its start-up."""
+def three_queue_round(
+    a: HBaseProcess, b: HBaseProcess, rows: int, master: str, cwd: Path, ceiling_first: bool = False
+) -> dict[str, Step]:
+    """Load ``three`` on A, then for each sink: the Spark job and the same job drained (its
+    start-up), and the ceiling (first when ``ceiling_first``); ``<sink> work`` is the job
+    without its start-up, ``<sink> task work`` its tasks' window without the drained job's."""
     write_thrift1(a, "three", rows)
     a.call("flush")
     steps: dict[str, Step] = {}
-    for sink in SINKS:
+
+    def ship(sink: str) -> None:
         peer = PEERS["three", sink]
         b.call("flush")
-        with timed(a, b) as steps[f"{sink} spark"]:
-            shipped = spark_ship(a, peer, master, cwd)
+        shipped, steps[f"{sink} spark"], steps[f"{sink} tasks"] = spark_ship(a, b, peer, master, cwd)
         if shipped != rows * len(QUALS):
             raise RuntimeError(f"{sink}: the Spark job shipped {shipped} cells, wrote {rows * len(QUALS)}")
-        with timed(a, b) as steps[f"{sink} startup"]:
-            spark_ship(a, peer, master, cwd)
+        _, steps[f"{sink} startup"], steps[f"{sink} drained tasks"] = spark_ship(a, b, peer, master, cwd)
         steps[f"{sink} work"] = steps[f"{sink} spark"] - steps[f"{sink} startup"]
+        steps[f"{sink} task work"] = steps[f"{sink} tasks"] - steps[f"{sink} drained tasks"]
+
+    def ceiling(sink: str) -> None:
         b.call("flush")
         with timed(a, b) as steps[f"{sink} ceiling3"]:
             CEILINGS[sink](b, "ceiling", rows)
+
+    for sink in SINKS:
+        for measure in (ceiling, ship) if ceiling_first else (ship, ceiling):
+            measure(sink)
     return steps
 
 
 # -- the report ----------------------------------------------------------------------------
 
 
-def report(rounds: list[dict[str, Step]], cells: int, master: str, spread: list[str]) -> None:
+def report(
+    rounds: list[dict[str, Step]], cells: int, master: str, spread: list[str], runs: tuple[int, int, int]
+) -> None:
     def median(key: Callable[[dict[str, Step]], float]) -> float:
         return statistics.median(key(r) for r in rounds)
 
     def rate(name: str) -> float:
         return median(lambda r: cells / r[name].wall)
+
+    def wall(name: str) -> float:
+        return median(lambda r: r[name].wall)
 
     def ratio(ship: str, ceiling: str) -> tuple[float, list[float]]:
         each = [r[ceiling].wall / r[ship].wall for r in rounds]
@@ -340,33 +468,58 @@ def report(rounds: list[dict[str, Step]], cells: int, master: str, spread: list[
         print(
             f"  ratio {sink}: {value:.3f} (rounds {', '.join(f'{x:.3f}' for x in each)}; {verdict(value, ONE_TARGET)})"
         )
-    print(f"three queues (table 'three', a region on each of {len(set(spread))} servers), Spark ship job on {master}:")
-    for sink in SINKS:
-        value, each = ratio(f"{sink} work", f"{sink} ceiling3")
-        job, startup = median(lambda r, s=sink: r[f"{s} spark"].wall), median(lambda r, s=sink: r[f"{s} startup"].wall)  # type: ignore[misc]
-        print(f"  {sink}: job {job:.1f} s, of which start-up {startup:.1f} s (the same job, queues drained)")
-        print(f"  ship A -> B over {sink:7}, start-up left out: {rate(f'{sink} work'):9,.0f} cells/s "
-              f"(with it: {rate(f'{sink} spark'):,.0f})")  # fmt: skip
-        print(f"  {'ceiling, one client':38}: {rate(f'{sink} ceiling3'):9,.0f} cells/s")
+        load = median(lambda r, s=sink: r[f"{s} ceiling"].b / r[f"{s} ship"].b)  # type: ignore[misc]
+        print(f"  B's JVM CPU for the same cells, ceiling / ship: {load:.3f} (the ratio if B's CPU were the limit)")
+    three = "thrift2 work" in rounds[0]
+    if three:
         print(
-            f"  ratio {sink}: {value:.3f} (rounds {', '.join(f'{x:.3f}' for x in each)}; {verdict(value, THREE_TARGET)})"
+            f"three queues (table 'three', a region on each of {len(set(spread))} servers), Spark ship job on {master}:"
         )
-    print("where the time goes (medians; cores of CPU busy during the step, B's JVM CPU a cell):")
-    print(f"  {'step':18} {'this proc':>9} {'spark job':>9} {'B JVM':>7} {'A JVM':>7} {'machine':>8} {'B us/cell':>10}")
-    for name in [f"{s} {k}" for s in SINKS for k in ("ship", "ceiling", "work", "ceiling3")]:
+    for sink in SINKS if three else ():
+        job, startup, tasks, drained = (
+            wall(f"{sink} {name}") for name in ("spark", "startup", "tasks", "drained tasks")
+        )
+        parallel = median(lambda r, n=f"{sink} tasks": r[n].task_seconds / r[n].wall)  # type: ignore[misc]
+        print(f"  {sink}: job {job:.1f} s, start-up {startup:.1f} s (the same job, queues drained); "
+              f"its tasks {tasks:.2f} s (drained: {drained:.2f} s), {parallel:.2f} of them at a time")  # fmt: skip
+        ceiling = rate(f"{sink} ceiling3")
+        for label, name in (("job minus start-up", "work"), ("tasks minus drained tasks", "task work")):
+            value, each = ratio(f"{sink} {name}", f"{sink} ceiling3")
+            print(f"  ship A -> B over {sink}, {label:25}: {rate(f'{sink} {name}'):9,.0f} cells/s, ratio {value:.3f} "
+                  f"(rounds {', '.join(f'{x:.3f}' for x in each)}; {verdict(value, THREE_TARGET)})")  # fmt: skip
+        print(f"  {'ceiling, one client':43}: {ceiling:9,.0f} cells/s (the job with its start-up: "
+              f"{rate(f'{sink} spark'):,.0f})")  # fmt: skip
+    print("where the time goes (medians; cores busy during the step: this process, the Spark job's processes,")
+    print("B's JVM, A's JVM, the rest and the whole machine; B's JVM CPU a cell):")
+    print(f"  {'step':20} {'this proc':>9} {'spark job':>9} {'B JVM':>7} {'A JVM':>7} {'others':>7} {'machine':>8} "
+          f"{'B us/cell':>10}")  # fmt: skip
+    kinds = ("ship", "ceiling", "tasks", "ceiling3") if three else ("ship", "ceiling")
+    for name in [f"{s} {k}" for s in SINKS for k in kinds]:
 
         def cores(attr: str, n: str = name) -> float:
             return median(lambda r: getattr(r[n], attr) / r[n].wall)
 
         b_cell = median(lambda r, n=name: r[n].b / cells * 1e6)  # type: ignore[misc]
-        print(f"  {name:18} {cores('own'):9.2f} {cores('spark'):9.2f} {cores('b'):7.2f} {cores('a'):7.2f} "
-              f"{cores('machine'):8.2f} {b_cell:10.1f}")  # fmt: skip
-    print(f"  (the machine has {os.cpu_count()} cores; 'machine' counts every process on it, others' work too)")
+        others = cores("machine") - sum(cores(attr) for attr in ("own", "spark", "b", "a"))
+        print(f"  {name:20} {cores('own'):9.2f} {cores('spark'):9.2f} {cores('b'):7.2f} {cores('a'):7.2f} "
+              f"{others:7.2f} {cores('machine'):8.2f} {b_cell:10.1f}")  # fmt: skip
+    print(f"  (the machine has {os.cpu_count()} cores; 'others': every other process on it, ZooKeeper's and other")
+    print("  work's; 'machine' all of them;")
+    print("  '<sink> tasks' is the window of the Spark job's tasks, from the first launch to the last end)")
+    logged, entries, timestamps = runs
+    rows = logged / len(QUALS)
+    print(f"table 'one' in A's WALs: {rows:,.0f} rows in {entries:,} entries, {timestamps:,} runs of one timestamp: "
+          f"a Thrift1 sink call (one timestamp each) carries {rows / max(timestamps, 1):,.0f} rows at most, "
+          "the ceiling's 1,000")  # fmt: skip
 
 
 def progress(what: str, steps: dict[str, Step], cells: int) -> None:
-    print(f"{what}: " + ", ".join(f"{name} {steps[name].wall:.1f} s ({cells / steps[name].wall:,.0f} cells/s)"
-                                  for name in steps), flush=True)  # fmt: skip
+    """One line of a round's steps: seconds, and cells/s of those that move the cells."""
+    parts = []
+    for name, step in steps.items():
+        moved = any(kind in name for kind in ("ship", "ceiling", "work"))
+        parts.append(f"{name} {step.wall:.2f} s" + (f" ({cells / step.wall:,.0f} cells/s)" if moved else ""))
+    print(f"{what}: {', '.join(parts)}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cells", type=int, default=300_000, help="cells a figure (3 a row)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every figure; medians are printed")
     parser.add_argument("--master", default="local[2]", help="Spark master of the ship job")
+    parser.add_argument("--no-spark", action="store_true", help="the one-queue figures only")
     args = parser.parse_args(argv)
     if args.cells < 3000 or args.rounds < 1:
         parser.error("--cells must be >= 3000 and --rounds >= 1")
@@ -392,22 +546,23 @@ def main(argv: list[str] | None = None) -> int:
                 # one round unmeasured first: the JVMs' compilers warm up on both Thrift servers
                 one_queue_round(a, b, rows)
                 for r in range(args.rounds):
-                    rounds.append(one_queue_round(a, b, rows))
+                    rounds.append(one_queue_round(a, b, rows, ceiling_first=r % 2 == 1))
                     progress(f"one queue, round {r + 1}", rounds[-1], cells)
                 # the three-queue peers' queues hold the WALs of the loads above (none of their
                 # table's edits): one untimed pass moves past them
                 for sink in SINKS:
                     ship_in_process(a, PEERS["three", sink])
-                for r in range(args.rounds):
-                    steps = three_queue_round(a, b, rows, args.master, root)
+                for r in range(0 if args.no_spark else args.rounds):
+                    steps = three_queue_round(a, b, rows, args.master, root, ceiling_first=r % 2 == 1)
                     rounds[r] |= steps
                     progress(f"three queues, round {r + 1}", steps, cells)
+                runs = timestamp_runs(a, "one")
             finally:
                 for hb in (b, a):
                     hb.stop()
         finally:
             zk.stop()
-    report(rounds, cells, args.master, spread)
+    report(rounds, cells, args.master, spread, runs)
     return 0
 
 
