@@ -122,14 +122,20 @@ def create_scoped_table(thrift2: tuple[str, int], table: str, splits: list[bytes
     client.close()
 
 
+#: HBase's master local region (``MasterRegion``) archives its WALs into oldWALs with this suffix.
+MASTER_LOCAL_WAL_SUFFIX = "$masterlocalwal$"
+
+
 def wals_by_server(wal_root: str) -> dict[str, list[WalEntry]]:
     """Every entry of the cluster's WALs (open and archived), by the server that wrote them,
-    in the order it wrote them (its WALs by start time, each from its first entry)."""
+    in the order it wrote them (its WALs by start time, each from its first entry). The HBase
+    master's own local-region WALs, archived beside them (``...$masterlocalwal$``), are no
+    region server's and are passed over."""
     store = WalStore(wal_root)
     files = []
     for path, archived in store.wal_files():
         base = path.rsplit("/", 1)[-1]
-        if is_checksum_file(base):
+        if is_checksum_file(base) or base.endswith(MASTER_LOCAL_WAL_SUFFIX):
             continue
         wal = parse_wal_name(base)
         if not wal.is_meta:

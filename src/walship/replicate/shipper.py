@@ -40,7 +40,7 @@ from walship.replicate.collector import fewer_collections
 from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.grouppass import GroupPass
-from walship.replicate.planning import Planner, close_grace
+from walship.replicate.planning import PeerPlan, Planner, close_grace
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
@@ -56,6 +56,9 @@ from walship.zk.progress import ProgressStore
 __all__ = ["SUMMED_FIELDS", "Feed", "PeerSummary", "QueueSummary", "Shipper"]
 
 log = logging.getLogger(__name__)
+
+#: Passes ``walship ship`` makes at most over a serial peer's queues that wait for each other.
+SETTLE_ROUNDS = 20
 
 
 class Shipper:
@@ -167,35 +170,39 @@ class Shipper:
         summaries = plan.summaries(peer_ids)
         if not plan.enabled:
             return list(summaries.values())
-        enabled = plan.enabled
-        todo = {pid: [(q.server, str(q.queue_id)) for q in queues] for pid, queues in plan.queues.items()}
-        for qs in self._ship_serially_settled(enabled, todo, max_batches):
+        done: dict[tuple[str, str], QueueSummary] = {}
+        last = self._ship_plan(plan, max_batches, done)
+        # serial peers: a queue that waited for another's earlier edits goes again (planned
+        # anew: a queue it waits for may have moved, claimed from a dead server) while passes
+        # move on; with a batch limit, one pass is what was asked for
+        for _ in range(SETTLE_ROUNDS if max_batches is None else 0):
+            if not any(qs.status == "waiting-serial" for qs in last):
+                break
+            if not any(qs.entries_read or qs.status == "moved" for qs in last):
+                break
+            plan = self.planner.plan(peer_ids, queue_filter, claim=claim)
+            last = self._ship_plan(plan, None, done)
+        for qs in done.values():
             summaries[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
         for summary in summaries.values():
             summary.settle()
             summary.seconds = time.monotonic() - t0
         return list(summaries.values())
 
-    def _ship_serially_settled(
-        self,
-        peers: Sequence[PeerConfig],
-        queues: dict[str, list[tuple[str, str]]],
-        max_batches: int | None,
+    def _ship_plan(
+        self, plan: PeerPlan, max_batches: int | None, done: dict[tuple[str, str], QueueSummary]
     ) -> list[QueueSummary]:
-        """:meth:`ship_queues_of`; then, without a batch limit, the queues of serial peers that
-        waited for another queue's earlier edits go again, for as long as a pass moves on."""
-        out = self.ship_queues_of(peers, queues, max_batches)
-        last = out
-        while max_batches is None:
-            waiting = {(qs.server, qs.queue_id) for qs in last if qs.status == "waiting-serial"}
-            if not waiting or not any(qs.entries_read for qs in last):
-                break
-            again = {pid: [t for t in tasks if t in waiting] for pid, tasks in queues.items()}
-            last = self.ship_queues_of(peers, again, None)
-            by_key = {(qs.server, qs.queue_id): qs for qs in out}
-            for qs in last:
-                by_key[(qs.server, qs.queue_id)].merge(qs)
-        return out
+        """Ship the plan's queues; each summary goes into ``done`` (added to the queue's earlier
+        one); returns this pass's."""
+        todo = {pid: [(q.server, str(q.queue_id)) for q in queues] for pid, queues in plan.queues.items()}
+        last = self.ship_queues_of(plan.enabled, todo, max_batches)
+        for qs in last:
+            key = (qs.server, qs.queue_id)
+            if key in done:
+                done[key].merge(qs)
+            else:
+                done[key] = qs
+        return last
 
     def ship_queues_of(
         self,
