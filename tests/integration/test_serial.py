@@ -427,3 +427,38 @@ def test_a_table_the_peer_does_not_take_never_holds_it_back(
     out = json.loads(capsys.readouterr().out)
     assert all(q["status"] != "waiting-serial" for q in out["queues"]), out
     assert counters_in_peer_wal(b)[ROWS[0]] == [1, 2, 3]
+
+
+def test_with_multiwal_a_waiting_wal_group_lets_the_others_go(
+    minicluster_factory: Any, zk_hosts: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One region server writing two WAL groups (multiwal): a split's daughters open in the
+    other group than their parent, so a daughter's first entry can lie in a WAL read before the
+    parent's last ones. Its group waits; the parent's group goes on in the same pass; all of it
+    ships, in order."""
+    table = unique("multi")
+    mc_a = minicluster_factory("A", regionservers=1, wal_groups=2)
+    mc_b = minicluster_factory("B")
+    # groups go round robin as regions first write: another table's region takes the first
+    # group's (older) WAL, the parent the second's, and the first daughter the older again
+    create_scoped_table(mc_a.thrift2, unique("first"))
+    create_scoped_table(mc_a.thrift2, table)
+    create_scoped_table(mc_b.thrift2, table)
+    source = Source(Cluster(mc_a, zk_hosts, table.encode()), real=False)
+    b = Cluster(mc_b, zk_hosts, table.encode())
+    a = source.c
+    add_serial_peer(a, b, capsys)
+    t = a.table()
+    for _ in range(3):
+        for row in ROWS:
+            t.counter_inc(row, COUNTER)
+    source.split(region_of(source, ROWS[0])["region"], b"row06")
+    for _ in range(3):
+        for row in ROWS:
+            t.counter_inc(row, COUNTER)
+    capsys.readouterr()
+    assert main([*a.cli_flags(), "ship", "--peer", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert all(q["status"] != "waiting-serial" for q in out["queues"]), out
+    applied = counters_in_peer_wal(b)
+    assert {row: applied[row] for row in ROWS} == {row: [1, 2, 3, 4, 5, 6] for row in ROWS}

@@ -93,6 +93,8 @@ class Member:
     inflight: tuple[Future[ApplyStats], Batch] | None = None
     last_pushed: dict[str, int] = field(default_factory=dict)
     blocked: Blocked | None = None  # serial: the entry it must not send yet
+    paused: bool = False  # serial: waiting in the current WAL (its WAL group waits; the others go on)
+    waited: Blocked | None = None  # serial: the last wait of this pass
 
     def __post_init__(self) -> None:
         self.index = {wp.name: i for i, wp in enumerate(self.queue.wals)}
@@ -110,6 +112,7 @@ class Member:
         """Start the queue's pass over ``wal`` at its saved position."""
         self.wal = self.queue.wals[self.index[wal]]
         self.position = self.wal.position
+        self.blocked, self.paused = None, False
         self.reset()
 
     def reset(self) -> None:
@@ -154,7 +157,7 @@ class Member:
     def take(self, entry: WalEntry) -> bool:
         """Offer an entry; ``False`` when it lies before the queue's position (shipped already),
         or when a serial peer may not be sent it yet (:attr:`blocked` then says why)."""
-        if self.stopped or entry.offset < self.position:
+        if self.stopped or self.paused or entry.offset < self.position:
             return False
         if self.serial is not None and self.feed.entry_filter.ordered(entry):
             self.blocked = self.serial.check(entry)

@@ -102,7 +102,11 @@ class GroupPass:
                     if not m.stopped:
                         self.stop(m, exc)
         for m in members:
-            if m.qs.status in ("error", "moved") or not m.queue.recovered:
+            if m.waited is not None and m.qs.status not in ("error", "moved"):
+                m.qs.status = "waiting-serial"  # whatever its other WAL groups shipped
+                m.qs.message = m.waited.describe()
+        for m in members:
+            if m.qs.status in ("error", "moved", "waiting-serial") or not m.queue.recovered:
                 continue
             if len(m.qs.wals_removed) == len(m.queue.wals):
                 # drained, or empty when claimed: HBase deletes such a recovered queue, so do we
@@ -135,14 +139,22 @@ class GroupPass:
                 for entry in reader.entries(start):
                     live = False
                     for m in part:
-                        if m.take(entry):
+                        try:
+                            took = m.take(entry)
+                        except WalshipError as exc:  # a serial peer's barriers or ids unread: its queue only
+                            if m.read:
+                                self._hand_over(m, background=False)
+                            if not m.stopped:
+                                self.stop(m, exc)
+                            continue
+                        if took:
                             if m.full(*self._limits(m)):
                                 self._hand_over(m, background=self.pipeline)
                                 if max_batches is not None and m.started >= max_batches:
                                     m.stopped = True
-                        elif m.blocked is not None and not m.stopped:
+                        elif m.blocked is not None and not m.stopped and not m.paused:
                             self._wait_serial(m)
-                        live = live or not m.stopped
+                        live = live or not (m.stopped or m.paused)
                     if not live:
                         return
             except WalError:
@@ -155,8 +167,8 @@ class GroupPass:
                 for m in part:
                     self._settle(m)
             for m in part:
-                if m.stopped:
-                    continue
+                if m.stopped or m.paused:
+                    continue  # a paused one's WAL is read again from its position next pass
                 try:
                     self._end_wal(m, loc, reader, running.get(m.queue.server, False), read_at)
                 except WalshipError as exc:
@@ -164,18 +176,19 @@ class GroupPass:
 
     def _wait_serial(self, m: Member) -> None:
         """A serial peer may not be sent the member's next entry yet: ship what it read before
-        it, and leave the queue at that entry until a later pass (never past it)."""
-        assert m.blocked is not None
+        it, and leave its WAL group at that entry until a later pass (never past it); the
+        queue's other WAL groups (multiwal) go on, as HBase's reader of each group waits alone."""
+        assert m.blocked is not None and m.wal is not None
         if m.read:
             self._hand_over(m, background=False)
         self._settle(m)
         if m.stopped:
             return  # the batch failed: its error stands
-        m.stopped = True
-        m.qs.status = "waiting-serial"
-        m.qs.message = m.blocked.describe()
+        m.paused = True
+        m.hold(m.wal.name)
+        m.waited = m.blocked
         m.progress.waiting_serial = m.blocked.to_json()
-        log.info("queue %s/%s, peer %s: %s", m.feed.server, m.feed.queue_id, m.feed.peer.peer_id, m.qs.message)
+        log.info("queue %s/%s, peer %s: %s", m.feed.server, m.feed.queue_id, m.feed.peer.peer_id, m.blocked.describe())
 
     def _limits(self, m: Member) -> tuple[int, int]:
         """The member's batch limits (entries, wire bytes): pipelined, a pass starts with small
