@@ -203,3 +203,25 @@ def test_a_serial_peer_without_a_source_thrift2_is_refused_and_nothing_written(
     code, _, err = run(capsys, zk_hosts, "peer", "set", "8", "--serial", "true")
     assert code == 1 and "peer 8 is serial" in err
     assert raw_peer(zk, LAYOUT, "8")[0].serial is False
+
+
+def test_a_serial_peer_whose_source_does_not_answer_is_refused_and_nothing_written(
+    zk_hosts: str, zk: KazooClient, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hbase:meta is read before a serial peer is written: a source Thrift2 server that does not
+    answer leaves no peer half made (serial, without its start)."""
+    from walship.zk.localserver import free_port
+
+    monkeypatch.setenv("WALSHIP_SOURCE_THRIFT2", f"127.0.0.1:{free_port()}")
+    code, out, err = run(
+        capsys, zk_hosts, "peer", "add", "7", "--cluster-key", "h:2181:/b",
+        "--config", "walship.sink.thrift=127.0.0.1:9091", "--serial",
+    )  # fmt: skip
+    assert code == 1 and out == "" and "Thrift2" in err and "Traceback" not in err, err
+    assert zk.exists(LAYOUT.peer("7")) is None
+    add(capsys, zk_hosts, "8")
+    code, _, err = run(capsys, zk_hosts, "peer", "set", "8", "--serial", "true")
+    assert code == 1 and "Thrift2" in err
+    assert raw_peer(zk, LAYOUT, "8")[0].serial is False
+    code, _, err = run(capsys, zk_hosts, "subscription", "add", "s9", "--listener", LISTENER)
+    assert code == 1 and zk.exists(LAYOUT.peer("s9")) is None

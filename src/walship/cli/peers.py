@@ -14,7 +14,7 @@ from walship.cli.common import parse_config_pairs, state
 from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
-from walship.replicate.serialstart import follow_serial_change, require_source, start_serial
+from walship.replicate.serialstart import follow_serial_change, read_barriers, require_source, start_serial
 from walship.replicate.throttle import MAX_BANDWIDTH
 from walship.sep.config import CHANGELOG_URL_KEY, LISTENER_KEY
 from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY, SINK_THRIFT_KEY
@@ -38,8 +38,10 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         serial=args.serial,
     )
     validate_peer(config)
-    if config.serial and not args.print_hbase_shell:
-        require_source(config.peer_id, args.source_thrift2)
+    # a serial peer starts at each region's current open: hbase:meta is read before anything is written
+    barriers = (
+        read_barriers(config.peer_id, args.source_thrift2) if config.serial and not args.print_hbase_shell else []
+    )
     if args.print_hbase_shell:
         from walship.hbaseshell import add_peer_command
 
@@ -58,7 +60,7 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
     with state(args) as (client, layout):
         ReplicationPeers(client, layout).add(config)
         if config.serial:
-            start_serial(client, layout, config, args.source_thrift2)
+            start_serial(client, layout, config, barriers)
     extra = ("; serial" if config.serial else "") + (
         f"; bandwidth {_bytes_per_s(config.bandwidth)}" if config.bandwidth else ""
     )
@@ -222,9 +224,17 @@ def cmd_peer_set(args: argparse.Namespace) -> int:
             require_source(peer_id, args.source_thrift2)
         return after
 
+    # made serial: hbase:meta is read first, so a failed read writes nothing
+    read_first = read_barriers(peer_id, args.source_thrift2) if args.serial else None
     with state(args) as (client, layout):
         before, after = ReplicationPeers(client, layout).modify(peer_id, change, validate=validate_peer)
-        follow_serial_change(client, layout, before, after, args.source_thrift2)
+        follow_serial_change(
+            client,
+            layout,
+            before,
+            after,
+            lambda: read_first if read_first is not None else read_barriers(peer_id, args.source_thrift2),
+        )
     if args.json:
         print(json.dumps(after.to_json()))
         return 0

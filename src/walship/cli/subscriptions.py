@@ -17,7 +17,7 @@ from walship.cli.common import state
 from walship.errors import ChangeLogError, ConfigError, InvalidPeerConfigError
 from walship.peer import parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
-from walship.replicate.serialstart import require_source, start_serial
+from walship.replicate.serialstart import read_barriers, start_serial
 from walship.sep.subscriptions import Subscriptions, describe
 
 __all__ = ["register", "start_time_ms"]
@@ -106,11 +106,10 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
             serial=args.serial,
         )
         validate_peer(peer)  # the listener, the filter hook and the change log's URL are checked here
-        if peer.serial:
-            require_source(peer.peer_id, args.source_thrift2)
+        barriers = read_barriers(peer.peer_id, args.source_thrift2) if peer.serial else []  # before any write
         subs.add(peer)
         if peer.serial:
-            start_serial(client, layout, peer, args.source_thrift2)
+            start_serial(client, layout, peer, barriers)
         added = subs.get(args.name)
     if args.json:
         print(json.dumps(describe(added)))

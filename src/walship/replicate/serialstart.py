@@ -23,7 +23,7 @@ from walship.serial.barriers import BarrierReader
 from walship.zk import ZnodeLayout
 from walship.zk.lastpushed import LastPushedIds
 
-__all__ = ["SERIAL_SOURCE_HINT", "follow_serial_change", "start_serial"]
+__all__ = ["SERIAL_SOURCE_HINT", "Barriers", "follow_serial_change", "read_barriers", "require_source", "start_serial"]
 
 log = logging.getLogger(__name__)
 
@@ -44,49 +44,62 @@ def require_source(peer_id: str, source_thrift2: str | None) -> str:
     return source_thrift2.strip()
 
 
-def start_serial(
-    client: KazooClient,
-    layout: ZnodeLayout,
-    peer: PeerConfig,
-    source_thrift2: str | None,
-    *,
-    tables: Callable[[bytes], bool] | None = None,
-) -> int:
-    """Set the last pushed id of every region of a table the peer takes (or, with ``tables``,
-    of those tables only) to its last barrier - 1, only forward; returns how many regions.
+Barriers = list[tuple[bytes, str, int]]
+
+
+def read_barriers(peer_id: str, source_thrift2: str | None) -> Barriers:
+    """Every region's table, encoded name and last barrier, from the source's ``hbase:meta``:
+    read before a peer becomes serial, so that a failed read writes nothing.
 
     :raises ConfigError: no source Thrift2 server.
     :raises BarrierReadError: hbase:meta cannot be read.
     """
-    address = require_source(peer.peer_id, source_thrift2)
-    ids: dict[str, int] = {}
+    address = require_source(peer_id, source_thrift2)
     with BarrierReader(address) as reader:
-        for table, encoded, last in reader.last_barriers():
-            if not table_rule(peer, table).replicate or (tables is not None and not tables(table)):
-                continue
-            ids[encoded] = last - 1
+        return list(reader.last_barriers())
+
+
+def start_serial(
+    client: KazooClient,
+    layout: ZnodeLayout,
+    peer: PeerConfig,
+    barriers: Barriers,
+    *,
+    tables: Callable[[bytes], bool] | None = None,
+) -> int:
+    """Set the last pushed id of every region of a table the peer takes (or, with ``tables``,
+    of those tables only) to its last barrier - 1, only forward; returns how many regions."""
+    ids = {
+        encoded: last - 1
+        for table, encoded, last in barriers
+        if table_rule(peer, table).replicate and (tables is None or tables(table))
+    }
     LastPushedIds(client, layout).advance(peer.peer_id, ids)
     log.info("serial peer %s starts at the current open of %d regions", peer.peer_id, len(ids))
     return len(ids)
 
 
 def follow_serial_change(
-    client: KazooClient, layout: ZnodeLayout, before: PeerConfig, after: PeerConfig, source_thrift2: str | None
+    client: KazooClient,
+    layout: ZnodeLayout,
+    before: PeerConfig,
+    after: PeerConfig,
+    barriers: Callable[[], Barriers],
 ) -> int:
     """After ``walship peer set``: a peer made serial starts; one made not serial forgets its
-    ids; a serial peer's newly taken tables start. Returns the regions started or forgotten."""
+    ids; a serial peer's newly taken tables start. Returns the regions started or forgotten.
+    ``barriers`` gives hbase:meta's barriers (read before the change where it can be)."""
     if after.serial and not before.serial:
-        return start_serial(client, layout, after, source_thrift2)
+        return start_serial(client, layout, after, barriers())
     if before.serial and not after.serial:
         return LastPushedIds(client, layout).remove_peer(after.peer_id)
-    if after.serial:
+    if after.serial and any(
+        getattr(before, f) != getattr(after, f)
+        for f in ("table_cfs", "namespaces", "exclude_table_cfs", "exclude_namespaces", "replicate_all")
+    ):
 
         def added(table: bytes) -> bool:
             return not table_rule(before, table).replicate
 
-        if any(
-            getattr(before, f) != getattr(after, f)
-            for f in ("table_cfs", "namespaces", "exclude_table_cfs", "exclude_namespaces", "replicate_all")
-        ):
-            return start_serial(client, layout, after, source_thrift2, tables=added)
+        return start_serial(client, layout, after, barriers(), tables=added)
     return 0
