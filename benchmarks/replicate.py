@@ -44,6 +44,7 @@ from walship.replicate import Shipper, WalStore
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import WalReader
+from walship.wal.names import is_checksum_file
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -108,7 +109,7 @@ def decode_floor(a: MiniClusterProcess) -> tuple[int, float]:
     cells = 0
     c0 = time.process_time()
     for path, archived in store.wal_files():
-        if path.rsplit("/", 1)[-1].startswith("."):
+        if is_checksum_file(path.rsplit("/", 1)[-1]):
             continue
         with store.open(store.location(path, archived)) as f:
             for entry in WalReader(f, path).entries():

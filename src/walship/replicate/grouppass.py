@@ -125,11 +125,12 @@ class GroupPass:
         in flight per queue); its position is committed before the queue's next batch is
         handed over, and every batch is settled before the WAL's end is looked at.
         """
-        # what finishes a WAL is looked at before it is read: what the read sees is then all there is
-        servers = {m.queue.server for m in part if not m.queue.recovered}
+        loc = self.walstore.locate(name)
+        # what finishes a WAL is looked at before it is read: what the read sees is then all there
+        # is (an archived WAL, or a recovered queue's, is finished whatever its server does)
+        servers = set() if loc.archived else {m.queue.server for m in part if not m.queue.recovered}
         running = {server: self.planner.server_live(server) for server in servers}
         read_at = time.time()
-        loc = self.walstore.locate(name)
         with self.walstore.open(loc, self.read_stats) as f:
             reader = self.readers.reader(f, loc.path)
             for m in part:
