@@ -1,5 +1,6 @@
-"""A Thrift sink's calls reach the peer one at a time, in WAL order, each built and encoded while
-the one before is at the peer: a refused call stops the rest of its batch."""
+"""A Thrift sink's calls reach the peer in WAL order on each of its connections, each built and
+encoded while the one before is at the peer: a refused call stops the rest of its connection's
+calls (with one connection, the rest of its batch); every row's calls keep to one connection."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate.filters import EntryFilter
 from walship.sinks.base import FilteredEntry, SinkContext, create_sink
+from walship.sinks.pooled import PooledSink
+from walship.thrift.conn import THRIFT_CONNECTIONS_KEY
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 
@@ -37,11 +40,14 @@ def filtered_wal(a: Cluster, peer_id: str, b: Cluster) -> list[FilteredEntry]:
     return out
 
 
+@pytest.mark.parametrize("connections", ["1", "3"])
 @pytest.mark.parametrize("protocol", SINK_PROTOCOLS)
-def test_a_refused_call_stops_the_rest_of_its_batch(minicluster_factory: Factory, zk_hosts: str, protocol: str) -> None:
+def test_a_refused_call_stops_the_rest_of_its_connection(
+    minicluster_factory: Factory, zk_hosts: str, protocol: str, connections: str
+) -> None:
     a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=1)  # one WAL, in write order
     b = make_cluster(minicluster_factory, zk_hosts, "B")
-    add_peer(a, b, protocol=protocol)
+    add_peer(a, b, protocol=protocol, **{THRIFT_CONNECTIONS_KEY: connections})
     conn = a.conn()
     conn.create_table("other", {"r": {"max_versions": 1}})  # replicated, but B has no such table
     AdminClient(a.mc.admin).set_scope("other", "r", 1)
@@ -59,12 +65,24 @@ def test_a_refused_call_stops_the_rest_of_its_batch(minicluster_factory: Factory
     with zk_client(a.zk_hosts) as client:
         peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
     sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
+    streams = int(connections)  # the batch holds 3,001 cells: a stream for each 1,000, up to the setting
+    assert isinstance(sink, PooledSink) and sink.streams_for(len(batch)) == streams
+    before = {b"before-%05d" % i for i in range(BEFORE)}
+    late_rows = {b"late-%05d" % i for i in range(AFTER)}
     try:
         with pytest.raises(SinkError, match=r"peer 1 refused .*table other"):
             sink.apply(batch, "A's WALs")
         rows = set(contents(b))
-        # everything before the refused call arrived (several calls, in order), nothing after it
-        assert rows == {b"before-%05d" % i for i in range(BEFORE)}
+        if streams == 1:
+            # everything before the refused call arrived (several calls, in order), nothing after it
+            assert rows == before
+        else:
+            # on the refused call's connection: everything before it arrived, nothing after it;
+            # the other connections' calls went on meanwhile (the batch is shipped again whole)
+            refused = PooledSink.stream_of(b"x", streams)
+            assert {row for row in before if PooledSink.stream_of(row, streams) == refused} <= rows
+            assert not {row for row in late_rows & rows if PooledSink.stream_of(row, streams) == refused}
+            assert rows <= before | late_rows
         # the same sink applies the next batch on the same sender: the batch after a failure works
         late = [fe for fe in batch if fe.entry.key.table == TABLE and fe.cells[0].row.startswith(b"late-")]
         stats = sink.apply(late, "A's WALs")
@@ -72,3 +90,33 @@ def test_a_refused_call_stops_the_rest_of_its_batch(minicluster_factory: Factory
         sink.close()
     assert stats.cells == AFTER and stats.calls == 1
     assert len(set(contents(b))) == BEFORE + AFTER
+
+
+@pytest.mark.parametrize("protocol", SINK_PROTOCOLS)
+def test_a_row_s_edits_keep_their_order_over_several_connections(
+    minicluster_factory: Factory, zk_hosts: str, protocol: str
+) -> None:
+    """Every row written four times at one timestamp (the last write wins): a batch spread over
+    four connections leaves each row with its last value, as A has it."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=1)
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b, protocol=protocol)
+    rows, rounds = 1500, 4
+    conn = a.conn()
+    for k in range(rounds):
+        with conn.table(TABLE).batch(batch_size=500, timestamp=1000) as t:
+            for i in range(rows):
+                t.put(b"row-%05d" % i, {b"r:q": b"round-%d" % k})
+    conn.close()
+    batch = filtered_wal(a, "1", b)
+    with zk_client(a.zk_hosts) as client:
+        peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
+    sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
+    try:
+        assert isinstance(sink, PooledSink) and sink.streams_for(rows * rounds) == 4
+        stats = sink.apply(batch, "A's WALs")
+    finally:
+        sink.close()
+    assert stats.cells == rows * rounds and stats.calls >= 4
+    last = {row: {b"r:q": [(b"round-%d" % (rounds - 1), 1000)]} for row in (b"row-%05d" % i for i in range(rows))}
+    assert contents(b, versions=1) == last

@@ -1,6 +1,6 @@
-"""The compiled putMultiple encoder writes, byte for byte, what thriftpy2's client writes for
-the same call, and refuses what is not a cell; the Thrift2 sink's calls from WAL entries
-encode the same either way."""
+"""The compiled encoder of the sinks' calls (Thrift2's putMultiple, Thrift1's mutateRowsTs)
+writes, byte for byte, what thriftpy2's client writes for the same call, and refuses what is not
+a cell; the sinks' calls from WAL entries encode the same either way."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from walship.sinks.base import ApplyStats, FilteredEntry
 from walship.sinks.hbase2 import Thrift2Sink
 from walship.thrift import _putencoder
-from walship.thrift.encoded import encode_call, encode_put_multiple, put_encoder
+from walship.thrift.encoded import encode_call, encode_mutate_rows_ts, encode_put_multiple, put_encoder
+from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
 from walship.wal import Cell, CellType, Tag, WalEntry, WalKey
 
@@ -100,3 +101,61 @@ def test_the_sink_s_calls_encode_alike_in_both_ways() -> None:
         assert fast.data == thriftpy2_bytes(call.table, call.mutations, call.attributes)
         compact = encode_put_multiple("compact", call.table, call.mutations, call.attributes)
         assert compact.api == "putMultiple" and compact.data != fast.data
+
+
+def thriftpy2_mutate_rows_ts(
+    table: bytes, rows: list[tuple[bytes, list[Cell]]], ts: int, attributes: dict[bytes, bytes]
+) -> bytes:
+    def mutation(cell: Cell) -> object:
+        if cell.type == CellType.Put:
+            return Hbase_thrift.Mutation(isDelete=False, column=cell.family + b":" + cell.qualifier, value=cell.value)
+        if cell.type == CellType.DeleteColumn:
+            return Hbase_thrift.Mutation(isDelete=True, column=cell.family + b":" + cell.qualifier)
+        assert cell.type == CellType.DeleteFamily
+        return Hbase_thrift.Mutation(isDelete=True, column=cell.family)
+
+    batches = [Hbase_thrift.BatchMutation(row=row, mutations=[mutation(c) for c in cells]) for row, cells in rows]
+    return encode_call(Hbase_thrift.Hbase, "binary", "mutateRowsTs", tableName=table, rowBatches=batches,
+                       timestamp=ts, attributes=attributes).data  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_mutate_rows_the_same_bytes_as_thriftpy2(seed: int) -> None:
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(rng.randrange(0, 30)):
+        row = random_bytes(rng, rng.randrange(0, 40))
+        kinds = [CellType.Put, CellType.DeleteColumn, CellType.DeleteFamily]
+        cells = [
+            Cell(
+                row,
+                random_bytes(rng, rng.randrange(1, 8)),
+                random_bytes(rng, rng.randrange(0, 20)),
+                7,
+                rng.choice(kinds),
+                random_bytes(rng, rng.choice([0, 1, 100, 70_000])),
+                (),
+            )
+            for _ in range(rng.randrange(1, 6))
+        ]
+        rows.append((row, cells))
+    attributes = {b"_cs.id": random_bytes(rng, 16 * rng.randrange(1, 3))} if seed % 5 else {}
+    table = random_bytes(rng, rng.randrange(1, 30))
+    ts = rng.choice([0, -1, 1 << 62, -(1 << 63), rng.randrange(1 << 41)])
+    fast = _putencoder.encode_mutate_rows_ts(table, rows, ts, attributes)
+    assert fast == thriftpy2_mutate_rows_ts(table, rows, ts, attributes)
+    compact = encode_mutate_rows_ts("compact", table, rows, ts, attributes)
+    assert compact.api == "mutateRowsTs" and compact.data != fast
+
+
+def test_mutate_rows_refuses_what_thrift1_cannot_carry_naming_it() -> None:
+    with pytest.raises(ValueError, match="encode_mutate_rows_ts: a cell of type 8 has no Thrift1 mutation"):
+        _putencoder.encode_mutate_rows_ts(b"t", [(b"r", [Cell(b"r", b"f", b"q", 1, CellType.Delete, b"")])], 1, {})
+    with pytest.raises(TypeError, match="encode_mutate_rows_ts: a cell's value must be bytes"):
+        _putencoder.encode_mutate_rows_ts(b"t", [(b"r", [Cell(b"r", b"f", b"q", 1, 4, "text")])], 1, {})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="encode_mutate_rows_ts: a row must be a \\(row, cells\\) tuple"):
+        _putencoder.encode_mutate_rows_ts(b"t", [b"r"], 1, {})  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="a cell's family and qualifier must be bytes"):
+        _putencoder.encode_mutate_rows_ts(b"t", [(b"r", [Cell(b"r", "f", b"q", 1, 4, b"")])], 1, {})  # type: ignore[arg-type]
+    with pytest.raises(OverflowError):
+        _putencoder.encode_mutate_rows_ts(b"t", [], 1 << 64, {})

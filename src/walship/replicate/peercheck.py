@@ -33,6 +33,7 @@ from walship.sinks.base import (
     validate_sink_config,
 )
 from walship.thrift.conn import (
+    THRIFT_CONNECTIONS_KEY,
     THRIFT_PROTOCOL_KEY,
     THRIFT_SSL_CA_KEY,
     THRIFT_SSL_KEY,
@@ -57,6 +58,7 @@ KNOWN_KEYS = frozenset(
         THRIFT_SSL_KEY,
         THRIFT_SSL_CA_KEY,
         THRIFT_SSL_VERIFY_KEY,
+        THRIFT_CONNECTIONS_KEY,
         INCOMPATIBLE_KEY,
         DEADLETTER_DIR_KEY,
         CLOSE_GRACE_KEY,

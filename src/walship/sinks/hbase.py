@@ -5,9 +5,11 @@
   :mod:`walship.thrift.pool`'s.
 * Cells keep their timestamps: Thrift1 takes one timestamp per call, so edits are grouped by
   (table, cluster ids, timestamp) and each group is ``mutateRowsTs`` calls of up to 1,000
-  rows, sent one at a time, each built while the one before is at the peer. Visibility in
-  HBase depends on timestamps, not on the order of calls, so the regrouping changes nothing;
-  within a group the order of the WAL is kept (the last put of a cell wins, as on HBase).
+  rows; a large batch's rows are spread over several connections (:mod:`walship.sinks.pooled`),
+  each row's calls in order on one, each call built while the one before is at the peer.
+  Visibility in HBase depends on timestamps, not on the order of calls, so the regrouping
+  changes nothing; within a group the order of the WAL is kept (the last put of a cell wins, as
+  on HBase).
 * Every call carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer writes
   them into its own WAL and the edit never comes back (no loops).
 * Put, DeleteColumn and DeleteFamily are exact over Thrift1. A single-version Delete and a
@@ -22,8 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import IncompatibleEditError
@@ -31,8 +32,7 @@ from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, Fi
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.sinks.pooled import PooledSink
 from walship.thrift.conn import THRIFT1_REFUSALS, open_connection
-from walship.thrift.encoded import encode_call, sending
-from walship.thrift.hbase1 import Hbase_thrift
+from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts
 from walship.wal.model import Cell, CellType
 
 __all__ = ["ThriftSink"]
@@ -44,15 +44,6 @@ SINK_KEY_HINT = f"{SINK_THRIFT_KEY}=host:port[,host:port...] configuration"
 _INCOMPATIBLE = (int(CellType.Delete), int(CellType.DeleteFamilyVersion))
 #: rows per mutateRowsTs call: small enough that building the next call overlaps this one
 _ROWS_PER_CALL = 1000
-
-
-def _mutation(cell: Cell) -> Any:
-    """A Put, DeleteColumn or DeleteFamily cell as a Thrift1 ``Mutation``."""
-    if cell.type == CellType.Put:
-        return Hbase_thrift.Mutation(isDelete=False, column=cell.family + b":" + cell.qualifier, value=cell.value)
-    if cell.type == CellType.DeleteColumn:
-        return Hbase_thrift.Mutation(isDelete=True, column=cell.family + b":" + cell.qualifier)
-    return Hbase_thrift.Mutation(isDelete=True, column=cell.family)  # DeleteFamily
 
 
 class ThriftSink(PooledSink):
@@ -94,8 +85,9 @@ class ThriftSink(PooledSink):
                         )
         groups: dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Cell]]] = {}
         letters: list[DeadLetter] = []
+        applied = tags = 0
         for fe in entries:
-            table = fe.entry.key.table
+            table, cluster_ids = fe.entry.key.table, fe.cluster_ids
             for i, cell in enumerate(fe.cells):
                 if cell.type in _INCOMPATIBLE:
                     if self.mode == "deadletter":
@@ -106,24 +98,23 @@ class ThriftSink(PooledSink):
                         stats.incompatible_skipped += 1
                     continue
                 if cell.tags:
-                    stats.tags_dropped += 1
-                groups.setdefault((table, fe.cluster_ids, cell.timestamp), {}).setdefault(cell.row, []).append(cell)
-                stats.cells += 1
+                    tags += 1
+                group = (table, cluster_ids, cell.timestamp)
+                rows = groups.get(group)
+                if rows is None:
+                    rows = groups[group] = {}
+                row = rows.get(cell.row)
+                if row is None:
+                    rows[cell.row] = [cell]
+                else:
+                    row.append(cell)
+                applied += 1
+        stats.cells += applied
+        stats.tags_dropped += tags
         # durable before the batch counts as applied (and so before the position moves)
         written = self.deadletters.write(wal, letters)
-        with self.sender.batch(stats) as calls:
-            for (table, cluster_ids, ts), rows in groups.items():
-                attributes = {b"_cs.id": encode_cluster_ids(cluster_ids)}
-                what = f"edits to table {table.decode(errors='replace')}"
-                items = list(rows.items())
-                for i in range(0, len(items), _ROWS_PER_CALL):
-                    batch = [
-                        Hbase_thrift.BatchMutation(row=row, mutations=[_mutation(c) for c in cells])
-                        for row, cells in items[i : i + _ROWS_PER_CALL]
-                    ]
-                    encoded = encode_call(Hbase_thrift.Hbase, self.options.protocol, "mutateRowsTs", tableName=table,
-                                          rowBatches=batch, timestamp=ts, attributes=attributes)  # fmt: skip
-                    calls.send(sending(encoded), what)
+        streams = self.streams_for(applied)
+        self.send(stats, self._calls(groups, streams), streams)
         if stats.incompatible_skipped or stats.deadlettered:
             log.warning(
                 "peer %s: %s: %d incompatible cells skipped, %d dead-lettered to %s",
@@ -134,3 +125,21 @@ class ThriftSink(PooledSink):
                 written or "-",
             )
         return stats
+
+    def _calls(
+        self, groups: dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Cell]]], streams: int
+    ) -> Iterator[tuple[int, EncodedCall, str]]:
+        """Each group's rows as ``mutateRowsTs`` calls of up to :data:`_ROWS_PER_CALL` rows, a
+        row's cells in its stream's calls; the streams' calls alternate."""
+        protocol = self.options.protocol
+        for (table, cluster_ids, ts), rows in groups.items():
+            attributes = {b"_cs.id": encode_cluster_ids(cluster_ids)}
+            what = f"edits to table {table.decode(errors='replace')}"
+            parts: list[list[tuple[bytes, list[Cell]]]] = [[] for _ in range(streams)]
+            for item in rows.items():
+                parts[self.stream_of(item[0], streams)].append(item)
+            for start in range(0, max(len(part) for part in parts), _ROWS_PER_CALL):
+                for i, part in enumerate(parts):
+                    if start < len(part):
+                        chunk = part[start : start + _ROWS_PER_CALL]
+                        yield i, encode_mutate_rows_ts(protocol, table, chunk, ts, attributes), what

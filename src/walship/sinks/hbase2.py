@@ -13,7 +13,9 @@ sink applies each one exactly as written:
 * Mutations go in WAL order: consecutive puts of one table and origin are ``putMultiple``
   calls, consecutive deletes ``deleteMultiple`` calls (of up to 1,000 mutations or about 2 MiB
   each); a WAL entry's cells of one row are one ``TPut`` (and one ``TDelete`` per delete type).
-  The calls go one at a time, in order; each is built while the one before is at the peer.
+  A large batch's rows are spread over several connections (:mod:`walship.sinks.pooled`):
+  on each, its rows' calls go one at a time, in order, each built while the one before is at
+  the peer.
 * Every mutation carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer
   writes them into its own WAL and the edit never comes back (no loops).
 * Cell tags are counted as dropped (HBase's Thrift2 server ignores them).
@@ -31,7 +33,7 @@ from walship.clusterids import encode_cluster_ids
 from walship.sinks.base import SINK_THRIFT2_KEY, ApplyStats, FilteredEntry, SinkContext, thrift2_servers
 from walship.sinks.pooled import PooledSink
 from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
-from walship.thrift.encoded import encode_call, encode_put_multiple, sending
+from walship.thrift.encoded import EncodedCall, encode_call, encode_put_multiple
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
 
@@ -63,11 +65,21 @@ class _Call:
     table: bytes
     deletes: bool
     attributes: dict[bytes, bytes]
+    #: the stream (connection) the call goes over
+    stream: int = 0
     mutations: list[Any] = field(default_factory=list)
-    size: int = 0
+    size: float = 0
 
     def full(self) -> bool:
         return len(self.mutations) >= MUTATIONS_PER_CALL or self.size >= CALL_BYTES
+
+
+def _flush(open_calls: list[_Call | None]) -> Iterator[_Call]:
+    """Every stream's open call that holds something; the streams are left without one."""
+    for i, call in enumerate(open_calls):
+        if call is not None and call.mutations:
+            yield call
+        open_calls[i] = None
 
 
 class Thrift2Sink(PooledSink):
@@ -86,16 +98,23 @@ class Thrift2Sink(PooledSink):
         self.protocol = self.options.protocol
 
     @staticmethod
-    def calls(entries: Sequence[FilteredEntry], stats: ApplyStats) -> Iterator[_Call]:
-        """The batch as calls, in WAL order (see the module's description), each yielded once
-        it is complete: nothing is added to a call after it was yielded. An entry of puts only
-        (most are) takes the short way: its cells, row by row, as they are."""
-        call: _Call | None = None
+    def calls(entries: Sequence[FilteredEntry], stats: ApplyStats, streams: int = 1) -> Iterator[_Call]:
+        """The batch as calls, in WAL order within each of ``streams`` streams (see the
+        module's description; a row's mutations are in the calls of its stream,
+        :meth:`~walship.sinks.pooled.PooledSink.stream_of`), each yielded once it is complete:
+        nothing is added to a call after it was yielded. When the kind of mutation (puts or
+        deletes), the table or the origin changes, every stream's open call is yielded first.
+        An entry of puts only (most are) takes the short way: its cells, row by row, as they
+        are."""
+        stream_of = PooledSink.stream_of
+        open_calls: list[_Call | None] = [None] * streams
         key: tuple[bytes, tuple[uuid.UUID, ...], bool] | None = None
         attributes: dict[bytes, bytes] = {}
         put = CellType.Put
         for fe in entries:
             cells = fe.cells
+            if not cells:
+                continue
             entry = fe.entry
             table = entry.key.table
             ids = fe.cluster_ids
@@ -106,33 +125,39 @@ class Thrift2Sink(PooledSink):
             if all(cell.type == put for cell in cells):
                 if key != (table, ids, False):
                     key = (table, ids, False)
-                    if call is not None:
-                        yield call
-                    call = _Call(table, False, attributes)
-                assert call is not None
-                # the entry's share of the call's bytes: its cells and their keys, as the WAL holds them
-                call.size += entry.end_offset - entry.offset
+                    yield from _flush(open_calls)
+                # a row's share of the call's bytes: its cells' share of the entry, as the WAL holds it
+                unit = (entry.end_offset - entry.offset) / len(cells)
                 row: bytes | None = None
                 group: list[Any] = []
+                call: _Call | None = None
                 for cell in cells:
                     if cell.row != row:
-                        if call.full():
-                            yield call
-                            call = _Call(table, False, attributes)
+                        if call is not None:
+                            call.size += unit * len(group)
                         row, group = cell.row, []
+                        i = stream_of(row, streams)
+                        call = open_calls[i]
+                        if call is None or call.full():
+                            if call is not None:
+                                yield call
+                            call = open_calls[i] = _Call(table, False, attributes, stream=i)
                         call.mutations.append((row, group))
                     group.append(cell)
+                if call is not None:
+                    call.size += unit * len(group)
                 continue
             last: Any = None  # the mutation of this entry that the next cell may join
             for cell in cells:
                 deletes = cell.type != put
                 if key != (table, ids, deletes):
                     key = (table, ids, deletes)
-                    if call is not None:
-                        yield call
-                    call = _Call(table, deletes, attributes)
+                    yield from _flush(open_calls)
                     last = None
-                assert call is not None
+                i = stream_of(cell.row, streams)
+                call = open_calls[i]
+                if call is None:
+                    call = open_calls[i] = _Call(table, deletes, attributes, stream=i)
                 call.size += len(cell.row) + len(cell.family) + len(cell.qualifier) + len(cell.value) + 24
                 if not deletes:
                     if last is not None and last[0] == cell.row:
@@ -140,7 +165,7 @@ class Thrift2Sink(PooledSink):
                     else:
                         if call.full():
                             yield call
-                            call = _Call(table, deletes, attributes)
+                            call = open_calls[i] = _Call(table, deletes, attributes, stream=i)
                         last = (cell.row, [cell])
                         call.mutations.append(last)
                 else:
@@ -155,13 +180,12 @@ class Thrift2Sink(PooledSink):
                     else:
                         if call.full():
                             yield call
-                            call = _Call(table, deletes, attributes)
+                            call = open_calls[i] = _Call(table, deletes, attributes, stream=i)
                         last = hbase2.TDelete(
                             row=cell.row, columns=[column], deleteType=delete_type, attributes=attributes
                         )
                         call.mutations.append(last)
-        if call is not None and call.mutations:
-            yield call
+        yield from _flush(open_calls)
 
     def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
         """Apply entries exactly, in WAL order; each call is built while the one before is at
@@ -171,13 +195,18 @@ class Thrift2Sink(PooledSink):
         :raises SinkUnavailableError: no server answered.
         """
         stats = ApplyStats()
-        with self.sender.batch(stats) as calls:
-            for call in self.calls(entries, stats):
-                kind, api, argument = _APIS[call.deletes]
-                if call.deletes:
-                    args = {"table": call.table, argument: call.mutations}
-                    encoded = encode_call(hbase2.THBaseService, self.protocol, api, **args)
-                else:
-                    encoded = encode_put_multiple(self.protocol, call.table, call.mutations, call.attributes)
-                calls.send(sending(encoded), f"{kind} to table {call.table.decode(errors='replace')} (from {wal})")
+        streams = self.streams_for(sum(len(fe.cells) for fe in entries))
+        self.send(stats, self._encoded(entries, stats, streams, wal), streams)
         return stats
+
+    def _encoded(
+        self, entries: Sequence[FilteredEntry], stats: ApplyStats, streams: int, wal: str
+    ) -> Iterator[tuple[int, EncodedCall, str]]:
+        for call in self.calls(entries, stats, streams):
+            kind, api, argument = _APIS[call.deletes]
+            if call.deletes:
+                args = {"table": call.table, argument: call.mutations}
+                encoded = encode_call(hbase2.THBaseService, self.protocol, api, **args)
+            else:
+                encoded = encode_put_multiple(self.protocol, call.table, call.mutations, call.attributes)
+            yield call.stream, encoded, f"{kind} to table {call.table.decode(errors='replace')} (from {wal})"

@@ -1,24 +1,38 @@
-"""What the Thrift1 and Thrift2 sinks share: the peer's servers from its configuration, a
-:class:`~walship.thrift.pool.ServerPool` that fails over between them, and a
-:class:`~walship.sinks.inorder.Sender` that keeps one call in flight; the checks of the
-configuration and the endpoints the registry reports. Each sink names its service, its
-configuration key, how to open a connection and what counts as the server's refusal."""
+"""What the Thrift1 and Thrift2 sinks share: the peer's servers from its configuration, the
+connections a batch's calls go over, the checks of the configuration and the endpoints the
+registry reports. Each sink names its service, its configuration key, how to open a connection
+and what counts as the server's refusal.
+
+A batch's calls go over up to ``walship.sink.thrift.connections`` connections at once (a
+stream each: a :class:`~walship.thrift.pool.ServerPool` that fails over between the servers,
+and a :class:`~walship.sinks.inorder.Sender` that keeps its calls in order), as HBase's
+replication source spreads a batch over threads. A sink puts every cell of a row in the same
+stream (:meth:`PooledSink.stream_of`), so each row's edits reach the peer in WAL order; rows
+are independent (cells keep their timestamps), so the streams need no order between them. A
+batch gets one stream for each :data:`CELLS_PER_STREAM` cells it holds, up to the setting: a
+small batch is one stream's calls, as it always was."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from contextlib import ExitStack
 from typing import Any, ClassVar
 
 from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.peer import PeerConfig
-from walship.sinks.base import SinkContext
+from walship.sinks.base import ApplyStats, SinkContext
 from walship.sinks.inorder import Sender
-from walship.thrift.conn import ThriftOptions
+from walship.thrift.conn import ThriftOptions, connections_of
+from walship.thrift.encoded import EncodedCall, sending
 from walship.thrift.pool import ServerPool
 
-__all__ = ["PooledSink"]
+__all__ = ["CELLS_PER_STREAM", "PooledSink"]
 
 log = logging.getLogger(__name__)
+
+#: A batch is spread over one more connection for each this many cells (about a call's worth).
+CELLS_PER_STREAM = 1000
 
 
 class PooledSink:
@@ -54,41 +68,87 @@ class PooledSink:
         backoff: float = 0.2,
     ) -> None:
         self.peer = peer
-        self.options = options = ThriftOptions.of(peer)
+        self.options = ThriftOptions.of(peer)
         servers = self.servers_of(peer)
         if not servers:
             raise ConfigError(
                 f"peer {peer.peer_id} has no {self.service} servers: set its {self.servers_key}=host:port[,host:port...] "
                 "configuration"
             )
-        opener = self.opener
-        self.pool = ServerPool(
-            peer.peer_id,
-            servers,
-            options,
-            lambda host, port: opener(host, port, options, timeout_ms=timeout_ms),
-            self.refusals,
-            service=self.service,
-            retries=retries,
-            backoff=backoff,
-        )
-        self.sender = Sender(self.pool.call, f"walship-{self.service.lower()}-{peer.peer_id}")
+        self.connections = connections_of(peer)
+        self._servers = servers
+        self._timeout_ms = timeout_ms
+        self._retries = retries
+        self._backoff = backoff
+        #: the open streams: a server pool and the sender of its calls, opened as batches need them
+        self._streams: list[tuple[ServerPool, Sender]] = []
         self.configure(context)
 
     def configure(self, context: SinkContext) -> None:
-        """What a sink sets up beyond the pool and the sender (nothing here)."""
+        """What a sink sets up beyond its connections (nothing here)."""
+
+    # -- streams -----------------------------------------------------------------------------
+
+    def streams_for(self, cells: int) -> int:
+        """How many streams a batch of ``cells`` cells is spread over."""
+        return max(1, min(self.connections, cells // CELLS_PER_STREAM))
+
+    @staticmethod
+    def stream_of(row: bytes, streams: int) -> int:
+        """The stream a row's cells go over (always the same one within a batch)."""
+        return hash(row) % streams if streams > 1 else 0
+
+    def _sender(self, i: int) -> Sender:
+        """Stream ``i``'s sender, its pool opened on first use."""
+        opener = self.opener
+        options, timeout_ms = self.options, self._timeout_ms
+        while len(self._streams) <= i:
+            pool = ServerPool(
+                self.peer.peer_id,
+                self._servers,
+                options,
+                lambda host, port: opener(host, port, options, timeout_ms=timeout_ms),
+                self.refusals,
+                service=self.service,
+                retries=self._retries,
+                backoff=self._backoff,
+            )
+            name = f"walship-{self.service.lower()}-{self.peer.peer_id}-{len(self._streams)}"
+            self._streams.append((pool, Sender(pool.call, name)))
+        return self._streams[i][1]
+
+    def send(self, stats: ApplyStats, calls: Iterable[tuple[int, EncodedCall, str]], streams: int) -> None:
+        """Send each ``(stream, call, what)`` over its stream: in order within a stream, the
+        streams at once; return when every call is done, counting calls and retries in ``stats``.
+
+        :raises SinkError: a call was refused (the first failure's error; the batch is shipped
+            again whole, no later call of that stream was sent).
+        :raises SinkUnavailableError: no server answered.
+        """
+        counts = [ApplyStats() for _ in range(streams)]  # each stream's thread counts its own retries
+        try:
+            with ExitStack() as stack:
+                batches = [stack.enter_context(self._sender(i).batch(counts[i])) for i in range(streams)]
+                for i, call, what in calls:
+                    batches[i].send(sending(call), what)
+        finally:
+            for count in counts:
+                stats.calls += count.calls
+                stats.retries += count.retries
+                stats.last_backoff = count.last_backoff or stats.last_backoff
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
         """:raises InvalidPeerConfigError: the servers' key is missing, empty or not
-        ``host:port[,...]``, or a transport, protocol or TLS setting is out of its allowed
-        values (or names a CA file that does not exist)."""
+        ``host:port[,...]``, or a transport, protocol, TLS or connections setting is out of its
+        allowed values (or names a CA file that does not exist)."""
         if not cls.servers_of(peer):
             raise InvalidPeerConfigError(
                 f"peer {peer.peer_id}: {cls.servers_key} must name the peer's {cls.service} servers "
                 "(host:port[,host:port...])"
             )
         ThriftOptions.of(peer)
+        connections_of(peer)
 
     @classmethod
     def endpoints(cls, peer: PeerConfig) -> list[tuple[str, int]]:
@@ -96,5 +156,7 @@ class PooledSink:
         return cls.servers_of(peer)
 
     def close(self) -> None:
-        self.sender.close()
-        self.pool.drop()
+        for pool, sender in self._streams:
+            sender.close()
+            pool.drop()
+        self._streams.clear()

@@ -50,8 +50,10 @@ from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
 
 __all__ = [
+    "DEFAULT_CONNECTIONS",
     "THRIFT1_REFUSALS",
     "THRIFT2_REFUSALS",
+    "THRIFT_CONNECTIONS_KEY",
     "THRIFT_PROTOCOL_KEY",
     "THRIFT_SSL_CA_KEY",
     "THRIFT_SSL_KEY",
@@ -61,6 +63,7 @@ __all__ = [
     "Thrift2Client",
     "ThriftOptions",
     "ThriftSession",
+    "connections_of",
     "describe_error",
     "open_connection",
     "open_thrift2",
@@ -74,6 +77,12 @@ THRIFT_PROTOCOL_KEY = "walship.sink.thrift.protocol"
 THRIFT_SSL_KEY = "walship.sink.thrift.ssl"
 THRIFT_SSL_CA_KEY = "walship.sink.thrift.ssl.ca"
 THRIFT_SSL_VERIFY_KEY = "walship.sink.thrift.ssl.verify"
+#: Peer configuration key: how many connections a sink spreads a batch's calls over, each
+#: carrying the rows whose key hashes to it, in WAL order (as HBase's
+#: ``replication.source.maxthreads`` spreads a batch over threads by region).
+THRIFT_CONNECTIONS_KEY = "walship.sink.thrift.connections"
+DEFAULT_CONNECTIONS = 4
+MAX_CONNECTIONS = 64
 _BOOLEANS = {"true": True, "false": False}
 #: A call to a peer goes out in pieces of at most this many bytes.
 WRITE_BUFFER = 4 << 20
@@ -142,6 +151,27 @@ class ThriftOptions:
     def describe(self) -> str:
         """E.g. ``framed/compact over TLS``."""
         return f"{self.transport}/{self.protocol}{' over TLS' if self.ssl else ''}"
+
+
+def connections_of(peer: PeerConfig) -> int:
+    """The peer's ``walship.sink.thrift.connections`` (default :data:`DEFAULT_CONNECTIONS`).
+
+    :raises InvalidPeerConfigError: not a whole number from 1 to 64 (the message names the
+        peer and the key).
+    """
+    raw = peer.configuration.get(THRIFT_CONNECTIONS_KEY)
+    if raw is None:
+        return DEFAULT_CONNECTIONS
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_CONNECTIONS:
+        raise InvalidPeerConfigError(
+            f"peer {peer.peer_id}: {THRIFT_CONNECTIONS_KEY} must be a whole number from 1 to {MAX_CONNECTIONS}, "
+            f"got {raw!r}"
+        )
+    return value
 
 
 def describe_error(exc: BaseException | None) -> str:

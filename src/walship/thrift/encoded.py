@@ -19,6 +19,7 @@ from thriftpy2.protocol import TCyBinaryProtocol
 from thriftpy2.thrift import TClient, TMessageType
 from thriftpy2.transport import TCyMemoryBuffer, TMemoryBuffer
 
+from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
 
 try:
@@ -26,7 +27,15 @@ try:
 except ImportError:  # an install without a C compiler: thriftpy2 encodes every call
     _putencoder = None  # type: ignore[assignment]
 
-__all__ = ["EncodedCall", "EncodingClient", "encode_call", "encode_put_multiple", "put_encoder", "sending"]
+__all__ = [
+    "EncodedCall",
+    "EncodingClient",
+    "encode_call",
+    "encode_mutate_rows_ts",
+    "encode_put_multiple",
+    "put_encoder",
+    "sending",
+]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +69,8 @@ class Cell(Protocol):
     timestamp, type, value, tags)."""
 
     @property
+    def type(self) -> int: ...
+    @property
     def family(self) -> bytes: ...
     @property
     def qualifier(self) -> bytes: ...
@@ -70,8 +81,9 @@ class Cell(Protocol):
 
 
 def put_encoder() -> str:
-    """Which encoder :func:`encode_put_multiple` uses for the binary protocol: ``c`` (the
-    compiled one) or ``python`` (thriftpy2's, where it was not built)."""
+    """Which encoder :func:`encode_put_multiple` and :func:`encode_mutate_rows_ts` use for the
+    binary protocol: ``c`` (the compiled one) or ``python`` (thriftpy2's, where it was not
+    built)."""
     return "c" if _putencoder is not None else "python"
 
 
@@ -90,6 +102,40 @@ def encode_put_multiple(
         for row, cells in puts
     ]
     return encode_call(hbase2.THBaseService, protocol, "putMultiple", table=table, tputs=tputs)
+
+
+#: a WAL cell's type codes (HBase's KeyValue.Type) of a Put and a DeleteFamily; a DeleteColumn
+#: is the third a Thrift1 mutation carries
+_PUT, _DELETE_FAMILY = 4, 14
+
+
+def _mutation(cell: Cell) -> Any:
+    """A Put, DeleteColumn or DeleteFamily cell as a Thrift1 ``Mutation``."""
+    if cell.type == _PUT:
+        return Hbase_thrift.Mutation(isDelete=False, column=cell.family + b":" + cell.qualifier, value=cell.value)
+    if cell.type == _DELETE_FAMILY:
+        return Hbase_thrift.Mutation(isDelete=True, column=cell.family)
+    return Hbase_thrift.Mutation(isDelete=True, column=cell.family + b":" + cell.qualifier)  # DeleteColumn
+
+
+def encode_mutate_rows_ts(
+    protocol: str,
+    table: bytes,
+    rows: Sequence[tuple[bytes, Sequence[Cell]]],
+    timestamp: int,
+    attributes: dict[bytes, bytes],
+) -> EncodedCall:
+    """Hbase ``mutateRowsTs(table, rowBatches, timestamp, attributes)``, each ``(row, cells)`` of
+    ``rows`` a BatchMutation of the cells as mutations (a Put sets family:qualifier, a
+    DeleteColumn deletes it, a DeleteFamily deletes the family; the caller passes no other type):
+    in the binary protocol straight from the cells by the compiled encoder (the same bytes),
+    else through thriftpy2's objects."""
+    if protocol == "binary" and _putencoder is not None:
+        rows = rows if isinstance(rows, list) else list(rows)
+        return EncodedCall("mutateRowsTs", _putencoder.encode_mutate_rows_ts(table, rows, timestamp, attributes))
+    batch = [Hbase_thrift.BatchMutation(row=row, mutations=[_mutation(c) for c in cells]) for row, cells in rows]
+    return encode_call(Hbase_thrift.Hbase, protocol, "mutateRowsTs", tableName=table, rowBatches=batch,
+                       timestamp=timestamp, attributes=attributes)  # fmt: skip
 
 
 class EncodingClient(TClient):
