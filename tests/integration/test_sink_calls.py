@@ -100,7 +100,8 @@ def test_a_row_s_edits_keep_their_order_over_several_connections(
     four connections leaves each row with its last value, as A has it."""
     a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=1)
     b = make_cluster(minicluster_factory, zk_hosts, "B")
-    add_peer(a, b, protocol=protocol)
+    add_peer(a, b, protocol=protocol, **{THRIFT_CONNECTIONS_KEY: "4"})
+    add_peer(a, b, "2", protocol=protocol)  # its default: one connection for its one server
     rows, rounds = 1500, 4
     conn = a.conn()
     for k in range(rounds):
@@ -111,12 +112,44 @@ def test_a_row_s_edits_keep_their_order_over_several_connections(
     batch = filtered_wal(a, "1", b)
     with zk_client(a.zk_hosts) as client:
         peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
+        one = ReplicationPeers(client, ZnodeLayout(a.parent)).get("2")
     sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
     try:
         assert isinstance(sink, PooledSink) and sink.streams_for(rows * rounds) == 4
         stats = sink.apply(batch, "A's WALs")
     finally:
         sink.close()
+    single = create_sink(one, SinkContext(wal_root=str(a.mc.data_dir)))
+    assert isinstance(single, PooledSink) and single.streams_for(rows * rounds) == 1
+    single.close()
     assert stats.cells == rows * rounds and stats.calls >= 4
     last = {row: {b"r:q": [(b"round-%d" % (rounds - 1), 1000)]} for row in (b"row-%05d" % i for i in range(rows))}
     assert contents(b, versions=1) == last
+
+
+@pytest.mark.parametrize("protocol", SINK_PROTOCOLS)
+def test_a_peer_with_two_servers_gets_a_large_batch_over_both(
+    minicluster_factory: Factory, zk_hosts: str, protocol: str
+) -> None:
+    a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=1)
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    service = "thrift2" if protocol == "thrift2" else "thrift1"
+    first = b.thrift2_address() if protocol == "thrift2" else b.thrift_address()
+    second = AdminClient(b.mc.admin).start_thrift(service)
+    key = "walship.sink.thrift2" if protocol == "thrift2" else "walship.sink.thrift"
+    add_peer(a, b, protocol=protocol, **{key: f"{first},{second}"})
+    with a.conn().table(TABLE).batch(batch_size=1000) as t:
+        for i in range(2500):
+            t.put(b"row-%05d" % i, {b"r:q": b"v"})
+    batch = filtered_wal(a, "1", b)
+    with zk_client(a.zk_hosts) as client:
+        peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
+    sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
+    try:
+        assert isinstance(sink, PooledSink) and sink.connections == 2  # by default, one a server
+        stats = sink.apply(batch, "A's WALs")
+        servers = {f"{host}:{port}" for host, port in filter(None, sink.connected())}
+    finally:
+        sink.close()
+    assert servers == {first, second}
+    assert stats.cells == 2500 and len(contents(b)) == 2500

@@ -3,10 +3,12 @@ connections a batch's calls go over, the checks of the configuration and the end
 registry reports. Each sink names its service, its configuration key, how to open a connection
 and what counts as the server's refusal.
 
-A batch's calls go over up to ``walship.sink.thrift.connections`` connections at once (a
-stream each: a :class:`~walship.thrift.pool.ServerPool` that fails over between the servers,
-and a :class:`~walship.sinks.inorder.Sender` that keeps its calls in order), as HBase's
-replication source spreads a batch over threads. A sink puts every cell of a row in the same
+A batch's calls go over up to ``walship.sink.thrift.connections`` connections at once (by
+default one for each of the peer's Thrift servers; a stream each: a
+:class:`~walship.thrift.pool.ServerPool` that fails over between the servers, starting on a
+server of its own, and a :class:`~walship.sinks.inorder.Sender` that keeps its calls in
+order), as HBase's replication source spreads a batch over threads, one for each sink server
+it picked. A sink puts every cell of a row in the same
 stream (:meth:`PooledSink.stream_of`), so each row's edits reach the peer in WAL order; rows
 are independent (cells keep their timestamps), so the streams need no order between them. A
 batch gets one stream for each :data:`CELLS_PER_STREAM` cells it holds, up to the setting: a
@@ -15,6 +17,7 @@ small batch is one stream's calls, as it always was."""
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterable
 from contextlib import ExitStack
 from typing import Any, ClassVar
@@ -75,13 +78,16 @@ class PooledSink:
                 f"peer {peer.peer_id} has no {self.service} servers: set its {self.servers_key}=host:port[,host:port...] "
                 "configuration"
             )
-        self.connections = connections_of(peer)
+        self.connections = connections_of(peer, len(servers))
         self._servers = servers
         self._timeout_ms = timeout_ms
         self._retries = retries
         self._backoff = backoff
         #: the open streams: a server pool and the sender of its calls, opened as batches need them
         self._streams: list[tuple[ServerPool, Sender]] = []
+        #: stream i connects first to server (first + i) of the list: the streams spread over the
+        #: servers, and the sinks of many processes spread from a random start
+        self._first = random.randrange(len(servers))
         self.configure(context)
 
     def configure(self, context: SinkContext) -> None:
@@ -112,10 +118,15 @@ class PooledSink:
                 service=self.service,
                 retries=self._retries,
                 backoff=self._backoff,
+                first=self._first + len(self._streams),
             )
             name = f"walship-{self.service.lower()}-{self.peer.peer_id}-{len(self._streams)}"
             self._streams.append((pool, Sender(pool.call, name)))
         return self._streams[i][1]
+
+    def connected(self) -> list[tuple[str, int] | None]:
+        """The server each open stream is connected to (``None``: not connected now)."""
+        return [pool.server if pool.connected() else None for pool, _ in self._streams]
 
     def send(self, stats: ApplyStats, calls: Iterable[tuple[int, EncodedCall, str]], streams: int) -> None:
         """Send each ``(stream, call, what)`` over its stream: in order within a stream, the
@@ -148,7 +159,7 @@ class PooledSink:
                 "(host:port[,host:port...])"
             )
         ThriftOptions.of(peer)
-        connections_of(peer)
+        connections_of(peer, len(cls.servers_of(peer)))
 
     @classmethod
     def endpoints(cls, peer: PeerConfig) -> list[tuple[str, int]]:

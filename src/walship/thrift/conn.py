@@ -50,7 +50,7 @@ from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
 
 __all__ = [
-    "DEFAULT_CONNECTIONS",
+    "MAX_CONNECTIONS",
     "THRIFT1_REFUSALS",
     "THRIFT2_REFUSALS",
     "THRIFT_CONNECTIONS_KEY",
@@ -77,11 +77,11 @@ THRIFT_PROTOCOL_KEY = "walship.sink.thrift.protocol"
 THRIFT_SSL_KEY = "walship.sink.thrift.ssl"
 THRIFT_SSL_CA_KEY = "walship.sink.thrift.ssl.ca"
 THRIFT_SSL_VERIFY_KEY = "walship.sink.thrift.ssl.verify"
-#: Peer configuration key: how many connections a sink spreads a batch's calls over, each
-#: carrying the rows whose key hashes to it, in WAL order (as HBase's
-#: ``replication.source.maxthreads`` spreads a batch over threads by region).
+#: Peer configuration key: how many connections a sink spreads a large batch's calls over, each
+#: carrying the rows whose key hashes to it, in WAL order (as HBase's replication source spreads
+#: a batch over threads by region, up to one for each sink region server it picked). Default:
+#: one for each of the peer's Thrift servers the sink names.
 THRIFT_CONNECTIONS_KEY = "walship.sink.thrift.connections"
-DEFAULT_CONNECTIONS = 4
 MAX_CONNECTIONS = 64
 _BOOLEANS = {"true": True, "false": False}
 #: A call to a peer goes out in pieces of at most this many bytes.
@@ -153,15 +153,16 @@ class ThriftOptions:
         return f"{self.transport}/{self.protocol}{' over TLS' if self.ssl else ''}"
 
 
-def connections_of(peer: PeerConfig) -> int:
-    """The peer's ``walship.sink.thrift.connections`` (default :data:`DEFAULT_CONNECTIONS`).
+def connections_of(peer: PeerConfig, servers: int) -> int:
+    """The peer's ``walship.sink.thrift.connections``; by default one for each of its
+    ``servers`` Thrift servers (at most :data:`MAX_CONNECTIONS`).
 
     :raises InvalidPeerConfigError: not a whole number from 1 to 64 (the message names the
         peer and the key).
     """
     raw = peer.configuration.get(THRIFT_CONNECTIONS_KEY)
     if raw is None:
-        return DEFAULT_CONNECTIONS
+        return max(1, min(servers, MAX_CONNECTIONS))
     try:
         value = int(raw.strip())
     except ValueError:

@@ -45,6 +45,8 @@ class ServerPool:
     :param refusals: the server's own exceptions: a call raising one is not retried.
     :param service: what the servers are, for messages (``Thrift``, ``Thrift2``).
     :param retries: rounds over all servers before giving up.
+    :param first: connect to the server at this index of ``servers`` (modulo their number)
+        first, then to the others in a random order; ``None``: all in a random order.
     """
 
     def __init__(
@@ -58,8 +60,10 @@ class ServerPool:
         service: str = "Thrift",
         retries: int = 6,
         backoff: float = 0.2,
+        first: int | None = None,
     ) -> None:
         self.peer_id = peer_id
+        self.first = first
         self.servers = list(servers)
         self.options = options
         self.opener = opener
@@ -81,6 +85,10 @@ class ServerPool:
         if self._conn is None:
             choices = list(self.servers)
             random.shuffle(choices)
+            if self.first is not None:
+                preferred = self.servers[self.first % len(self.servers)]
+                choices.remove(preferred)
+                choices.insert(0, preferred)
             last: Exception | None = None
             for host, port in choices:
                 try:
@@ -105,6 +113,10 @@ class ServerPool:
                     f"{self.options.describe()}): {describe_error(last)}"
                 )
         return self._conn
+
+    def connected(self) -> bool:
+        """Whether a connection is open."""
+        return self._conn is not None
 
     def drop(self) -> None:
         if self._conn is not None:
