@@ -61,7 +61,6 @@ def test_spark_job_ships_every_queue_in_parallel(
             batch.put(b"u-%03d" % i, {b"r:q": b"%d" % i})
     done = ship_peer_1(a, "job-1", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "walship.spark.daemon: loaded pyspark.worker, walship.spark.ship" in done.stderr  # workers fork from it
     summary = recorded_summary(a, "job-1")
     printed = [line for line in done.stdout.splitlines() if line.startswith('{"peer_id"')]
     assert json.loads(printed[-1])["totals"] == summary["totals"]  # the same summary on stdout

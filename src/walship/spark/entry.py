@@ -14,7 +14,7 @@ from typing import Any
 
 from walship.errors import WalshipError
 
-__all__ = ["DAEMON_KEY", "DAEMON_MODULE", "JOB_ERRORS", "bad_job", "failed", "setup_logging", "spark_session"]
+__all__ = ["JOB_ERRORS", "bad_job", "failed", "setup_logging", "spark_session"]
 
 log = logging.getLogger(__name__)
 
@@ -33,22 +33,12 @@ def bad_job(prog: str, why: object) -> int:
     return 2
 
 
-#: The Spark setting naming the Python daemon module, and walship's (:mod:`walship.spark.daemon`).
-DAEMON_KEY = "spark.python.daemon.module"
-DAEMON_MODULE = "walship.spark.daemon"
-
-
 @contextlib.contextmanager
 def spark_session(app_name: str) -> Iterator[Any]:
-    """A SparkSession for the block, stopped after it; its Python workers fork from walship's
-    daemon (:mod:`walship.spark.daemon`) unless the job's settings name another."""
-    from pyspark import SparkConf
+    """A SparkSession for the block, stopped after it."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
-    if not SparkConf().contains(DAEMON_KEY):  # spark-submit's --conf and spark-defaults.conf
-        builder = builder.config(DAEMON_KEY, DAEMON_MODULE)
-    spark = builder.getOrCreate()
+    spark = SparkSession.builder.appName(app_name).getOrCreate()
     try:
         yield spark
     finally:
