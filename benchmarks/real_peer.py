@@ -6,13 +6,15 @@ master, region servers, Thrift1 and Thrift2 servers). A has two tables: ``one`` 
 one region server's queue holds its edits) and ``three`` (pre-split, its three regions on A's
 three region servers, so each queue holds a third; split the same on B). Four peers are added
 through HBase's Admin, DISABLED for HBase, and adopted by walship: ``one`` and ``three``, each
-over Thrift2 and over Thrift1. Each figure is ``--cells`` cells (100-byte values, 3 cells a row)
+over Thrift2 and over Thrift1 (and two more for ``one`` over four connections). Each figure is ``--cells`` cells (100-byte values, 3 cells a row)
 written into A, then:
 
 * one queue, in process: :meth:`walship.replicate.Shipper.ship_peer` ships ``one`` to B (cells/s,
   and the shipping process's CPU a cell), beside the ceiling: the same cells written straight into
   B by one client (Thrift2: ``putMultiple`` calls of 1,000 rows; Thrift1: happybase batches of
-  1,000 rows, ``mutateRows``); target: ship / ceiling >= 0.9;
+  1,000 rows, ``mutateRows``); target: ship / ceiling >= 0.9; and the same queue's cells shipped
+  by a peer set to spread large batches over four connections
+  (``walship.sink.thrift.connections=4``; the others take the default, one for B's one server);
 * three queues in parallel: the Spark ship job (spark-submit of ``spark_jobs/ship.py --job``, one
   task a queue, on ``--master``) ships ``three`` to B, beside the same one-client ceiling, taken
   again; target: ship / ceiling >= 1.5. Its start-up is left out two ways: the job's time minus
@@ -67,6 +69,10 @@ FAMILY = {"f": {"scope": 1, "versions": 1}}
 SINKS = ("thrift2", "thrift1")
 #: peer id of (table, sink)
 PEERS = {("one", "thrift2"): "1", ("one", "thrift1"): "2", ("three", "thrift2"): "3", ("three", "thrift1"): "4"}
+#: peer id of (table, sink) with walship.sink.thrift.connections=WIDE (the others: one, B's one
+#: server's default)
+WIDE_PEERS = {("one", "thrift2"): "5", ("one", "thrift1"): "6"}
+WIDE = 4
 ONE_TARGET = 0.9
 THREE_TARGET = 1.5
 #: no compaction starts during a run: a step must not pay for another's store files
@@ -247,13 +253,14 @@ def sink_config(b: HBaseProcess, sink: str) -> dict[str, str]:
 def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
     """Every peer of :data:`PEERS` through HBase's Admin (DISABLED for HBase, its table only),
     adopted by walship; returns once every live server of A queues its WALs for each."""
-    for (table, sink), peer in PEERS.items():
+    wide = {"walship.sink.thrift.connections": str(WIDE)}
+    for ((table, sink), peer), extra in [*((p, {}) for p in PEERS.items()), *((p, wide) for p in WIDE_PEERS.items())]:
         a.call(
             "add_peer",
             peer=peer,
             cluster_key=b.cluster_key,
             state="DISABLED",
-            configuration={"walship.managed": "true", **sink_config(b, sink)},
+            configuration={"walship.managed": "true", **sink_config(b, sink), **extra},
             table_cfs={table: []},
         )
         with zk_client(a.zk_hosts) as client:
@@ -262,7 +269,7 @@ def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
     deadline = time.monotonic() + 60
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.znode_parent))
-        for peer in PEERS.values():
+        for peer in [*PEERS.values(), *WIDE_PEERS.values()]:
             while not servers <= {q.server for q in queues.list_queues(peer) if q.wals}:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"peer {peer}'s queues are not on every server of A")
@@ -385,11 +392,12 @@ def one_queue_round(a: HBaseProcess, b: HBaseProcess, rows: int, ceiling_first: 
     steps: dict[str, Step] = {}
 
     def ship(sink: str) -> None:
-        b.call("flush")
-        with timed(a, b) as steps[f"{sink} ship"]:
-            shipped = ship_in_process(a, PEERS["one", sink])
-        if shipped != rows * len(QUALS):
-            raise RuntimeError(f"{sink}: shipped {shipped} cells of one queue, wrote {rows * len(QUALS)}")
+        for name, peers in (("ship", PEERS), (f"ship x{WIDE}", WIDE_PEERS)):
+            b.call("flush")
+            with timed(a, b) as steps[f"{sink} {name}"]:
+                shipped = ship_in_process(a, peers["one", sink])
+            if shipped != rows * len(QUALS):
+                raise RuntimeError(f"{sink} {name}: shipped {shipped} cells of one queue, wrote {rows * len(QUALS)}")
 
     def ceiling(sink: str) -> None:
         b.call("flush")
@@ -468,6 +476,11 @@ def report(
         print(
             f"  ratio {sink}: {value:.3f} (rounds {', '.join(f'{x:.3f}' for x in each)}; {verdict(value, ONE_TARGET)})"
         )
+        wide, each = ratio(f"{sink} ship x{WIDE}", f"{sink} ceiling")
+        cpu = median(lambda r, s=sink: r[f"{s} ship x{WIDE}"].own / cells * 1e6)  # type: ignore[misc]
+        print(f"  the same over {WIDE} connections (walship.sink.thrift.connections={WIDE}): "
+              f"{rate(f'{sink} ship x{WIDE}'):9,.0f} cells/s, CPU {cpu:.2f} us a cell, ratio {wide:.3f} "
+              f"(rounds {', '.join(f'{x:.3f}' for x in each)})")  # fmt: skip
         load = median(lambda r, s=sink: r[f"{s} ceiling"].b / r[f"{s} ship"].b)  # type: ignore[misc]
         print(f"  B's JVM CPU for the same cells, ceiling / ship: {load:.3f} (the ratio if B's CPU were the limit)")
     three = "thrift2 work" in rounds[0]
@@ -493,7 +506,7 @@ def report(
     print("B's JVM, A's JVM, the rest and the whole machine; B's JVM CPU a cell):")
     print(f"  {'step':20} {'this proc':>9} {'spark job':>9} {'B JVM':>7} {'A JVM':>7} {'others':>7} {'machine':>8} "
           f"{'B us/cell':>10}")  # fmt: skip
-    kinds = ("ship", "ceiling", "tasks", "ceiling3") if three else ("ship", "ceiling")
+    kinds = ("ship", f"ship x{WIDE}", "ceiling", "tasks", "ceiling3") if three else ("ship", f"ship x{WIDE}", "ceiling")
     for name in [f"{s} {k}" for s in SINKS for k in kinds]:
 
         def cores(attr: str, n: str = name) -> float:
