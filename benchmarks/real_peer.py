@@ -4,10 +4,10 @@ client gets out of B's Thrift servers, for both sinks, in one run.
 Starts ZooKeeper, a cluster A with three region servers and a cluster B with one (each one JVM:
 master, region servers, Thrift1 and Thrift2 servers). A has two tables: ``one`` (one region, so
 one region server's queue holds its edits) and ``three`` (pre-split, its three regions on A's
-three region servers, so each queue holds a third; split the same on B). Four peers are added
+three region servers, so each queue holds a third; split the same on B). Six peers are added
 through HBase's Admin, DISABLED for HBase, and adopted by walship: ``one`` and ``three``, each
-over Thrift2 and over Thrift1 (and two more for ``one`` over four connections). Each figure is ``--cells`` cells (100-byte values, 3 cells a row)
-written into A, then:
+over Thrift2 and over Thrift1, and two more for ``one`` over four connections. Each figure is
+``--cells`` cells (100-byte values, 3 cells a row) written into A, then:
 
 * one queue, in process: :meth:`walship.replicate.Shipper.ship_peer` ships ``one`` to B (cells/s,
   and the shipping process's CPU a cell), beside the ceiling: the same cells written straight into
