@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from fixtures_spark_wal import spark_submit
 from region_ops import create_scoped_table
-from replication_helpers import Cluster, add_peer, contents, make_cluster
+from replication_helpers import TABLE, Cluster, add_peer, contents, make_cluster
 from waiting import wait_until
 
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.spark import ship as spark_ship
 from walship.spark.ship import ShipJob, plan_queues, ship_partition
-from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.progress import JobStore
 
 pytestmark = pytest.mark.integration
@@ -176,3 +176,58 @@ def test_a_serial_peer_s_job_waits_for_the_queue_that_holds_a_region_s_earlier_e
     assert second["status"] == "ok"
     assert contents(b, b"r") == contents(a, b"r")
     assert int.from_bytes(contents(b, b"r")[b"row"][b"r:c"][0][0], "big") == 8
+
+
+def held_queue_locks(client: Any, layout: ZnodeLayout) -> set[str]:
+    """``server/queue`` of every queue whose shipper lock someone holds now."""
+    held = set()
+    for server in client.get_children(layout.locks) if client.exists(layout.locks) else []:
+        for queue in client.get_children(f"{layout.locks}/{server}"):
+            if client.get_children(f"{layout.locks}/{server}/{queue}"):
+                held.add(f"{server}/{queue}")
+    return held
+
+
+def test_more_queues_than_spark_slots_are_shipped_at_once(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, tmp_path: Path
+) -> None:
+    """Three queues, each with a few seconds' shipping, on ``local[2]``: the job runs two
+    tasks, one of them ships two queues in threads of its own, so all three queues are held
+    (and shipped) at the same time."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=3)
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    tables = [TABLE.decode(), "u1", "u2"]
+    conn, bconn = a.conn(), b.conn()
+    for name in tables[1:]:  # another table: another region, on another server
+        conn.create_table(name, {"r": {}})
+        AdminClient(a.mc.admin).set_scope(name, "r", 1)
+        bconn.create_table(name, {"r": {}})
+    for name in tables:
+        with conn.table(name).batch(batch_size=1000) as batch:
+            for i in range(15_000):
+                batch.put(b"%s-%05d" % (name.encode(), i), {b"r:q": b"v" * 100})
+    layout = ZnodeLayout(a.parent)
+    with zk_client(a.zk_hosts) as client:
+        queues = ReplicationQueues(client, layout).list_queues("1")
+        assert len({q.server for q in queues if q.wals}) == 3  # a table a server
+        job = ShipJob(zk=a.zk_hosts, znode_parent=a.parent, wal_root=str(a.mc.data_dir), peer_id="1", job_id="wide")
+        done: list[subprocess.CompletedProcess[str]] = []
+        submit = threading.Thread(
+            target=lambda: done.append(spark_submit("ship.py", ["--job", job.to_json()], tmp_path))
+        )
+        most = 0
+        submit.start()
+        try:
+            while submit.is_alive() and most < 3:
+                most = max(most, len(held_queue_locks(client, layout)))
+        finally:
+            submit.join(300)
+    assert done and done[0].returncode == 0, done and done[0].stderr[-3000:]
+    assert most == 3  # all three at once, on two slots
+    summary = recorded_summary(a, "wide")
+    assert summary["status"] == "ok" and summary["totals"]["entries_shipped"] > 0
+    for name in tables:
+        assert dict(bconn.table(name).scan(columns=[b"r"])) == dict(conn.table(name).scan(columns=[b"r"]))
+    conn.close()
+    bconn.close()

@@ -1,5 +1,6 @@
 """Ship peers' queues with Spark: the driver plans, one Spark task ships one queue (or the
-queues of several peers over the same WALs, reading each WAL once for all of them).
+queues of several peers over the same WALs, reading each WAL once for all of them); where the
+job has more queues than Spark has slots, a task ships several at once, a thread each.
 
 Queues run in parallel, each in order: a task ships its queues, holding each queue's
 ZooKeeper lock, exactly as ``walship ship --peer 1,2`` does in one process. Only plain data crosses
@@ -15,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -30,7 +32,7 @@ from walship.zk.layout import check_znode_name
 from walship.zk.locks import Holder
 from walship.zk.progress import JobStore
 
-__all__ = ["ShipJob", "plan_queues", "ship_with_spark"]
+__all__ = ["ShipJob", "plan_queues", "ship_group", "ship_partition", "ship_with_spark"]
 
 log = logging.getLogger(__name__)
 
@@ -139,17 +141,34 @@ def plan_queues(job: ShipJob, client: Any) -> tuple[list[PeerSummary], list[list
 
 
 def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Iterator[dict[str, Any]]:
-    """On an executor: ship the queues of this partition's groups (a group's queues share
-    one read of their WALs), one group after another; with
-    ``job.linger``, pass after pass until that many seconds from the first pass have gone
-    (a pass that finds nothing new waits a second), so that a job's start-up is paid once for
-    more edits, or until passes found nothing new for :data:`LINGER_QUIET` seconds. A queue
-    that fails, moves or is busy leaves the passes."""
-    todo = [task for group in groups for task in group]
+    """On an executor: ship the queues of this partition's groups (a group's queues share one
+    read of their WALs), each group in a thread of its own, as a region server ships each of
+    its queues in a thread of its own: a partition holds several groups when the job has more
+    of them than Spark has slots, and shipping mostly waits for the peer, so they still go at
+    once. The threads share one ZooKeeper session; each has its own shipper (sinks, readers).
+    See :func:`ship_group` for a group's passes."""
+    todo = [group for group in groups if group]
     if not todo:
         return
+    with zk_client(job.zk) as client:
+        if len(todo) == 1:
+            results = [ship_group(job, client, todo[0])]
+        else:
+            with ThreadPoolExecutor(len(todo), thread_name_prefix="walship-ship-group") as pool:
+                results = list(pool.map(lambda group: ship_group(job, client, group), todo))
+    for summaries in results:
+        yield from summaries
+
+
+def ship_group(job: ShipJob, client: Any, group: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Ship one group's queues with a shipper of its own: one pass, or with ``job.linger``,
+    pass after pass until that many seconds from the first pass have gone (a pass that finds
+    nothing new waits a second), so that a job's start-up is paid once for more edits, or until
+    passes found nothing new for :data:`LINGER_QUIET` seconds. A queue that fails, moves or is
+    busy leaves the passes. Its queues' summaries, as JSON."""
+    todo = list(group)
     deadline = time.monotonic() + job.linger
-    with zk_client(job.zk) as client, _shipper(job, client) as shipper:
+    with _shipper(job, client) as shipper:
         wanted = {_peer_of(t) for t in todo}
         peers = {pid: shipper.peers.get(pid) for pid in job.peer_ids if pid in wanted}
         done: dict[tuple[str, str], QueueSummary] = {}
@@ -182,8 +201,7 @@ def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Ite
                 log.info("no new edits for %.0f s: the ship task stops lingering", now - quiet_since)
                 break
             time.sleep(min(LINGER_IDLE, left))
-        for qs in done.values():
-            yield qs.to_json()
+    return [qs.to_json() for qs in done.values()]
 
 
 def _peer_of(task: tuple[str, str]) -> str:
@@ -210,7 +228,9 @@ def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None =
         t1 = time.perf_counter()
         clock["plan"] = t1 - t0
         if groups:
-            rdd = spark.sparkContext.parallelize(groups, numSlices=len(groups))
+            # a task a group, or several groups a task (shipped at once) beyond Spark's slots
+            slices = max(1, min(len(groups), spark.sparkContext.defaultParallelism))
+            rdd = spark.sparkContext.parallelize(groups, numSlices=slices)
             results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
             by_peer = {s.peer_id: s for s in summaries}
             for result in results:

@@ -127,32 +127,33 @@ static int put_attributes(Buf *b, int16_t id, PyObject *attributes) {
     return 0;
 }
 
-/* a (row, cells) tuple's cells as a fast sequence (a new reference), or NULL with the error set */
-static PyObject *row_cells(PyObject *put, const char *what) {
-    if (!PyTuple_Check(put) || PyTuple_GET_SIZE(put) != 2) {
+/* A (row, cells) tuple (`what` names it in errors) as fields 1: the row and 2: a list of one
+ * struct a cell, each written by `item`; the caller writes what follows and the struct's stop. */
+static int put_row_and_cells(Buf *b, PyObject *row, const char *what, int (*item)(Buf *, PyObject *)) {
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 2) {
         PyErr_Format(PyExc_TypeError, "%s: a %s must be a (row, cells) tuple", encoding, what);
-        return NULL;
+        return -1;
     }
-    PyObject *cells = PySequence_Fast(PyTuple_GET_ITEM(put, 1), "a row's cells must be a sequence");
-    return cells;
-}
-
-static int put_tput(Buf *b, PyObject *put, PyObject *attributes) {
-    PyObject *cells = row_cells(put, "put");
+    PyObject *cells = PySequence_Fast(PyTuple_GET_ITEM(row, 1), "a row's cells must be a sequence");
     if (cells == NULL) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(cells);
     PyObject **items = PySequence_Fast_ITEMS(cells);
     int rc = -1;
-    if (put_string_field(b, 1, PyTuple_GET_ITEM(put, 0), "a put's row") < 0) goto done;
+    if (put_string_field(b, 1, PyTuple_GET_ITEM(row, 0), "a row's key") < 0) goto done;
     if (put_field(b, T_LIST, 2) < 0 || put_u8(b, T_STRUCT) < 0 || put_be(b, (uint32_t)n, 4) < 0) goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (put_cell(b, items[i]) < 0) goto done;
+        if (item(b, items[i]) < 0) goto done;
     }
-    if (put_attributes(b, 5, attributes) < 0) goto done;
-    rc = put_u8(b, T_STOP);
+    rc = 0;
 done:
     Py_DECREF(cells);
     return rc;
+}
+
+/* a TPut: the row, its cells' column values, the attributes */
+static int put_tput(Buf *b, PyObject *put, PyObject *attributes) {
+    if (put_row_and_cells(b, put, "put", put_cell) < 0 || put_attributes(b, 5, attributes) < 0) return -1;
+    return put_u8(b, T_STOP);
 }
 
 /* a call's message header as thriftpy2 writes it: strict version, CALL, the name, sequence id 0 */
@@ -229,21 +230,10 @@ static int put_mutation(Buf *b, PyObject *cell) {
     return put_u8(b, T_STOP);
 }
 
+/* a BatchMutation: the row, its cells' mutations */
 static int put_batch_mutation(Buf *b, PyObject *row) {
-    PyObject *cells = row_cells(row, "row");
-    if (cells == NULL) return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(cells);
-    PyObject **items = PySequence_Fast_ITEMS(cells);
-    int rc = -1;
-    if (put_string_field(b, 1, PyTuple_GET_ITEM(row, 0), "a row's key") < 0) goto done;
-    if (put_field(b, T_LIST, 2) < 0 || put_u8(b, T_STRUCT) < 0 || put_be(b, (uint32_t)n, 4) < 0) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (put_mutation(b, items[i]) < 0) goto done;
-    }
-    rc = put_u8(b, T_STOP);
-done:
-    Py_DECREF(cells);
-    return rc;
+    if (put_row_and_cells(b, row, "row", put_mutation) < 0) return -1;
+    return put_u8(b, T_STOP);
 }
 
 /* encode_mutate_rows_ts(table, rows, timestamp, attributes) -> bytes */
