@@ -55,6 +55,7 @@ import happybase
 
 from walship.harness import HBaseProcess
 from walship.replicate import Shipper, WalStore
+from walship.spark.entry import job_settings
 from walship.spark.ship import ShipJob
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
@@ -78,6 +79,8 @@ THREE_TARGET = 1.5
 #: no compaction starts during a run: a step must not pay for another's store files
 NO_COMPACTIONS = {"hbase.hstore.compactionThreshold": "10000", "hbase.hstore.blockingStoreFiles": "20000"}
 CLOCK = os.sysconf("SC_CLK_TCK")
+#: the Spark settings walship's DAGs submit its jobs with
+SETTINGS = [arg for key, value in job_settings().items() for arg in ("--conf", f"{key}={value}")]
 
 
 def row_key(i: int) -> bytes:
@@ -328,7 +331,7 @@ def spark_ship(a: HBaseProcess, b: HBaseProcess, peer: str, master: str, cwd: Pa
     events = Path(tempfile.mkdtemp(prefix="events-", dir=cwd))
     job = ShipJob(zk=a.zk_hosts, znode_parent=a.znode_parent, wal_root=a.wal_root, peer_id=peer)
     cmd = [
-        str(bindir / "spark-submit"), "--master", master, "--conf", "spark.ui.enabled=false",
+        str(bindir / "spark-submit"), "--master", master, "--conf", "spark.ui.enabled=false", *SETTINGS,
         "--conf", "spark.driver.memory=512m", "--conf", "spark.eventLog.enabled=true",
         "--conf", f"spark.eventLog.dir={events.as_uri()}", "--conf", "spark.eventLog.compress=false",
         str(ROOT / "spark_jobs" / "ship.py"), "--job", job.to_json(),

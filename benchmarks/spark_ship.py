@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
+from walship.spark.entry import job_settings
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -67,19 +69,33 @@ def cpu_seconds(pid: int) -> float:
 PHASES = ("imports", "spark_session", "plan", "tasks", "record")
 
 
-def spark_submit(zk: str, wal_root: str, *args: str, timings: dict[str, float] | None = None) -> float:
-    """Seconds of a spark-submit of the ship job; ``timings`` gets the phases it printed."""
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's ended children and theirs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def spark_submit(
+    zk: str, wal_root: str, *args: str, timings: dict[str, float] | None = None, walship_settings: bool = True
+) -> float:
+    """Seconds of a spark-submit of the ship job, with the settings walship's DAGs submit it
+    with (:func:`~walship.spark.entry.job_settings`) or Spark's defaults; ``timings`` gets the
+    phases it printed and ``cpu``, the CPU seconds of all its processes."""
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
+    settings = job_settings() if walship_settings else {}
+    conf = [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
+    cpu0 = children_cpu()
     t0 = time.perf_counter()
     done = subprocess.run(
-        [str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+        [str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false", *conf,
          str(ROOT / "spark_jobs" / "ship.py"), "--zk", zk, "--znode-parent", "/hbase-a", "--wal-root", wal_root,
          *args],
         env=env, capture_output=True, check=True, timeout=900, text=True,
     )  # fmt: skip
     took = time.perf_counter() - t0
     if timings is not None:
+        timings["cpu"] = children_cpu() - cpu0
         for line in (done.stdout + done.stderr).splitlines():
             if line.startswith("ship.py: timings "):
                 timings.update(json.loads(line.removeprefix("ship.py: timings ")))
@@ -137,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
                 phases: dict[str, float] = {}
                 secs["startup"] = spark_submit(zk.hosts, wal_root, "--peer", "1", timings=phases)
                 secs |= {f"phase_{k}": v for k, v in phases.items()}
+                # and with Spark's own JVM settings: the baseline of walship's
+                plain: dict[str, float] = {}
+                secs["startup_plain"] = spark_submit(
+                    zk.hosts, wal_root, "--peer", "1", timings=plain, walship_settings=False
+                )
+                secs["cpu_plain"] = plain["cpu"]
                 with zk_client(zk.hosts) as client:
                     shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(wal_root))
                     cpu0 = cpu_seconds(b.proc.pid)
@@ -174,7 +196,18 @@ def main(argv: list[str] | None = None) -> int:
     startup = median(lambda secs, _: secs["startup"])
     print(f"cells {cells:,} a round over {len(servers)} region servers' queues, {args.rounds} rounds; medians:")
     print(f"spark-submit of the ship job, no task (driver only): {driver_s:8.1f} s")
-    print(f"spark start-up (the same job, queues drained)      : {startup:8.1f} s")
+    print(
+        f"spark start-up (the same job, queues drained)      : {startup:8.1f} s, "
+        f"{median(lambda secs, _: secs['phase_cpu']):.2f} s of CPU (all its processes)"
+    )
+    print(
+        f"  the same with Spark's own JVM settings           : {median(lambda secs, _: secs['startup_plain']):8.1f} s, "
+        f"{median(lambda secs, _: secs['cpu_plain']):.2f} s of CPU  <- baseline"
+    )
+    print(
+        f"  walship's settings / Spark's: time {median(lambda secs, _: secs['startup'] / secs['startup_plain']):.3f}, "
+        f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['cpu_plain']):.3f}"
+    )
     print(f"spark ship job, local[2], one task a queue          : {median(lambda secs, _: secs['spark']):8.1f} s")
     print(f"  without its start-up                             : {rate('work'):10,.0f} cells/s")
     print(f"  with it                                          : {rate('spark'):10,.0f} cells/s")

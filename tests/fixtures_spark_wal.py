@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from walship.servername import ServerName
+from walship.spark.entry import job_settings
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,8 +28,9 @@ def spark_submit(app: str, args: list[str], cwd: Path) -> subprocess.CompletedPr
         "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
+    settings = [arg for key, value in job_settings().items() for arg in ("--conf", f"{key}={value}")]
     cmd = [str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.driver.memory=512m", str(ROOT / "spark_jobs" / app), *args]  # fmt: skip
+           "--conf", "spark.driver.memory=512m", *settings, str(ROOT / "spark_jobs" / app), *args]  # fmt: skip
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=cwd)
 
 

@@ -17,6 +17,8 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk.exceptions import AirflowException
 
+from walship.spark.entry import job_settings
+
 __all__ = ["PYTHON_RUNNER", "SPARK_CONN_ID", "WalshipSparkHook"]
 
 log = logging.getLogger(__name__)
@@ -41,10 +43,12 @@ class WalshipSparkHook(SparkSubmitHook):
         return str(self._connection["master"]).startswith("spark://") and self._connection["deploy_mode"] == "cluster"
 
     def settings(self) -> dict[str, str]:
-        """Spark settings of a walship job: the Python interpreter from the connection's extra
-        ``pyspark_python`` (the one on the Spark hosts where walship is installed, never the
-        interpreter that parsed the DAG); the extra ``spark_conf`` adds settings."""
-        conf = {"spark.ui.enabled": "false"}
+        """Spark settings of a walship job: walship's JVM options
+        (:func:`walship.spark.entry.job_settings`), the Python interpreter from the
+        connection's extra ``pyspark_python`` (the one on the Spark hosts where walship is
+        installed, never the interpreter that parsed the DAG); the extra ``spark_conf`` adds
+        settings and overrides these."""
+        conf = {"spark.ui.enabled": "false", **job_settings()}
         extra = self.get_connection(self.spark_conn_id).extra_dejson or {}
         python = extra.get("pyspark_python")
         if python:
