@@ -87,8 +87,9 @@ def validate_peer(peer: PeerConfig) -> None:
         if key not in KNOWN_KEYS and not key.startswith(own):
             shown = key if len(key) <= 80 else f"{key[:80]}... ({len(key):,} characters)"
             raise InvalidPeerConfigError(
-                f"peer {peer.peer_id}: unknown configuration key {shown!r} (walship reads "
-                f"{', '.join(sorted(KNOWN_KEYS))}, and a sink's own keys under {own}*)"
+                f"peer {peer.peer_id}: unknown configuration key {shown!r} (walship reads walship."
+                f"{{{', '.join(sorted(key.removeprefix('walship.') for key in KNOWN_KEYS))}}}, and a sink's own "
+                f"keys under {own}*)"
             )
         if not value.strip():
             raise InvalidPeerConfigError(f"peer {peer.peer_id}: {key} is empty (remove the key, or give it a value)")
