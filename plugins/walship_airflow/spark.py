@@ -43,13 +43,16 @@ class WalshipSparkHook(SparkSubmitHook):
         return str(self._connection["master"]).startswith("spark://") and self._connection["deploy_mode"] == "cluster"
 
     def settings(self) -> dict[str, str]:
-        """Spark settings of a walship job: walship's JVM options
-        (:func:`walship.spark.entry.job_settings`), the Python interpreter from the
-        connection's extra ``pyspark_python`` (the one on the Spark hosts where walship is
-        installed, never the interpreter that parsed the DAG); the extra ``spark_conf`` adds
+        """Spark settings of a walship job: the Python interpreter from the connection's extra
+        ``pyspark_python`` (the one on the Spark hosts where walship is installed, never the
+        interpreter that parsed the DAG); with the extra ``walship_jvm_options`` true,
+        walship's JVM options (:func:`walship.spark.entry.job_settings`: they replace the
+        site's ``extraJavaOptions``, so they are asked for); the extra ``spark_conf`` adds
         settings and overrides these."""
-        conf = {"spark.ui.enabled": "false", **job_settings()}
+        conf = {"spark.ui.enabled": "false"}
         extra = self.get_connection(self.spark_conn_id).extra_dejson or {}
+        if str(extra.get("walship_jvm_options", "false")).lower() == "true":
+            conf.update(job_settings())
         python = extra.get("pyspark_python")
         if python:
             conf["spark.pyspark.python"] = str(python)

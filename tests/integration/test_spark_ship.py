@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -221,6 +222,7 @@ def test_more_queues_than_spark_slots_are_shipped_at_once(
         try:
             while submit.is_alive() and most < 3:
                 most = max(most, len(held_queue_locks(client, layout)))
+                time.sleep(0.02)
         finally:
             submit.join(300)
     assert done and done[0].returncode == 0, done and done[0].stderr[-3000:]

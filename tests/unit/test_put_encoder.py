@@ -159,3 +159,30 @@ def test_mutate_rows_refuses_what_thrift1_cannot_carry_naming_it() -> None:
         _putencoder.encode_mutate_rows_ts(b"t", [(b"r", [Cell(b"r", "f", b"q", 1, 4, b"")])], 1, {})  # type: ignore[arg-type]
     with pytest.raises(OverflowError):
         _putencoder.encode_mutate_rows_ts(b"t", [], 1 << 64, {})
+
+
+def test_a_row_s_puts_and_deletes_keep_their_order_and_stream_over_several_streams() -> None:
+    """Entries of puts, then deletes, then puts again of the same rows, spread over three
+    streams: each row's mutations come in WAL order, all in one stream, and no call mixes
+    streams or kinds."""
+    ids = (uuid.UUID(int=5),)
+    rows = [b"r%03d" % i for i in range(60)]
+    kinds = [CellType.Put, CellType.DeleteColumn, CellType.Put]
+    entries = []
+    for n, kind in enumerate(kinds):
+        cells = tuple(Cell(row, b"f", b"q", 10 + n, kind, b"v%d" % n if kind == CellType.Put else b"") for row in rows)
+        key = WalKey(b"0" * 32, b"t", n + 1, 1)
+        entries.append(FilteredEntry(WalEntry(key, cells, n * 100, n * 100 + 100), cells, ids))
+    stats = ApplyStats()
+    seen: dict[bytes, list[tuple[int, bool]]] = {}
+    for call in Thrift2Sink.calls(entries, stats, 3):
+        for mutation in call.mutations:
+            row = mutation[0] if not call.deletes else mutation.row
+            seen.setdefault(row, []).append((call.stream, call.deletes))
+    assert stats.cells == 3 * len(rows)
+    streams = set()
+    for row in rows:
+        assert [deletes for _, deletes in seen[row]] == [False, True, False]
+        assert len({stream for stream, _ in seen[row]}) == 1
+        streams.add(seen[row][0][0])
+    assert streams == {0, 1, 2}

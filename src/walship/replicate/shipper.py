@@ -357,6 +357,9 @@ class Shipper:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+        if self._executor is not None:  # the threads that applied batches in the background
+            executor, self._executor = self._executor, None
+            executor.shutdown(wait=True)
 
     def flush_progress(self) -> None:
         """Write every queue's progress not written yet (a tailer calls this as it stops)."""

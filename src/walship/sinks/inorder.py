@@ -17,6 +17,7 @@ exactly what a synchronous loop would send.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -69,14 +70,17 @@ class InOrderCalls:
         self.ahead = max(0, ahead)
         self._pending: deque[Future[None]] = deque()
         self._failed = False
+        #: when the first of its calls failed (monotonic seconds), and how
+        self.failure: tuple[float, BaseException] | None = None
 
     def _run(self, func: Callable[[Any], Any], what: str) -> None:
         if self._failed:
             return  # a call before failed: nothing after it may reach the peer
         try:
             self.sender.call(func, what, self.stats)
-        except BaseException:
+        except BaseException as exc:
             self._failed = True
+            self.failure = (time.monotonic(), exc)
             raise
 
     def _reap(self, keep: int) -> None:

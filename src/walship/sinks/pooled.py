@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.peer import PeerConfig
 from walship.sinks.base import ApplyStats, SinkContext
-from walship.sinks.inorder import Sender
+from walship.sinks.inorder import InOrderCalls, Sender
 from walship.thrift.conn import ThriftOptions, connections_of
 from walship.thrift.encoded import EncodedCall, sending
 from walship.thrift.pool import ServerPool
@@ -132,16 +132,25 @@ class PooledSink:
         """Send each ``(stream, call, what)`` over its stream: in order within a stream, the
         streams at once; return when every call is done, counting calls and retries in ``stats``.
 
-        :raises SinkError: a call was refused (the first failure's error; the batch is shipped
-            again whole, no later call of that stream was sent).
+        :raises SinkError: a call was refused (the error of the failure that came first, of
+            whichever stream; the batch is shipped again whole, no later call of that stream
+            was sent).
         :raises SinkUnavailableError: no server answered.
         """
         counts = [ApplyStats() for _ in range(streams)]  # each stream's thread counts its own retries
+        batches: list[InOrderCalls] = []
         try:
             with ExitStack() as stack:
-                batches = [stack.enter_context(self._sender(i).batch(counts[i])) for i in range(streams)]
+                batches.extend(stack.enter_context(self._sender(i).batch(counts[i])) for i in range(streams))
                 for i, call, what in calls:
                     batches[i].send(sending(call), what)
+        except Exception as exc:
+            # several streams may have failed: the error is the one that came first
+            failures = [batch.failure for batch in batches if batch.failure is not None]
+            first = min(failures, key=lambda failure: failure[0])[1] if failures else exc
+            if first is not exc and isinstance(first, Exception):
+                raise first from None
+            raise
         finally:
             for count in counts:
                 stats.calls += count.calls

@@ -32,9 +32,11 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def job_settings() -> dict[str, str]:
-    """The Spark settings walship submits its jobs with (a job's own settings override them):
-    :data:`JVM_OPTIONS` for the driver and the executors. They must be given to spark-submit
-    (``--conf``): a driver's JVM options cannot change once it runs."""
+    """The Spark settings walship recommends for its jobs: :data:`JVM_OPTIONS` for the driver
+    and the executors. They must be given to spark-submit (``--conf``: a driver's JVM options
+    cannot change once it runs), and they replace a site's own ``extraJavaOptions`` (and
+    ``UseSerialGC`` conflicts with another collector in its ``defaultJavaOptions``), so the
+    Airflow hook adds them only where the Spark connection asks (``walship_jvm_options``)."""
     return {"spark.driver.extraJavaOptions": JVM_OPTIONS, "spark.executor.extraJavaOptions": JVM_OPTIONS}
 
 

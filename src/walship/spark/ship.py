@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -36,6 +38,8 @@ __all__ = ["ShipJob", "plan_queues", "ship_group", "ship_partition", "ship_with_
 
 log = logging.getLogger(__name__)
 
+#: At most this many groups of queues a Spark task ships at once (where groups outnumber slots).
+GROUPS_A_TASK = 4
 #: Seconds a lingering ship task waits between two passes.
 LINGER_IDLE = 1.0
 #: A lingering ship task ends early once its passes found nothing new for this many seconds:
@@ -150,22 +154,30 @@ def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Ite
     todo = [group for group in groups if group]
     if not todo:
         return
+    stop = threading.Event()  # a group failed: the others stop lingering, the task fails soon
     with zk_client(job.zk) as client:
         if len(todo) == 1:
-            results = [ship_group(job, client, todo[0])]
+            results = [ship_group(job, client, todo[0], stop)]
         else:
             with ThreadPoolExecutor(len(todo), thread_name_prefix="walship-ship-group") as pool:
-                results = list(pool.map(lambda group: ship_group(job, client, group), todo))
+                futures = [pool.submit(ship_group, job, client, group, stop) for group in todo]
+                for future in as_completed(futures):
+                    if future.exception() is not None:
+                        stop.set()
+                results = [future.result() for future in futures]  # the first failed group's error
     for summaries in results:
         yield from summaries
 
 
-def ship_group(job: ShipJob, client: Any, group: list[tuple[str, str]]) -> list[dict[str, Any]]:
+def ship_group(
+    job: ShipJob, client: Any, group: list[tuple[str, str]], stop: threading.Event | None = None
+) -> list[dict[str, Any]]:
     """Ship one group's queues with a shipper of its own: one pass, or with ``job.linger``,
     pass after pass until that many seconds from the first pass have gone (a pass that finds
     nothing new waits a second), so that a job's start-up is paid once for more edits, or until
     passes found nothing new for :data:`LINGER_QUIET` seconds. A queue that fails, moves or is
-    busy leaves the passes. Its queues' summaries, as JSON."""
+    busy leaves the passes; ``stop`` set ends the lingering after the pass under way. Its
+    queues' summaries, as JSON."""
     todo = list(group)
     deadline = time.monotonic() + job.linger
     with _shipper(job, client) as shipper:
@@ -190,7 +202,7 @@ def ship_group(job: ShipJob, client: Any, group: list[tuple[str, str]]) -> list[
             ]
             now = time.monotonic()
             left = deadline - now
-            if left <= 0:
+            if left <= 0 or (stop is not None and stop.is_set()):
                 break
             if read:
                 quiet_since = None
@@ -200,7 +212,10 @@ def ship_group(job: ShipJob, client: Any, group: list[tuple[str, str]]) -> list[
             elif now - quiet_since >= LINGER_QUIET:
                 log.info("no new edits for %.0f s: the ship task stops lingering", now - quiet_since)
                 break
-            time.sleep(min(LINGER_IDLE, left))
+            if stop is not None:
+                stop.wait(min(LINGER_IDLE, left))
+            else:
+                time.sleep(min(LINGER_IDLE, left))
     return [qs.to_json() for qs in done.values()]
 
 
@@ -228,8 +243,10 @@ def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None =
         t1 = time.perf_counter()
         clock["plan"] = t1 - t0
         if groups:
-            # a task a group, or several groups a task (shipped at once) beyond Spark's slots
-            slices = max(1, min(len(groups), spark.sparkContext.defaultParallelism))
+            # a task a group, or several groups a task (shipped at once) beyond Spark's slots,
+            # at most GROUPS_A_TASK (each holds up to two batches in memory)
+            slots = spark.sparkContext.defaultParallelism
+            slices = max(1, min(len(groups), max(slots, math.ceil(len(groups) / GROUPS_A_TASK))))
             rdd = spark.sparkContext.parallelize(groups, numSlices=slices)
             results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
             by_peer = {s.peer_id: s for s in summaries}
