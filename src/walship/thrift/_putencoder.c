@@ -36,6 +36,7 @@ enum { T_STOP = 0, T_BOOL = 2, T_I32 = 8, T_I64 = 10, T_STRING = 11, T_STRUCT = 
 typedef struct {
     char *data;
     Py_ssize_t len, cap;
+    const char *fn; /* the function encoding into it, for errors */
 } Buf;
 
 static int buf_reserve(Buf *b, Py_ssize_t more) {
@@ -80,13 +81,10 @@ static int put_raw(Buf *b, const char *p, Py_ssize_t n) {
     return 0;
 }
 
-/* the function being run, for errors */
-static const char *encoding = "encode_put_multiple";
-
 /* a bytes object as a Thrift binary string; what names it, for the error */
 static int put_bytes(Buf *b, PyObject *o, const char *what) {
     if (!PyBytes_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s: %s must be bytes, not %.100s", encoding, what, Py_TYPE(o)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: %s must be bytes, not %.100s", b->fn, what, Py_TYPE(o)->tp_name);
         return -1;
     }
     return put_raw(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o));
@@ -97,16 +95,16 @@ static int put_string_field(Buf *b, int16_t id, PyObject *o, const char *what) {
     return put_bytes(b, o, what);
 }
 
-static int check_cell(PyObject *cell) {
+static int check_cell(Buf *b, PyObject *cell) {
     if (!PyTuple_Check(cell) || PyTuple_GET_SIZE(cell) < 6) {
-        PyErr_Format(PyExc_TypeError, "%s: a cell must be a Cell, not %.100s", encoding, Py_TYPE(cell)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s: a cell must be a Cell, not %.100s", b->fn, Py_TYPE(cell)->tp_name);
         return -1;
     }
     return 0;
 }
 
 static int put_cell(Buf *b, PyObject *cell) {
-    if (check_cell(cell) < 0) return -1;
+    if (check_cell(b, cell) < 0) return -1;
     long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(cell, 3));
     if (ts == -1 && PyErr_Occurred()) return -1;
     if (put_string_field(b, 1, PyTuple_GET_ITEM(cell, 1), "a cell's family") < 0) return -1;
@@ -131,7 +129,7 @@ static int put_attributes(Buf *b, int16_t id, PyObject *attributes) {
  * struct a cell, each written by `item`; the caller writes what follows and the struct's stop. */
 static int put_row_and_cells(Buf *b, PyObject *row, const char *what, int (*item)(Buf *, PyObject *)) {
     if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 2) {
-        PyErr_Format(PyExc_TypeError, "%s: a %s must be a (row, cells) tuple", encoding, what);
+        PyErr_Format(PyExc_TypeError, "%s: a %s must be a (row, cells) tuple", b->fn, what);
         return -1;
     }
     PyObject *cells = PySequence_Fast(PyTuple_GET_ITEM(row, 1), "a row's cells must be a sequence");
@@ -174,8 +172,7 @@ static PyObject *encode_put_multiple(PyObject *module, PyObject *args) {
     PyObject *table, *puts, *attributes;
     if (!PyArg_ParseTuple(args, "SO!O!:encode_put_multiple", &table, &PyList_Type, &puts, &PyDict_Type, &attributes))
         return NULL;
-    encoding = "encode_put_multiple";
-    Buf b = {NULL, 0, 0};
+    Buf b = {NULL, 0, 0, "encode_put_multiple"};
     static const char name[] = "putMultiple";
     Py_ssize_t n = PyList_GET_SIZE(puts);
     if (put_call_header(&b, name, (Py_ssize_t)sizeof(name) - 1) < 0) goto fail;
@@ -192,19 +189,19 @@ fail:
 
 /* one Thrift1 Mutation from a Put, DeleteColumn or DeleteFamily cell */
 static int put_mutation(Buf *b, PyObject *cell) {
-    if (check_cell(cell) < 0) return -1;
+    if (check_cell(b, cell) < 0) return -1;
     long type = PyLong_AsLong(PyTuple_GET_ITEM(cell, 4));
     if (type == -1 && PyErr_Occurred()) return -1;
     PyObject *family = PyTuple_GET_ITEM(cell, 1);
     if (!PyBytes_Check(family) || !PyBytes_Check(PyTuple_GET_ITEM(cell, 2))) {
-        PyErr_Format(PyExc_TypeError, "%s: a cell's family and qualifier must be bytes", encoding);
+        PyErr_Format(PyExc_TypeError, "%s: a cell's family and qualifier must be bytes", b->fn);
         return -1;
     }
     int is_delete;
     if (type == CELL_PUT) is_delete = 0;
     else if (type == CELL_DELETE_COLUMN || type == CELL_DELETE_FAMILY) is_delete = 1;
     else {
-        PyErr_Format(PyExc_ValueError, "%s: a cell of type %ld has no Thrift1 mutation", encoding, type);
+        PyErr_Format(PyExc_ValueError, "%s: a cell of type %ld has no Thrift1 mutation", b->fn, type);
         return -1;
     }
     if (put_field(b, T_BOOL, 1) < 0 || put_u8(b, (uint8_t)is_delete) < 0) return -1;
@@ -243,8 +240,7 @@ static PyObject *encode_mutate_rows_ts(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "SO!LO!:encode_mutate_rows_ts", &table, &PyList_Type, &rows, &ts, &PyDict_Type,
                           &attributes))
         return NULL;
-    encoding = "encode_mutate_rows_ts";
-    Buf b = {NULL, 0, 0};
+    Buf b = {NULL, 0, 0, "encode_mutate_rows_ts"};
     static const char name[] = "mutateRowsTs";
     Py_ssize_t n = PyList_GET_SIZE(rows);
     if (put_call_header(&b, name, (Py_ssize_t)sizeof(name) - 1) < 0) goto fail;
