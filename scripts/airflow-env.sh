@@ -14,8 +14,9 @@ export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=True
 export AIRFLOW__CORE__UNIT_TEST_MODE=False
 export PYTHONPATH="$_walship_root/plugins${PYTHONPATH:+:$PYTHONPATH}"
 if [ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]; then
-  # the interpreter Spark runs ship.py with: this checkout's, where walship is installed
-  export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\": \"spark\", \"host\": \"local[*]\", \"extra\": {\"pyspark_python\": \"$_walship_root/.venv/bin/python\"}}"
+  # the interpreter Spark runs ship.py with: this checkout's, where walship is installed; the
+  # local Spark's JVMs with walship's options (no site settings to keep here)
+  export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\": \"spark\", \"host\": \"local[*]\", \"extra\": {\"pyspark_python\": \"$_walship_root/.venv/bin/python\", \"walship_jvm_options\": true}}"
 fi
 if [ -z "${AIRFLOW_CONN_WALSHIP_SOURCE:-}" ]; then
   export AIRFLOW_CONN_WALSHIP_SOURCE="{\"conn_type\": \"walship\", \"host\": \"127.0.0.1\", \"port\": 2181, \"extra\": {\"znode_parent\": \"/hbase\", \"wal_root\": \"$_walship_root/.demo/a\"}}"

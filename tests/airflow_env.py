@@ -22,7 +22,11 @@ os.environ.update(
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(
-            {"conn_type": "spark", "host": "local[2]", "extra": {"pyspark_python": sys.executable}}
+            {
+                "conn_type": "spark",
+                "host": "local[2]",
+                "extra": {"pyspark_python": sys.executable, "walship_jvm_options": True},
+            }
         ),
         "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
     }
