@@ -117,6 +117,9 @@ def test_a_row_s_edits_keep_their_order_over_several_connections(
     try:
         assert isinstance(sink, PooledSink) and sink.streams_for(rows * rounds) == 4
         stats = sink.apply(batch, "A's WALs")
+        assert len(sink.connected()) == 4
+        sink.apply(batch[-1:], "A's WALs")  # a small batch after it: one connection is left open
+        assert len(sink.connected()) == 1
     finally:
         sink.close()
     single = create_sink(one, SinkContext(wal_root=str(a.mc.data_dir)))

@@ -156,6 +156,12 @@ class PooledSink:
                 stats.calls += count.calls
                 stats.retries += count.retries
                 stats.last_backoff = count.last_backoff or stats.last_backoff
+        # streams this batch did not need are closed: a tail of small batches after a large
+        # one holds one connection, not the large batch's
+        for pool, sender in self._streams[streams:]:
+            sender.close()
+            pool.drop()
+        del self._streams[streams:]
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
