@@ -154,10 +154,13 @@ static int put_tput(Buf *b, PyObject *put, PyObject *attributes) {
     return put_u8(b, T_STOP);
 }
 
-/* a call's message header as thriftpy2 writes it: strict version, CALL, the name, sequence id 0 */
-static int put_call_header(Buf *b, const char *name, Py_ssize_t len) {
-    if (put_be(b, 0x80010000u | 1u, 4) < 0 || put_raw(b, name, len) < 0) return -1;
-    return put_be(b, 0, 4);
+/* a call's message header as thriftpy2 writes it (strict version, CALL, the name, sequence id
+ * 0), then both calls' first arguments: 1: the table, 2: the head of a list of n structs */
+static int put_call_start(Buf *b, const char *name, Py_ssize_t len, PyObject *table, Py_ssize_t n) {
+    if (put_be(b, 0x80010000u | 1u, 4) < 0 || put_raw(b, name, len) < 0 || put_be(b, 0, 4) < 0) return -1;
+    if (put_string_field(b, 1, table, "the table") < 0) return -1;
+    if (put_field(b, T_LIST, 2) < 0 || put_u8(b, T_STRUCT) < 0) return -1;
+    return put_be(b, (uint32_t)n, 4);
 }
 
 /* the argument struct's stop, then the bytes (the buffer is freed either way) */
@@ -175,9 +178,7 @@ static PyObject *encode_put_multiple(PyObject *module, PyObject *args) {
     Buf b = {NULL, 0, 0, "encode_put_multiple"};
     static const char name[] = "putMultiple";
     Py_ssize_t n = PyList_GET_SIZE(puts);
-    if (put_call_header(&b, name, (Py_ssize_t)sizeof(name) - 1) < 0) goto fail;
-    if (put_string_field(&b, 1, table, "the table") < 0) goto fail;
-    if (put_field(&b, T_LIST, 2) < 0 || put_u8(&b, T_STRUCT) < 0 || put_be(&b, (uint32_t)n, 4) < 0) goto fail;
+    if (put_call_start(&b, name, (Py_ssize_t)sizeof(name) - 1, table, n) < 0) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (put_tput(&b, PyList_GET_ITEM(puts, i), attributes) < 0) goto fail;
     }
@@ -243,9 +244,7 @@ static PyObject *encode_mutate_rows_ts(PyObject *module, PyObject *args) {
     Buf b = {NULL, 0, 0, "encode_mutate_rows_ts"};
     static const char name[] = "mutateRowsTs";
     Py_ssize_t n = PyList_GET_SIZE(rows);
-    if (put_call_header(&b, name, (Py_ssize_t)sizeof(name) - 1) < 0) goto fail;
-    if (put_string_field(&b, 1, table, "the table") < 0) goto fail;
-    if (put_field(&b, T_LIST, 2) < 0 || put_u8(&b, T_STRUCT) < 0 || put_be(&b, (uint32_t)n, 4) < 0) goto fail;
+    if (put_call_start(&b, name, (Py_ssize_t)sizeof(name) - 1, table, n) < 0) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (put_batch_mutation(&b, PyList_GET_ITEM(rows, i)) < 0) goto fail;
     }
