@@ -31,7 +31,8 @@ from walship.peer import PeerConfig
 from walship.replicate import PeerSummary, Shipper, WalStore
 from walship.sinks.base import SinkContext, validate_sink_config
 from walship.sinks.hbase import ThriftSink
-from walship.thrift.conn import ThriftOptions, open_connection
+from walship.thrift.conn import ThriftOptions
+from walship.thrift.conn1 import open_connection
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 
 pytestmark = pytest.mark.integration

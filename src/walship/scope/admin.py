@@ -20,14 +20,8 @@ from walship.errors import ConfigError, InvalidPeerConfigError, ScopeError, Scop
 from walship.peer import PeerConfig, parse_host_ports
 from walship.scope.model import FOREVER, FamilySettings, TableInfo, family_text
 from walship.sinks.base import SINK_THRIFT2_KEY, SINK_THRIFT_KEY, thrift2_servers, thrift_servers
-from walship.thrift.conn import (
-    THRIFT1_REFUSALS,
-    THRIFT2_REFUSALS,
-    ThriftOptions,
-    ThriftSession,
-    open_connection,
-    open_thrift2,
-)
+from walship.thrift.conn import THRIFT2_REFUSALS, ThriftOptions, ThriftSession, open_thrift2
+from walship.thrift.conn1 import THRIFT1_REFUSALS, open_connection
 from walship.thrift.hbase2 import table_name, table_name_text
 
 __all__ = [

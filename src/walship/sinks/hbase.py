@@ -31,7 +31,7 @@ from walship.errors import IncompatibleEditError
 from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, FilteredEntry, SinkContext, thrift_servers
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.sinks.pooled import PooledSink
-from walship.thrift.conn import THRIFT1_REFUSALS, open_connection
+from walship.thrift.conn1 import THRIFT1_REFUSALS, open_connection
 from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts
 from walship.wal.model import Cell, CellType
 

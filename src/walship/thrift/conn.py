@@ -9,8 +9,9 @@
   ``walship.sink.thrift.ssl.ca`` (a PEM file of the CAs to trust; default: the system's) and
   ``walship.sink.thrift.ssl.verify`` = ``true`` (default) | ``false`` (check that the
   certificate names the host; the certificate itself is always verified).
-* :func:`open_connection` (Thrift1, a happybase connection) and :func:`open_thrift2`
-  (THBaseService).
+* :func:`open_thrift2` (THBaseService); Thrift1's, a happybase connection, is
+  :func:`walship.thrift.conn1.open_connection` (happybase and Thrift1's IDL are loaded only
+  where Thrift1 is spoken).
 * :class:`ThriftSession`: one connection to the first answering of a cluster's servers, for
   reading and changing its tables (``walship scope``, ``walship verify``); its errors are the
   caller's own.
@@ -27,11 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
-import happybase
-from happybase.connection import THRIFT_TRANSPORTS
 from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TApplicationException
-from thriftpy2.transport import TSocket, TSSLSocket, TTransportException
+from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket, TSSLSocket, TTransportException
 
 from walship.errors import InvalidPeerConfigError
 
@@ -46,12 +45,10 @@ except ImportError:  # thriftpy2 without its compiled protocol
 from walship.peer import PeerConfig
 from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.thrift.encoded import EncodingClient
-from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
 
 __all__ = [
     "MAX_CONNECTIONS",
-    "THRIFT1_REFUSALS",
     "THRIFT2_REFUSALS",
     "THRIFT_CONNECTIONS_KEY",
     "THRIFT_PROTOCOL_KEY",
@@ -59,14 +56,16 @@ __all__ = [
     "THRIFT_SSL_KEY",
     "THRIFT_SSL_VERIFY_KEY",
     "THRIFT_TRANSPORT_KEY",
+    "TRANSPORT_CLASSES",
     "TRANSPORT_ERRORS",
     "Thrift2Client",
     "ThriftOptions",
     "ThriftSession",
     "connections_of",
     "describe_error",
-    "open_connection",
+    "open_socket",
     "open_thrift2",
+    "thrift_transport",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,8 +98,10 @@ TRANSPORT_ERRORS: tuple[type[Exception], ...] = (
     EOFError,
 )
 T = TypeVar("T")
-#: The servers' own errors: a refusal of what was asked, not a failure to answer.
-THRIFT1_REFUSALS: tuple[type[BaseException], ...] = (Hbase_thrift.IOError, Hbase_thrift.IllegalArgument)
+#: The transports' classes by name (the compiled ones where thriftpy2 has them, as happybase's).
+TRANSPORT_CLASSES: dict[str, Any] = {"buffered": TBufferedTransport, "framed": TFramedTransport}
+#: The server's own errors: a refusal of what was asked, not a failure to answer (Thrift1's:
+#: :data:`walship.thrift.conn1.THRIFT1_REFUSALS`).
 THRIFT2_REFUSALS: tuple[type[BaseException], ...] = (hbase2.TIOError, hbase2.TIllegalArgument)
 
 
@@ -217,25 +218,7 @@ def _tls_socket(host: str, port: int, options: ThriftOptions, timeout_ms: int) -
     return tsock
 
 
-def open_connection(host: str, port: int, options: ThriftOptions | None = None, *, timeout_ms: int = 30_000) -> Any:
-    """A :class:`happybase.Connection` to one Thrift1 server, opened, speaking ``options``.
-
-    happybase has no TLS: for TLS the connection's transport and client are thriftpy2's, over
-    a TLS socket (``connection.client`` and ``close()`` work as for any other).
-
-    :raises TTransportException: the server cannot be reached or the TLS handshake failed.
-    """
-    options = options or ThriftOptions()
-    conn = happybase.Connection(
-        host, port, timeout=timeout_ms, autoconnect=False, transport=options.transport, protocol=options.protocol
-    )
-    transport = _transport(options, _socket(host, port, options, timeout_ms))
-    conn.transport = transport
-    conn.client = EncodingClient(Hbase_thrift.Hbase, options.protocol, transport)
-    return conn
-
-
-def _socket(host: str, port: int, options: ThriftOptions, timeout_ms: int) -> Any:
+def open_socket(host: str, port: int, options: ThriftOptions, timeout_ms: int) -> Any:
     """A connected socket to ``host:port``: TLS or plain, as ``options`` say."""
     if options.ssl:
         return _tls_socket(host, port, options, timeout_ms)
@@ -244,11 +227,11 @@ def _socket(host: str, port: int, options: ThriftOptions, timeout_ms: int) -> An
     return sock
 
 
-def _transport(options: ThriftOptions, sock: Any) -> Any:
+def thrift_transport(options: ThriftOptions, sock: Any) -> Any:
     """The transport ``options`` name over ``sock``, writing a call in one piece: a buffered
     transport writes out whenever its buffer fills, and each write lets other threads take the
     interpreter while the peer waits for the rest of the call."""
-    return THRIFT_TRANSPORTS[options.transport](sock, buf_size=WRITE_BUFFER)
+    return TRANSPORT_CLASSES[options.transport](sock, buf_size=WRITE_BUFFER)
 
 
 class Thrift2Client:
@@ -278,7 +261,7 @@ def open_thrift2(
     :raises TTransportException: the server cannot be reached or the TLS handshake failed.
     """
     options = options or ThriftOptions()
-    transport = _transport(options, _socket(host, port, options, timeout_ms))
+    transport = thrift_transport(options, open_socket(host, port, options, timeout_ms))
     return Thrift2Client(transport, EncodingClient(hbase2.THBaseService, options.protocol, transport), (host, port))
 
 
@@ -295,10 +278,10 @@ class ThriftSession:
 
     #: what the servers are, for messages (``Thrift``, ``Thrift2``)
     service: ClassVar[str]
-    #: ``opener(host, port, options, timeout_ms=...)``: :func:`open_connection` (calls get the
-    #: happybase connection) or :func:`open_thrift2` (calls get its client)
+    #: ``opener(host, port, options, timeout_ms=...)``: Thrift1's ``open_connection`` (calls get
+    #: the happybase connection) or :func:`open_thrift2` (calls get its client)
     opener: ClassVar[Callable[..., Any]]
-    #: the server's own exceptions (:data:`THRIFT1_REFUSALS`, :data:`THRIFT2_REFUSALS`)
+    #: the server's own exceptions (Thrift1's ``THRIFT1_REFUSALS``, :data:`THRIFT2_REFUSALS`)
     refusals: ClassVar[tuple[type[BaseException], ...]]
     #: raised when the server refuses a call, or a call comes after :meth:`close`
     refused: ClassVar[type[Exception]]

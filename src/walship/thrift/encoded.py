@@ -14,12 +14,10 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from happybase.connection import THRIFT_PROTOCOLS
-from thriftpy2.protocol import TCyBinaryProtocol
+from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol, TCyBinaryProtocol
 from thriftpy2.thrift import TClient, TMessageType
 from thriftpy2.transport import TCyMemoryBuffer, TMemoryBuffer
 
-from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2
 
 try:
@@ -39,6 +37,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: The protocols' classes by name (the compiled binary one where thriftpy2 has it, as happybase's).
+PROTOCOL_CLASSES: dict[str, Any] = {"binary": TBinaryProtocol, "compact": TCompactProtocol}
+
 
 class EncodedCall:
     """One call of ``api``, encoded: what :meth:`EncodingClient.send_encoded` sends."""
@@ -52,7 +53,7 @@ class EncodedCall:
 
 def encode_call(service: types.ModuleType, protocol: str, api: str, **args: Any) -> EncodedCall:
     """``api(**args)`` of ``service`` as ``protocol`` (``binary`` or ``compact``) encodes it."""
-    protocol_class = THRIFT_PROTOCOLS[protocol]
+    protocol_class = PROTOCOL_CLASSES[protocol]
     buffer = TCyMemoryBuffer() if protocol_class is TCyBinaryProtocol else TMemoryBuffer()  # type: ignore[no-untyped-call]
     proto = protocol_class(buffer, decode_response=False)
     proto.write_message_begin(api, TMessageType.CALL, 0)
@@ -111,6 +112,8 @@ _PUT, _DELETE_FAMILY = 4, 14
 
 def _mutation(cell: Cell) -> Any:
     """A Put, DeleteColumn or DeleteFamily cell as a Thrift1 ``Mutation``."""
+    from walship.thrift.hbase1 import Hbase_thrift
+
     if cell.type == _PUT:
         return Hbase_thrift.Mutation(isDelete=False, column=cell.family + b":" + cell.qualifier, value=cell.value)
     if cell.type == _DELETE_FAMILY:
@@ -133,6 +136,8 @@ def encode_mutate_rows_ts(
     if protocol == "binary" and _putencoder is not None:
         rows = rows if isinstance(rows, list) else list(rows)
         return EncodedCall("mutateRowsTs", _putencoder.encode_mutate_rows_ts(table, rows, timestamp, attributes))
+    from walship.thrift.hbase1 import Hbase_thrift  # Thrift1's IDL, only where Thrift1 is spoken
+
     batch = [Hbase_thrift.BatchMutation(row=row, mutations=[_mutation(c) for c in cells]) for row, cells in rows]
     return encode_call(Hbase_thrift.Hbase, protocol, "mutateRowsTs", tableName=table, rowBatches=batch,
                        timestamp=timestamp, attributes=attributes)  # fmt: skip
@@ -146,7 +151,7 @@ class EncodingClient(TClient):
     """
 
     def __init__(self, service: types.ModuleType, protocol: str, transport: Any) -> None:
-        super().__init__(service, THRIFT_PROTOCOLS[protocol](transport, decode_response=False))
+        super().__init__(service, PROTOCOL_CLASSES[protocol](transport, decode_response=False))
         self.protocol = protocol
 
     def send_encoded(self, call: EncodedCall) -> Any:
