@@ -123,6 +123,10 @@ if ! decoder_built; then
   "$VENV/bin/python" -m pip install --no-deps -e . >"$log" 2>&1 || { tail -40 "$log"; say "pip install failed (full log: $log)"; exit 1; }
   decoder_built || { grep -iE "error|warning: build_ext" "$log" | tail -20; say "the compiled WAL decoder or put encoder did not build (full log: $log)"; exit 1; }
 fi
+# walship's own modules as bytecode: an editable install is compiled only where a process may
+# write it (not under PYTHONDONTWRITEBYTECODE), and every CLI run, Airflow task and Spark
+# worker imports walship; recompiles only what changed
+"$VENV/bin/python" -m compileall -q -j 0 src dags plugins spark_jobs >/dev/null
 
 # 8. The real-HBase harness (harness/: HBase 2.6's own test cluster and Thrift servers, from
 #    Maven Central): the first build resolves into the local Maven repository, later ones
