@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -282,32 +283,53 @@ def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
 # -- writing and shipping ------------------------------------------------------------------
 
 
-def write_thrift1(hb: HBaseProcess, table: str, rows: int) -> None:
-    """The rows into ``table`` through the cluster's Thrift1 server: happybase batches of 1,000."""
+def write_thrift1(hb: HBaseProcess, table: str, rows: int, first: int = 0) -> None:
+    """The rows (from row ``first`` on) into ``table`` through the cluster's Thrift1 server:
+    happybase batches of 1,000."""
     conn = happybase.Connection(*hb.thrift)
     try:
         with conn.table(table).batch(batch_size=1000) as batch:
-            for i in range(rows):
+            for i in range(first, first + rows):
                 batch.put(row_key(i), {b"f:" + q: VALUE for q in QUALS})
     finally:
         conn.close()
 
 
-def write_thrift2(hb: HBaseProcess, table: str, rows: int) -> None:
-    """The rows into ``table`` through the cluster's Thrift2 server: putMultiple calls of 1,000 rows."""
+def write_thrift2(hb: HBaseProcess, table: str, rows: int, first: int = 0) -> None:
+    """The rows (from row ``first`` on) into ``table`` through the cluster's Thrift2 server:
+    putMultiple calls of 1,000 rows."""
+    end = first + rows
     with open_thrift2(*hb.thrift2) as c:
-        for start in range(0, rows, 1000):
+        for start in range(first, end, 1000):
             puts = [
                 hbase2.TPut(
                     row=row_key(i),
                     columnValues=[hbase2.TColumnValue(family=b"f", qualifier=q, value=VALUE) for q in QUALS],
                 )
-                for i in range(start, min(rows, start + 1000))
+                for i in range(start, min(end, start + 1000))
             ]
             c.client.putMultiple(table.encode(), puts)
 
 
-CEILINGS: dict[str, Callable[[HBaseProcess, str, int], None]] = {"thrift2": write_thrift2, "thrift1": write_thrift1}
+CEILINGS: dict[str, Callable[..., None]] = {"thrift2": write_thrift2, "thrift1": write_thrift1}
+
+
+def write_apart(sink: str, hb: HBaseProcess, table: str, rows: int, clients: int) -> None:
+    """The rows into ``table`` by ``clients`` clients at once, each a process of its own
+    writing its share of the rows as the one-client ceiling does: what the machine lets
+    several writers put into B."""
+    ctx = multiprocessing.get_context("fork")
+    share = -(-rows // clients)
+    procs = [
+        ctx.Process(target=CEILINGS[sink], args=(hb, table, min(share, rows - first), first))
+        for first in range(0, rows, share)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"a {sink} client writing into B failed (exit status {proc.exitcode})")
 
 
 def ship_in_process(a: HBaseProcess, peer: str) -> int:
@@ -437,6 +459,9 @@ def three_queue_round(
         b.call("flush")
         with timed(a, b) as steps[f"{sink} ceiling3"]:
             CEILINGS[sink](b, "ceiling", rows)
+        b.call("flush")
+        with timed(a, b) as steps[f"{sink} clients3"]:
+            write_apart(sink, b, "ceiling", rows, 3)
 
     for sink in SINKS:
         for measure in (ceiling, ship) if ceiling_first else (ship, ceiling):
@@ -505,11 +530,21 @@ def report(
                   f"(rounds {', '.join(f'{x:.3f}' for x in each)}; {verdict(value, THREE_TARGET)})")  # fmt: skip
         print(f"  {'ceiling, one client':43}: {ceiling:9,.0f} cells/s (the job with its start-up: "
               f"{rate(f'{sink} spark'):,.0f})")  # fmt: skip
+        apart, _ = ratio(f"{sink} clients3", f"{sink} ceiling3")
+        print(f"  {'three clients at once, a process each':43}: {rate(f'{sink} clients3'):9,.0f} cells/s, "
+              f"{apart:.3f}x one client: what this machine lets three writers put into B")  # fmt: skip
+        value, each = ratio(f"{sink} task work", f"{sink} clients3")
+        print(f"  ship A -> B over {sink}, tasks minus drained, against three clients: {value:.3f} "
+              f"(rounds {', '.join(f'{x:.3f}' for x in each)})")  # fmt: skip
     print("where the time goes (medians; cores busy during the step: this process, the Spark job's processes,")
     print("B's JVM, A's JVM, the rest and the whole machine; B's JVM CPU a cell):")
     print(f"  {'step':20} {'this proc':>9} {'spark job':>9} {'B JVM':>7} {'A JVM':>7} {'others':>7} {'machine':>8} "
           f"{'B us/cell':>10}")  # fmt: skip
-    kinds = ("ship", f"ship x{WIDE}", "ceiling", "tasks", "ceiling3") if three else ("ship", f"ship x{WIDE}", "ceiling")
+    kinds = (
+        ("ship", f"ship x{WIDE}", "ceiling", "tasks", "ceiling3", "clients3")
+        if three
+        else ("ship", f"ship x{WIDE}", "ceiling")
+    )
     for name in [f"{s} {k}" for s in SINKS for k in kinds]:
 
         def cores(attr: str, n: str = name) -> float:
