@@ -7,18 +7,22 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from real_hbase import BACKENDS
-from replication_helpers import SINK_PROTOCOLS, Cluster, add_peer, contents, make_cluster, ship
+from replication_helpers import SINK_PROTOCOLS, TABLE, Cluster, add_peer, contents, make_cluster, ship
 from waiting import wait_until
 
 from walship.errors import PeerNotFoundError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
+from walship.peer import PeerConfig
+from walship.replicate import Shipper, WalStore
+from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, create_sink
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 
@@ -237,3 +241,48 @@ def test_failover_claims_and_drains_a_dead_servers_queue(ab: tuple[Cluster, Clus
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues()
     assert all(not q.recovered for q in queues) and owner not in {q.server for q in queues}
+
+
+def test_a_pass_ships_the_queues_of_different_servers_at_once(minicluster_factory: Factory, zk_hosts: str) -> None:
+    """One pass over queues of three servers ships them at once, each in a thread with a sink
+    of its own, as a region server ships each queue in a thread: each queue's first batch
+    waits at a barrier for the other two's (shipped one after another, the first would wait
+    alone and fail), and every row arrives."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=3)
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    tables, conn, bconn = [TABLE.decode(), "u1", "u2"], a.conn(), b.conn()
+    for name in tables[1:]:  # another table: another region, on another server
+        conn.create_table(name, {"r": {}})
+        AdminClient(a.mc.admin).set_scope(name, "r", 1)
+        bconn.create_table(name, {"r": {}})
+    for name in tables:
+        with conn.table(name).batch() as batch:
+            for i in range(50):
+                batch.put(b"%s-%02d" % (name.encode(), i), {b"r:q": b"v"})
+    meet = threading.Barrier(3, timeout=60)
+
+    class Meeting:
+        """The peer's own sink; its first batch waits for the other queues' first."""
+
+        def __init__(self, peer: PeerConfig) -> None:
+            self.sink, self.met = create_sink(peer, SinkContext(a.mc.wal_root)), False
+
+        def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
+            if entries and not self.met:
+                meet.wait()
+                self.met = True
+            return self.sink.apply(entries, wal)
+
+        def close(self) -> None:
+            self.sink.close()
+
+    with zk_client(a.zk_hosts) as client:
+        queues = ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues("1")
+        assert len({q.server for q in queues if q.wals}) == 3  # a table a server
+        with Shipper(client, ZnodeLayout(a.parent), WalStore(a.mc.wal_root), sink_factory=Meeting) as shipper:
+            summary = shipper.ship_peer("1")
+    assert summary.status == "ok", summary.to_json()
+    assert summary.totals()["entries_shipped"] == 150
+    for name in tables:
+        assert dict(bconn.table(name).scan()) == dict(conn.table(name).scan(columns=[b"r"]))

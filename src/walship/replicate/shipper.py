@@ -53,10 +53,12 @@ from walship.zk.lastpushed import LastPushedIds
 from walship.zk.locks import Holder
 from walship.zk.progress import ProgressStore
 
-__all__ = ["SUMMED_FIELDS", "Feed", "PeerSummary", "QueueSummary", "Shipper"]
+__all__ = ["PARALLEL_GROUPS", "SUMMED_FIELDS", "Feed", "PeerSummary", "QueueSummary", "Shipper"]
 
 log = logging.getLogger(__name__)
 
+#: Groups of queues a pass ships at once by default (a thread each).
+PARALLEL_GROUPS = 8
 #: Passes ``walship ship`` makes at most over a serial peer's queues that wait for each other.
 SETTLE_ROUNDS = 20
 
@@ -73,6 +75,8 @@ class Shipper:
         its batch was applied).
     :param batch_bytes: a batch is cut at about this many bytes for the sink to send (the
         kept cells' share of the WAL bytes read), or four times it in WAL bytes.
+    :param parallel: groups of queues a pass ships at once, each in a thread (1: one after
+        another); see :meth:`ship_queues_of`.
     """
 
     def __init__(
@@ -90,11 +94,14 @@ class Shipper:
         planner: Planner | None = None,
         book: ProgressBook | None = None,
         source_thrift2: str | None = None,
+        parallel: int = PARALLEL_GROUPS,
     ) -> None:
         if batch_bytes <= 0 or batch_entries <= 0:
             raise ConfigError(f"batch limits must be > 0, got {batch_bytes} bytes / {batch_entries} entries")
         if lock_timeout < 0:
             raise ConfigError(f"lock wait must be >= 0 seconds, got {lock_timeout}")
+        if parallel < 1:
+            raise ConfigError(f"groups of queues shipped at once must be >= 1, got {parallel}")
         self.client = client
         self.layout = layout
         self.walstore = walstore
@@ -119,6 +126,8 @@ class Shipper:
         self._checkers: dict[tuple[str, str, str], SerialChecker] = {}
         self._throttlers: dict[str, Throttler] = {}
         self._throttlers_lock = threading.Lock()
+        #: groups of queues (see :meth:`ship_queues_of`) a pass ships at once
+        self.parallel = parallel
 
     def open_sink(self, peer: PeerConfig) -> Sink:
         """The peer's sink (the one its configuration names, or the injected factory's),
@@ -210,26 +219,103 @@ class Shipper:
         queues: dict[str, list[tuple[str, str]]],
         max_batches: int | None = None,
     ) -> list[QueueSummary]:
-        """Ship the (server, queue id)s of each peer, with one filter chain and sink per peer;
-        queues over the same WALs (:func:`~walship.replicate.feeds.group_key`) share one read."""
-        built: dict[str, tuple[EntryFilter, Sink]] = {}
+        """Ship the (server, queue id)s of each peer; queues over the same WALs
+        (:func:`~walship.replicate.feeds.group_key`) are a group, which shares one read.
+
+        Groups go at once, as a region server ships each of its queues in a thread: up to
+        :attr:`parallel` of them, each in a thread with a shipper of its own (its sinks, WAL
+        readers and background applier; the peers' throttlers, the planner and the progress
+        book are this shipper's), the rest in this thread, in order, with one sink per peer.
+        A group holding a serial peer's queue goes in this thread: a serial peer's queues wait
+        for each other's earlier edits pass after pass (see :data:`SETTLE_ROUNDS`). Summaries
+        in the order of the groups."""
+        groups: dict[tuple[str, tuple[str, ...]], list[tuple[PeerConfig, str, str]]] = {}
+        for peer in peers:
+            for server, qid in queues.get(peer.peer_id) or ():
+                groups.setdefault(group_key(server, qid), []).append((peer, server, qid))
+        keys = sorted(groups)
+        if not keys:
+            return []
+        filters = {peer.peer_id: self.planner.entry_filter(peer) for peer, _, _ in (m for k in keys for m in groups[k])}
+        apart = [k for k in keys if not any(peer.serial for peer, _, _ in groups[k])]
+        if self.parallel < 2 or len(apart) < 2:
+            apart = []
+        here = [k for k in keys if k not in apart]
+        done: dict[tuple[str, tuple[str, ...]], list[QueueSummary]] = {}
+        if not apart:
+            done.update(zip(here, self._ship_groups([groups[k] for k in here], filters, max_batches), strict=True))
+            return [qs for k in keys for qs in done[k]]
+        siblings = [self._sibling() for _ in range(min(self.parallel, len(apart)))]
+        free = list(siblings)
+        free_lock = threading.Lock()
+
+        def ship_apart(members: list[tuple[PeerConfig, str, str]]) -> list[QueueSummary]:
+            with free_lock:
+                sibling = free.pop()
+            try:
+                return sibling._ship_groups([members], filters, max_batches)[0]
+            finally:
+                with free_lock:
+                    free.append(sibling)
+
         try:
-            groups: dict[tuple[str, tuple[str, ...]], list[Feed]] = {}
-            for peer in peers:
-                if not queues.get(peer.peer_id):
-                    continue
-                entry_filter = self.planner.entry_filter(peer)
-                built[peer.peer_id] = (entry_filter, self.open_sink(peer))
-                for server, qid in queues[peer.peer_id]:
-                    feed = Feed(peer, server, qid, entry_filter, built[peer.peer_id][1])
-                    groups.setdefault(group_key(server, qid), []).append(feed)
-            out: list[QueueSummary] = []
-            for key in sorted(groups):
-                out.extend(self._ship_group(groups[key], max_batches))
+            with ThreadPoolExecutor(len(siblings), thread_name_prefix="walship-ship-group") as pool:
+                futures = {k: pool.submit(ship_apart, groups[k]) for k in apart}
+                if here:
+                    done.update(
+                        zip(here, self._ship_groups([groups[k] for k in here], filters, max_batches), strict=True)
+                    )
+                for k, future in futures.items():
+                    done[k] = future.result()
+        finally:
+            for sibling in siblings:
+                sibling.__exit__()
+                self.read_stats.opens += sibling.read_stats.opens
+                self.read_stats.bytes += sibling.read_stats.bytes
+        return [qs for k in keys for qs in done[k]]
+
+    def _ship_groups(
+        self,
+        groups: list[list[tuple[PeerConfig, str, str]]],
+        filters: dict[str, EntryFilter],
+        max_batches: int | None,
+    ) -> list[list[QueueSummary]]:
+        """Ship the groups one after another, with one sink per peer; each group's summaries."""
+        sinks: dict[str, Sink] = {}
+        try:
+            out: list[list[QueueSummary]] = []
+            for members in groups:
+                feeds = []
+                for peer, server, qid in members:
+                    if peer.peer_id not in sinks:
+                        sinks[peer.peer_id] = self.open_sink(peer)
+                    feeds.append(Feed(peer, server, qid, filters[peer.peer_id], sinks[peer.peer_id]))
+                out.append(self._ship_group(feeds, max_batches))
             return out
         finally:
-            for _, sink in built.values():
+            for sink in sinks.values():
                 sink.close()
+
+    def _sibling(self) -> Shipper:
+        """A shipper for a group shipped in a thread of its own: this one's settings, planner,
+        progress book and peers' throttlers (a peer's bandwidth is shared by all its queues)."""
+        sibling = Shipper(
+            self.client,
+            self.layout,
+            self.walstore,
+            batch_bytes=self.batch_bytes,
+            batch_entries=self.batch_entries,
+            holder=self.holder,
+            sink_factory=self._sink_factory,
+            lock_timeout=self.lock_timeout,
+            pipeline=self.pipeline,
+            planner=self.planner,
+            book=self.book,
+            source_thrift2=self.source_thrift2,
+            parallel=1,
+        )
+        sibling._throttlers, sibling._throttlers_lock = self._throttlers, self._throttlers_lock
+        return sibling
 
     def _ship_group(self, feeds: Sequence[Feed], max_batches: int | None = None) -> list[QueueSummary]:
         """Ship queues over the same WALs, each under its lock (taken in one order, so two
