@@ -126,7 +126,9 @@ fi
 # walship's own modules as bytecode: an editable install is compiled only where a process may
 # write it (not under PYTHONDONTWRITEBYTECODE), and every CLI run, Airflow task and Spark
 # worker imports walship; recompiles only what changed
-"$VENV/bin/python" -m compileall -q -j 0 src dags plugins spark_jobs >/dev/null
+log="$VENV/compileall.log"
+"$VENV/bin/python" -m compileall -q -j 0 src dags plugins spark_jobs >"$log" 2>&1 \
+  || { tail -20 "$log"; say "compiling walship's modules failed (full log: $log)"; exit 1; }
 
 # 8. The real-HBase harness (harness/: HBase 2.6's own test cluster and Thrift servers, from
 #    Maven Central): the first build resolves into the local Maven repository, later ones

@@ -11,7 +11,9 @@ __all__ = [
     "CLEAN_TTL",
     "LINGER",
     "LOCK_WAIT",
+    "MAX_PARALLEL_GROUPS",
     "MAX_PARALLEL_JOBS",
+    "PARALLEL_GROUPS",
     "TAIL_DURATION",
     "TAIL_GATHER",
     "TAIL_GATHER_ENTRIES",
@@ -33,6 +35,9 @@ LOCK_WAIT = 0.0
 LINGER = 30.0
 #: Spark jobs a ``walship_replicate`` run starts at most (one per group of queues).
 MAX_PARALLEL_JOBS = 4
+#: groups of queues (the queues of one server) a shipping pass ships at once, a thread each
+PARALLEL_GROUPS = 4
+MAX_PARALLEL_GROUPS = 64
 #: Seconds a ``walship tail`` run lasts before it hands over.
 TAIL_DURATION = 600.0
 #: Seconds a tailer sleeps when no queue had anything new.

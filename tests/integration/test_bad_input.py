@@ -238,6 +238,8 @@ def test_each_found_case_is_one_line_and_changes_nothing(
         ([*flags, "ship", "--peer", "1", "--lock-wait", "nan"], ("--lock-wait",)),
         ([*flags, "ship", "--peer", "1", "--lock-wait", "inf"], ("--lock-wait",)),
         ([*flags, "ship", "--peer", "1", "--lock-wait", "1e309"], ("--lock-wait",)),
+        ([*flags, "ship", "--peer", "1", "--parallel", "0"], ("--parallel", "1 to 64")),
+        ([*flags, "ship", "--peer", "1", "--parallel", "65"], ("--parallel", "1 to 64")),
         ([*flags, "--source-thrift2", "127.0.0.1:1", "scope", "audit", "--peer", "1"], ("127.0.0.1:1",)),
         ([*flags, "--source-thrift2", "127.0.0.1:1", "scope", "enforce", "--peer", "1"], ("127.0.0.1:1",)),
         ([*flags, "verify", "--peer", "1", "--versions", "99999999999999999999999"], ("--versions",)),

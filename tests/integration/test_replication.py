@@ -286,3 +286,44 @@ def test_a_pass_ships_the_queues_of_different_servers_at_once(minicluster_factor
     assert summary.totals()["entries_shipped"] == 150
     for name in tables:
         assert dict(bconn.table(name).scan()) == dict(conn.table(name).scan(columns=[b"r"]))
+
+
+def test_a_halted_pass_stops_each_queue_after_its_batch_under_way_and_loses_nothing(
+    ab: tuple[Cluster, Cluster],
+) -> None:
+    """What stops the other groups of a pass when one fails (or the pass is interrupted): each
+    queue ships the batch under way, commits its position and stops; the next pass ships the
+    rest, nothing lost, nothing twice."""
+    a, b = ab
+    with a.table().batch() as batch:
+        for i in range(100):
+            batch.put(b"h-%03d" % i, {b"r:q": b"v"})
+    halt = threading.Event()
+    applied: list[int] = []
+
+    class Halting:
+        """The peer's own sink; after its first batch the pass is told to halt."""
+
+        def __init__(self, peer: PeerConfig) -> None:
+            self.sink = create_sink(peer, SinkContext(a.mc.wal_root))
+
+        def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
+            stats = self.sink.apply(entries, wal)
+            applied.append(len(entries))
+            halt.set()
+            return stats
+
+        def close(self) -> None:
+            self.sink.close()
+
+    with zk_client(a.zk_hosts) as client:
+        store = WalStore(a.mc.wal_root)
+        with Shipper(client, ZnodeLayout(a.parent), store, batch_entries=10, sink_factory=Halting) as shipper:
+            shipper.halt = halt
+            first = shipper.ship_peer("1")
+        assert first.status == "ok" and first.totals()["batches"] == len(applied) <= 2  # a batch under way each
+        assert 0 < len(contents(b)) < 100
+        with Shipper(client, ZnodeLayout(a.parent), store, batch_entries=10) as shipper:
+            rest = shipper.ship_peer("1")
+    assert first.totals()["entries_shipped"] + rest.totals()["entries_shipped"] == 100
+    assert contents(b) == contents(a, b"r")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+from collections.abc import Callable
 
 __all__ = [
     "MAX_COUNT",
     "MAX_SECONDS",
+    "between",
     "clip",
     "count",
     "duration",
@@ -96,6 +98,18 @@ def nonneg_int(text: str) -> int:
 def positive_int(text: str) -> int:
     """An integer > 0 (up to :data:`MAX_COUNT`)."""
     return count(text, 1)
+
+
+def between(low: int, high: int) -> Callable[[str], int]:
+    """An argument type: an integer from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        value = _integer(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be {low} to {high}, got {shorten(text)}")
+        return value
+
+    return parse
 
 
 def port(text: str) -> int:

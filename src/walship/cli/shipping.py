@@ -8,7 +8,7 @@ import logging
 import sys
 
 from walship import defaults
-from walship.cli.argtypes import duration, iso_time, positive_int, seconds
+from walship.cli.argtypes import between, duration, iso_time, positive_int, seconds
 from walship.cli.common import source
 from walship.cli.progress import meter, polled
 from walship.errors import WalshipError
@@ -49,13 +49,14 @@ def cmd_ship(args: argparse.Namespace) -> int:
             batch_entries=args.batch_entries,
             lock_timeout=args.lock_wait,
             source_thrift2=args.source_thrift2,
+            parallel=args.parallel,
         ) as shipper,
         meter(f"shipping to peer(s) {','.join(args.peer)}") as shown,
     ):
         if shown is not NO_METER:  # the backlog, measured only when it is shown
             backlog = shipper.planner.pending(",".join(args.peer), args.queue)
             shown.start(sum(p.backlog_bytes for p in backlog), "bytes")
-        with polled(shown, lambda: shipper.read_stats.bytes):
+        with polled(shown, shipper.bytes_read):
             summaries = shipper.ship_peers(args.peer, args.queue, args.max_batches)
     failed = any(s.status == "error" for s in summaries)
     if len(summaries) == 1:
@@ -138,6 +139,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=defaults.LOCK_WAIT,
         metavar="SECONDS",
         help="wait this long for a queue another shipper holds (default: skip it and say so)",
+    )
+    ship.add_argument(
+        "--parallel",
+        type=between(1, defaults.MAX_PARALLEL_GROUPS),
+        default=defaults.PARALLEL_GROUPS,
+        metavar="N",
+        help="ship the queues of up to N servers at once, a thread each, each group holding up to two "
+        "batches in memory (default %(default)s; 1: one after another)",
     )
     ship.set_defaults(func=cmd_ship)
 

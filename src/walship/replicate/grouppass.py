@@ -38,6 +38,8 @@ class GroupPass:
 
     :param applier: the executor that applies full batches in the background, or ``None`` to
         apply each batch before the next is read.
+    :param halted: once it says so, each queue stops after the batch under way (as at
+        ``max_batches``): another group of the same pass failed, or the pass was interrupted.
     """
 
     def __init__(
@@ -51,6 +53,7 @@ class GroupPass:
         batch_entries: int,
         batch_bytes: int,
         applier: Callable[[], ThreadPoolExecutor] | None,
+        halted: Callable[[], bool] | None = None,
     ) -> None:
         self.walstore = walstore
         self.planner = planner
@@ -62,6 +65,7 @@ class GroupPass:
         self.batch_bytes = batch_bytes
         self.pipeline = applier is not None
         self._executor = applier
+        self.halted = halted
 
     def _applier(self) -> ThreadPoolExecutor:
         assert self._executor is not None
@@ -90,7 +94,7 @@ class GroupPass:
         for name in names:
             part = [m for m in members if m.wants(name)]
             for m in part:
-                if max_batches is not None and m.started >= max_batches:
+                if self._enough(m, max_batches):
                     m.stopped = True
             part = [m for m in part if not m.stopped]
             if not part:
@@ -117,6 +121,10 @@ class GroupPass:
                     continue
                 m.qs.queue_removed = True
                 log.info("recovered queue %s/%s drained and removed", m.feed.server, m.feed.queue_id)
+
+    def _enough(self, m: Member, max_batches: int | None) -> bool:
+        """The queue has shipped what this pass may: ``max_batches``, or the pass halted."""
+        return (max_batches is not None and m.started >= max_batches) or (self.halted is not None and self.halted())
 
     def _read_wal(self, name: str, part: list[Member], max_batches: int | None) -> None:
         """Read one WAL once, from the lowest position of ``part``, feeding each member.
@@ -151,7 +159,7 @@ class GroupPass:
                         if took:
                             if m.full(*self._limits(m)):
                                 self._hand_over(m, background=self.pipeline)
-                                if max_batches is not None and m.started >= max_batches:
+                                if self._enough(m, max_batches):
                                     m.stopped = True
                         elif m.blocked is not None and not m.stopped and not m.paused:
                             self._wait_serial(m)

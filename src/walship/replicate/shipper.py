@@ -57,8 +57,10 @@ __all__ = ["PARALLEL_GROUPS", "SUMMED_FIELDS", "Feed", "PeerSummary", "QueueSumm
 
 log = logging.getLogger(__name__)
 
-#: Groups of queues a pass ships at once by default (a thread each).
-PARALLEL_GROUPS = 8
+GroupKey = tuple[str, tuple[str, ...]]
+#: Groups of queues a pass ships at once by default (a thread each; each holds up to two
+#: batches in memory, see ``batch_bytes``).
+PARALLEL_GROUPS = defaults.PARALLEL_GROUPS
 #: Passes ``walship ship`` makes at most over a serial peer's queues that wait for each other.
 SETTLE_ROUNDS = 20
 
@@ -100,8 +102,10 @@ class Shipper:
             raise ConfigError(f"batch limits must be > 0, got {batch_bytes} bytes / {batch_entries} entries")
         if lock_timeout < 0:
             raise ConfigError(f"lock wait must be >= 0 seconds, got {lock_timeout}")
-        if parallel < 1:
-            raise ConfigError(f"groups of queues shipped at once must be >= 1, got {parallel}")
+        if not 1 <= parallel <= defaults.MAX_PARALLEL_GROUPS:
+            raise ConfigError(
+                f"groups of queues shipped at once must be 1 to {defaults.MAX_PARALLEL_GROUPS}, got {parallel}"
+            )
         self.client = client
         self.layout = layout
         self.walstore = walstore
@@ -128,6 +132,11 @@ class Shipper:
         self._throttlers_lock = threading.Lock()
         #: groups of queues (see :meth:`ship_queues_of`) a pass ships at once
         self.parallel = parallel
+        #: set (by the caller): the pass under way stops each queue after its batch under way
+        self.halt: threading.Event | None = None
+        self._pass_halt: threading.Event | None = None  # set: another group of the pass failed
+        self._siblings: list[Shipper] = []  # shipping groups in threads, during a pass
+        self._group_readers: dict[GroupKey, OpenReaders] = {}
 
     def open_sink(self, peer: PeerConfig) -> Sink:
         """The peer's sink (the one its configuration names, or the injected factory's),
@@ -229,7 +238,7 @@ class Shipper:
         A group holding a serial peer's queue goes in this thread: a serial peer's queues wait
         for each other's earlier edits pass after pass (see :data:`SETTLE_ROUNDS`). Summaries
         in the order of the groups."""
-        groups: dict[tuple[str, tuple[str, ...]], list[tuple[PeerConfig, str, str]]] = {}
+        groups: dict[GroupKey, list[tuple[PeerConfig, str, str]]] = {}
         for peer in peers:
             for server, qid in queues.get(peer.peer_id) or ():
                 groups.setdefault(group_key(server, qid), []).append((peer, server, qid))
@@ -241,38 +250,64 @@ class Shipper:
         if self.parallel < 2 or len(apart) < 2:
             apart = []
         here = [k for k in keys if k not in apart]
-        done: dict[tuple[str, tuple[str, ...]], list[QueueSummary]] = {}
+        done: dict[GroupKey, list[QueueSummary]] = {}
         if not apart:
             done.update(zip(here, self._ship_groups([groups[k] for k in here], filters, max_batches), strict=True))
             return [qs for k in keys for qs in done[k]]
-        siblings = [self._sibling() for _ in range(min(self.parallel, len(apart)))]
-        free = list(siblings)
+        # a group's compressed WALs' readers, kept for its next pass (whichever sibling ships it)
+        self._group_readers = {k: self._group_readers.get(k) or OpenReaders() for k in apart}
+        halt = threading.Event()  # a group failed, or the pass was interrupted: the others stop
+        free = [self._sibling(halt) for _ in range(min(self.parallel, len(apart)))]
+        self._siblings = list(free)
         free_lock = threading.Lock()
 
-        def ship_apart(members: list[tuple[PeerConfig, str, str]]) -> list[QueueSummary]:
+        def ship_apart(key: GroupKey) -> list[QueueSummary]:
             with free_lock:
                 sibling = free.pop()
+            sibling.readers = self._group_readers[key]
             try:
-                return sibling._ship_groups([members], filters, max_batches)[0]
+                return sibling._ship_groups([groups[key]], filters, max_batches)[0]
+            except BaseException as exc:
+                halt.set()
+                log.warning("queues %s: %s", ", ".join(f"{s}/{q}" for _, s, q in groups[key]), exc)
+                raise
             finally:
                 with free_lock:
                     free.append(sibling)
 
+        self._pass_halt = halt
         try:
-            with ThreadPoolExecutor(len(siblings), thread_name_prefix="walship-ship-group") as pool:
-                futures = {k: pool.submit(ship_apart, groups[k]) for k in apart}
-                if here:
-                    done.update(
-                        zip(here, self._ship_groups([groups[k] for k in here], filters, max_batches), strict=True)
-                    )
-                for k, future in futures.items():
-                    done[k] = future.result()
+            with ThreadPoolExecutor(len(free), thread_name_prefix="walship-ship-group") as pool:
+                futures = {k: pool.submit(ship_apart, k) for k in apart}
+                try:
+                    if here:
+                        shipped = self._ship_groups([groups[k] for k in here], filters, max_batches)
+                        done.update(zip(here, shipped, strict=True))
+                    for k, future in futures.items():
+                        done[k] = future.result()
+                except BaseException:
+                    halt.set()  # the groups under way stop after their batch under way
+                    for future in futures.values():
+                        future.cancel()  # the groups not started wait for the next pass
+                    raise
         finally:
-            for sibling in siblings:
+            self._pass_halt = None
+            for sibling in self._siblings:
                 sibling.__exit__()
                 self.read_stats.opens += sibling.read_stats.opens
                 self.read_stats.bytes += sibling.read_stats.bytes
+            self._siblings = []
         return [qs for k in keys for qs in done[k]]
+
+    def halted(self) -> bool:
+        """The pass under way is to stop each queue after its batch under way: the caller set
+        :attr:`halt`, or another group of the pass failed."""
+        return any(e is not None and e.is_set() for e in (self.halt, self._pass_halt))
+
+    def bytes_read(self) -> int:
+        """WAL bytes this shipper's passes have read so far, the pass under way's groups in
+        threads included (a progress meter's reading)."""
+        return self.read_stats.bytes + sum(s.read_stats.bytes for s in list(self._siblings))
 
     def _ship_groups(
         self,
@@ -296,9 +331,10 @@ class Shipper:
             for sink in sinks.values():
                 sink.close()
 
-    def _sibling(self) -> Shipper:
+    def _sibling(self, halt: threading.Event) -> Shipper:
         """A shipper for a group shipped in a thread of its own: this one's settings, planner,
-        progress book and peers' throttlers (a peer's bandwidth is shared by all its queues)."""
+        progress book and peers' throttlers (a peer's bandwidth is shared by all its queues),
+        halting with the pass."""
         sibling = Shipper(
             self.client,
             self.layout,
@@ -315,6 +351,7 @@ class Shipper:
             parallel=1,
         )
         sibling._throttlers, sibling._throttlers_lock = self._throttlers, self._throttlers_lock
+        sibling.halt, sibling._pass_halt = self.halt, halt
         return sibling
 
     def _ship_group(self, feeds: Sequence[Feed], max_batches: int | None = None) -> list[QueueSummary]:
@@ -377,6 +414,7 @@ class Shipper:
             batch_entries=self.batch_entries,
             batch_bytes=self.batch_bytes,
             applier=self._applier if self.pipeline else None,
+            halted=self.halted,
         )
         members: list[Member] = []
         summaries: list[QueueSummary] = []

@@ -181,6 +181,8 @@ def ship_group(
     todo = list(group)
     deadline = time.monotonic() + job.linger
     with _shipper(job, client) as shipper:
+        if stop is not None:
+            shipper.halt = stop  # another group failed: this one's pass under way stops too
         wanted = {_peer_of(t) for t in todo}
         peers = {pid: shipper.peers.get(pid) for pid in job.peer_ids if pid in wanted}
         done: dict[tuple[str, str], QueueSummary] = {}
