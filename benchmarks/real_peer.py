@@ -4,9 +4,10 @@ client gets out of B's Thrift servers, for both sinks, in one run.
 Starts ZooKeeper, a cluster A with three region servers and a cluster B with one (each one JVM:
 master, region servers, Thrift1 and Thrift2 servers). A has two tables: ``one`` (one region, so
 one region server's queue holds its edits) and ``three`` (pre-split, its three regions on A's
-three region servers, so each queue holds a third; split the same on B). Six peers are added
+three region servers, so each queue holds a third; split the same on B). Eight peers are added
 through HBase's Admin, DISABLED for HBase, and adopted by walship: ``one`` and ``three``, each
-over Thrift2 and over Thrift1, and two more for ``one`` over four connections. Each figure is
+over Thrift2 and over Thrift1, two more for ``one`` over four connections and two more for
+``three`` shipped in this process. Each figure is
 ``--cells`` cells (100-byte values, 3 cells a row) written into A, then:
 
 * one queue, in process: :meth:`walship.replicate.Shipper.ship_peer` ships ``one`` to B (cells/s,
@@ -20,7 +21,10 @@ over Thrift2 and over Thrift1, and two more for ``one`` over four connections. E
   again; target: ship / ceiling >= 1.5. Its start-up is left out two ways: the job's time minus
   the same job's run again with its queues drained, and (steadier: no JVM start in it) the
   window of its tasks (first launch to last end, from Spark's event log) minus the drained
-  job's.
+  job's. Beside it: the same three queues shipped by walship in this process (one pass, the
+  queues at once, a thread each), and three clients at once (a process each, a third of the
+  rows each, as the one-client ceiling writes them): what this machine lets three writers put
+  into B while they share its cores with it.
 
 Every ratio is taken back to back in its round (which side goes first alternates by round); the
 medians over ``--rounds`` are printed with each round's ratio, and, to see what limits a figure,
@@ -75,6 +79,8 @@ PEERS = {("one", "thrift2"): "1", ("one", "thrift1"): "2", ("three", "thrift2"):
 #: server's default)
 WIDE_PEERS = {("one", "thrift2"): "5", ("one", "thrift1"): "6"}
 WIDE = 4
+#: peer id of (table, sink) shipped by walship in this process, beside the Spark job
+IN_PROCESS_PEERS = {("three", "thrift2"): "7", ("three", "thrift1"): "8"}
 ONE_TARGET = 0.9
 THREE_TARGET = 1.5
 #: no compaction starts during a run: a step must not pay for another's store files
@@ -258,7 +264,8 @@ def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
     """Every peer of :data:`PEERS` through HBase's Admin (DISABLED for HBase, its table only),
     adopted by walship; returns once every live server of A queues its WALs for each."""
     wide = {"walship.sink.thrift.connections": str(WIDE)}
-    for ((table, sink), peer), extra in [*((p, {}) for p in PEERS.items()), *((p, wide) for p in WIDE_PEERS.items())]:
+    plain = [*PEERS.items(), *IN_PROCESS_PEERS.items()]
+    for ((table, sink), peer), extra in [*((p, {}) for p in plain), *((p, wide) for p in WIDE_PEERS.items())]:
         a.call(
             "add_peer",
             peer=peer,
@@ -273,7 +280,7 @@ def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
     deadline = time.monotonic() + 60
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.znode_parent))
-        for peer in [*PEERS.values(), *WIDE_PEERS.values()]:
+        for peer in [*PEERS.values(), *WIDE_PEERS.values(), *IN_PROCESS_PEERS.values()]:
             while not servers <= {q.server for q in queues.list_queues(peer) if q.wals}:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"peer {peer}'s queues are not on every server of A")
@@ -454,6 +461,11 @@ def three_queue_round(
         _, steps[f"{sink} startup"], steps[f"{sink} drained tasks"] = spark_ship(a, b, peer, master, cwd)
         steps[f"{sink} work"] = steps[f"{sink} spark"] - steps[f"{sink} startup"]
         steps[f"{sink} task work"] = steps[f"{sink} tasks"] - steps[f"{sink} drained tasks"]
+        b.call("flush")
+        with timed(a, b) as steps[f"{sink} in process"]:
+            shipped = ship_in_process(a, IN_PROCESS_PEERS["three", sink])
+        if shipped != rows * len(QUALS):
+            raise RuntimeError(f"{sink}: walship in process shipped {shipped} cells of three queues")
 
     def ceiling(sink: str) -> None:
         b.call("flush")
@@ -536,6 +548,11 @@ def report(
         value, each = ratio(f"{sink} task work", f"{sink} clients3")
         print(f"  ship A -> B over {sink}, tasks minus drained, against three clients: {value:.3f} "
               f"(rounds {', '.join(f'{x:.3f}' for x in each)})")  # fmt: skip
+        value, each = ratio(f"{sink} in process", f"{sink} ceiling3")
+        apart, _ = ratio(f"{sink} in process", f"{sink} clients3")
+        print(f"  walship in this process, the three queues at once (a thread each): "
+              f"{rate(f'{sink} in process'):,.0f} cells/s, ratio {value:.3f} (rounds "
+              f"{', '.join(f'{x:.3f}' for x in each)}; {verdict(value, THREE_TARGET)}), against three clients {apart:.3f}")  # fmt: skip
     print("where the time goes (medians; cores busy during the step: this process, the Spark job's processes,")
     print("B's JVM, A's JVM, the rest and the whole machine; B's JVM CPU a cell):")
     print(f"  {'step':20} {'this proc':>9} {'spark job':>9} {'B JVM':>7} {'A JVM':>7} {'others':>7} {'machine':>8} "

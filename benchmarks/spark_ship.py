@@ -10,7 +10,7 @@ writes ``--cells`` more cells into A (100-byte values, 3 cells a row), then meas
 * ``spark start-up``: the same job once more, its queues now drained: what a job costs with
   nothing to ship (the JVM, the driver's plan, Python workers, ZooKeeper sessions, the queues'
   locks); the driver alone (a job with no task) is printed once beside it;
-* ``one process``: walship ships peer 2 (A -> B, the same sink) in process, queue after queue;
+* ``one process``: walship ships peer 2 (A -> B, the same sink) in process, the queues at once;
 * ``ceiling``: the same cells written straight into B with happybase batches of 1,000 rows,
   one client: what one client gets out of B's Thrift1 server.
 
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"spark ship job, local[2], one task a queue          : {median(lambda secs, _: secs['spark']):8.1f} s")
     print(f"  without its start-up                             : {rate('work'):10,.0f} cells/s")
     print(f"  with it                                          : {rate('spark'):10,.0f} cells/s")
-    print(f"one process, queue after queue                     : {rate('one'):10,.0f} cells/s")
+    print(f"one process, the queues at once (a thread each)     : {rate('one'):10,.0f} cells/s")
     print(f"happybase straight into B, one client              : {rate('ceiling'):10,.0f} cells/s  <- ceiling")
     target = ratio("work")
     print(f"spark (start-up left out) / ceiling: {target:.3f}  (target > 1.0: {'met' if target > 1.0 else 'NOT met'})")
