@@ -558,7 +558,7 @@ def report(
     print(f"  {'step':20} {'this proc':>9} {'spark job':>9} {'B JVM':>7} {'A JVM':>7} {'others':>7} {'machine':>8} "
           f"{'B us/cell':>10}")  # fmt: skip
     kinds = (
-        ("ship", f"ship x{WIDE}", "ceiling", "tasks", "ceiling3", "clients3")
+        ("ship", f"ship x{WIDE}", "ceiling", "tasks", "in process", "ceiling3", "clients3")
         if three
         else ("ship", f"ship x{WIDE}", "ceiling")
     )
