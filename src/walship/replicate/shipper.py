@@ -40,13 +40,14 @@ from walship.replicate.collector import fewer_collections
 from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.grouppass import GroupPass
+from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
 from walship.replicate.planning import PeerPlan, Planner, close_grace
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
 from walship.replicate.throttle import ThrottledSink, Throttler
 from walship.replicate.walstore import ReadStats, WalStore
-from walship.serial.checker import BarrierSource, SerialChecker
+from walship.serial.checker import SerialChecker, SerialCheckers
 from walship.sinks.base import Sink, SinkContext, create_sink
 from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
 from walship.zk.lastpushed import LastPushedIds
@@ -57,7 +58,6 @@ __all__ = ["PARALLEL_GROUPS", "SUMMED_FIELDS", "Feed", "PeerSummary", "QueueSumm
 
 log = logging.getLogger(__name__)
 
-GroupKey = tuple[str, tuple[str, ...]]
 #: Groups of queues a pass ships at once by default (a thread each; each holds up to two
 #: batches in memory, see ``batch_bytes``).
 PARALLEL_GROUPS = defaults.PARALLEL_GROUPS
@@ -126,17 +126,14 @@ class Shipper:
         self.readers = OpenReaders()  # compressed WALs' dictionaries, kept from pass to pass
         self.book = book or ProgressBook(self.progress)
         self.source_thrift2 = source_thrift2
-        self._barriers: BarrierSource | None = None
-        self._checkers: dict[tuple[str, str, str], SerialChecker] = {}
+        self.checkers = SerialCheckers(source_thrift2, lambda: LastPushedIds(client, layout))
         self._throttlers: dict[str, Throttler] = {}
         self._throttlers_lock = threading.Lock()
         #: groups of queues (see :meth:`ship_queues_of`) a pass ships at once
         self.parallel = parallel
         #: set (by the caller): the pass under way stops each queue after its batch under way
         self.halt: threading.Event | None = None
-        self._pass_halt: threading.Event | None = None  # set: another group of the pass failed
-        self._siblings: list[Shipper] = []  # shipping groups in threads, during a pass
-        self._group_readers: dict[GroupKey, OpenReaders] = {}
+        self.threads = GroupThreads()  # see ship_queues_of
 
     def open_sink(self, peer: PeerConfig) -> Sink:
         """The peer's sink (the one its configuration names, or the injected factory's),
@@ -238,7 +235,7 @@ class Shipper:
         A group holding a serial peer's queue goes in this thread: a serial peer's queues wait
         for each other's earlier edits pass after pass (see :data:`SETTLE_ROUNDS`). Summaries
         in the order of the groups."""
-        groups: dict[GroupKey, list[tuple[PeerConfig, str, str]]] = {}
+        groups: dict[GroupKey, Members] = {}
         for peer in peers:
             for server, qid in queues.get(peer.peer_id) or ():
                 groups.setdefault(group_key(server, qid), []).append((peer, server, qid))
@@ -250,66 +247,35 @@ class Shipper:
         if self.parallel < 2 or len(apart) < 2:
             apart = []
         here = [k for k in keys if k not in apart]
-        done: dict[GroupKey, list[QueueSummary]] = {}
+
+        def ship_here() -> dict[GroupKey, list[QueueSummary]]:
+            return dict(zip(here, self.ship_groups([groups[k] for k in here], filters, max_batches), strict=True))
+
         if not apart:
-            done.update(zip(here, self._ship_groups([groups[k] for k in here], filters, max_batches), strict=True))
-            return [qs for k in keys for qs in done[k]]
-        # a group's compressed WALs' readers, kept for its next pass (whichever sibling ships it)
-        self._group_readers = {k: self._group_readers.get(k) or OpenReaders() for k in apart}
-        halt = threading.Event()  # a group failed, or the pass was interrupted: the others stop
-        free = [self._sibling(halt) for _ in range(min(self.parallel, len(apart)))]
-        self._siblings = list(free)
-        free_lock = threading.Lock()
-
-        def ship_apart(key: GroupKey) -> list[QueueSummary]:
-            with free_lock:
-                sibling = free.pop()
-            sibling.readers = self._group_readers[key]
-            try:
-                return sibling._ship_groups([groups[key]], filters, max_batches)[0]
-            except BaseException as exc:
-                halt.set()
-                log.warning("queues %s: %s", ", ".join(f"{s}/{q}" for _, s, q in groups[key]), exc)
-                raise
-            finally:
-                with free_lock:
-                    free.append(sibling)
-
-        self._pass_halt = halt
-        try:
-            with ThreadPoolExecutor(len(free), thread_name_prefix="walship-ship-group") as pool:
-                futures = {k: pool.submit(ship_apart, k) for k in apart}
-                try:
-                    if here:
-                        shipped = self._ship_groups([groups[k] for k in here], filters, max_batches)
-                        done.update(zip(here, shipped, strict=True))
-                    for k, future in futures.items():
-                        done[k] = future.result()
-                except BaseException:
-                    halt.set()  # the groups under way stop after their batch under way
-                    for future in futures.values():
-                        future.cancel()  # the groups not started wait for the next pass
-                    raise
-        finally:
-            self._pass_halt = None
-            for sibling in self._siblings:
-                sibling.__exit__()
-                self.read_stats.opens += sibling.read_stats.opens
-                self.read_stats.bytes += sibling.read_stats.bytes
-            self._siblings = []
+            done = ship_here()
+        else:
+            done = self.threads.run(
+                self.parallel,
+                self.sibling,
+                {k: groups[k] for k in apart},
+                filters,
+                max_batches,
+                ship_here,
+                self.read_stats,
+            )
         return [qs for k in keys for qs in done[k]]
 
     def halted(self) -> bool:
         """The pass under way is to stop each queue after its batch under way: the caller set
         :attr:`halt`, or another group of the pass failed."""
-        return any(e is not None and e.is_set() for e in (self.halt, self._pass_halt))
+        return any(e is not None and e.is_set() for e in (self.halt, self.threads.halt))
 
     def bytes_read(self) -> int:
         """WAL bytes this shipper's passes have read so far, the pass under way's groups in
         threads included (a progress meter's reading)."""
-        return self.read_stats.bytes + sum(s.read_stats.bytes for s in list(self._siblings))
+        return self.read_stats.bytes + self.threads.bytes_read()
 
-    def _ship_groups(
+    def ship_groups(
         self,
         groups: list[list[tuple[PeerConfig, str, str]]],
         filters: dict[str, EntryFilter],
@@ -331,7 +297,7 @@ class Shipper:
             for sink in sinks.values():
                 sink.close()
 
-    def _sibling(self, halt: threading.Event) -> Shipper:
+    def sibling(self, halt: threading.Event) -> Shipper:
         """A shipper for a group shipped in a thread of its own: this one's settings, planner,
         progress book and peers' throttlers (a peer's bandwidth is shared by all its queues),
         halting with the pass."""
@@ -351,7 +317,8 @@ class Shipper:
             parallel=1,
         )
         sibling._throttlers, sibling._throttlers_lock = self._throttlers, self._throttlers_lock
-        sibling.halt, sibling._pass_halt = self.halt, halt
+        sibling.halt = self.halt
+        sibling.threads.halt = halt
         return sibling
 
     def _ship_group(self, feeds: Sequence[Feed], max_batches: int | None = None) -> list[QueueSummary]:
@@ -443,38 +410,16 @@ class Shipper:
         return summaries
 
     def serial_checker(self, feed: Feed) -> SerialChecker | None:
-        """The queue's checker when its peer is serial (kept from pass to pass, as it knows
-        which regions' ranges it found open), else ``None``.
+        """The queue's checker when its peer is serial (see :class:`SerialCheckers`), else ``None``.
 
         :raises ConfigError: a serial peer, and no source Thrift2 server to read barriers from.
         """
-        if not feed.peer.serial:
-            self._checkers.pop((feed.peer.peer_id, feed.server, feed.queue_id), None)
-            return None
-        key = (feed.peer.peer_id, feed.server, feed.queue_id)
-        checker = self._checkers.get(key)
-        if checker is None:
-            if not self.source_thrift2:
-                raise ConfigError(
-                    f"peer {feed.peer.peer_id} is serial: the order of its edits comes from hbase:meta's "
-                    "replication barriers, read over the source cluster's Thrift2 server; give "
-                    "--source-thrift2 HOST:PORT (or set WALSHIP_SOURCE_THRIFT2)"
-                )
-            if self._barriers is None:
-                from walship.serial.barriers import BarrierReader
-
-                self._barriers = BarrierReader(self.source_thrift2)
-            checker = SerialChecker(feed.peer.peer_id, self._barriers, LastPushedIds(self.client, self.layout))
-            self._checkers[key] = checker
-        return checker
+        return self.checkers.of(feed.peer.peer_id, feed.peer.serial, feed.server, feed.queue_id)
 
     def close(self) -> None:
         """Let go of the connection serial peers' checkers read ``hbase:meta`` through (a
         later pass opens another)."""
-        if self._barriers is not None:
-            barriers, self._barriers = self._barriers, None
-            self._checkers.clear()
-            barriers.close()
+        self.checkers.close()
 
     def __enter__(self) -> Shipper:
         return self

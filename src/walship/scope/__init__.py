@@ -13,7 +13,7 @@ The source's descriptors come from its Thrift2 server; a peer's from its
 
 from __future__ import annotations
 
-from walship.scope.admin import Thrift1Reader, Thrift2Admin, open_source, peer_tables_reader
+from walship.scope.admin import Thrift2Admin, open_source, peer_tables_reader
 from walship.scope.audit import audit_peer, describe_selection, read_peer, run_audit
 from walship.scope.enforce import Change, EnforcePlan, EnforceResult, plan_enforce, run_enforce
 from walship.scope.model import (
@@ -43,7 +43,6 @@ __all__ = [
     "Finding",
     "PeerAudit",
     "TableInfo",
-    "Thrift1Reader",
     "Thrift2Admin",
     "audit_peer",
     "describe_selection",

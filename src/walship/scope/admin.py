@@ -2,7 +2,7 @@
 
 * :class:`Thrift2Admin`: a THBaseService server (the source's ``--source-thrift2``, a peer's
   ``walship.sink.thrift2``): list and read table descriptors, modify, add and create.
-* :class:`Thrift1Reader`: a peer that has only Thrift1 servers (``walship.sink.thrift``):
+* :class:`~walship.scope.thrift1.Thrift1Reader`: a peer that has only Thrift1 servers (``walship.sink.thrift``):
   reads its tables' families (versions and TTL; Thrift1 has no scope), changes nothing.
 * :func:`peer_tables_reader`: which of the two a peer's configuration offers.
 
@@ -13,20 +13,18 @@ what was asked; a server that does not answer, a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from walship.errors import ConfigError, InvalidPeerConfigError, ScopeError, ScopeUnavailableError
 from walship.peer import PeerConfig, parse_host_ports
-from walship.scope.model import FOREVER, FamilySettings, TableInfo, family_text
-from walship.sinks.base import SINK_THRIFT2_KEY, SINK_THRIFT_KEY, thrift2_servers, thrift_servers
+from walship.scope.model import FamilySettings, TableInfo, compared_ttl, family_text
+from walship.sinks.base import SINK_THRIFT2_KEY, thrift2_servers, thrift_servers
 from walship.thrift.conn import THRIFT2_REFUSALS, ThriftOptions, ThriftSession, open_thrift2
-from walship.thrift.conn1 import THRIFT1_REFUSALS, open_connection
 from walship.thrift.hbase2 import table_name, table_name_text
 
 __all__ = [
     "PeerTablesReader",
-    "Thrift1Reader",
     "Thrift2Admin",
     "family_settings",
     "open_source",
@@ -37,17 +35,12 @@ __all__ = [
 _DEFAULT_MAX_VERSIONS = 1
 
 
-def _ttl(value: int | None) -> int:
-    """A TTL as the audit compares it: unset or <= 0 (Thrift1's "none") is FOREVER."""
-    return FOREVER if value is None or value <= 0 or value >= FOREVER else value
-
-
 def family_settings(desc: Any) -> FamilySettings:
     """The compared settings of a ``TColumnFamilyDescriptor`` (HBase's defaults for unset fields)."""
     return FamilySettings(
         name=bytes(desc.name),
         max_versions=desc.maxVersions if desc.maxVersions is not None else _DEFAULT_MAX_VERSIONS,
-        ttl=_ttl(desc.timeToLive),
+        ttl=compared_ttl(desc.timeToLive),
         scope=desc.scope if desc.scope is not None else 0,
     )
 
@@ -122,44 +115,6 @@ class Thrift2Admin(ThriftSession):
         self.call(what, lambda c: c.createTable(desc, []))
 
 
-class Thrift1Reader(ThriftSession):
-    """A peer's Thrift1 servers (the first that answers): its tables' families, read only.
-
-    :raises ScopeUnavailableError: no server answered.
-    """
-
-    access = "thrift1"
-    service = "Thrift"
-    opener = staticmethod(open_connection)
-    refusals = THRIFT1_REFUSALS
-    refused = ScopeError
-    unavailable = ScopeUnavailableError
-
-    def __init__(
-        self, peer_id: str, servers: Sequence[tuple[str, int]], options: ThriftOptions, *, timeout_ms: int = 30_000
-    ) -> None:
-        super().__init__(servers, label=f"peer {peer_id}", hint=SINK_THRIFT_KEY, options=options, timeout_ms=timeout_ms)
-
-    @staticmethod
-    def _families_of(name: str) -> Callable[[Any], dict[bytes, dict[str, Any]]]:
-        return lambda conn: dict(conn.table(name).families())
-
-    def tables(self, wanted: Iterable[str]) -> dict[str, TableInfo]:
-        names: list[Any] = self.call("list its tables", lambda c: c.tables())
-        present = {n.decode(errors="replace") if isinstance(n, bytes) else str(n) for n in names}
-        out: dict[str, TableInfo] = {}
-        for name in sorted(set(wanted) & present):
-            families = self.call(f"read the families of table {name}", self._families_of(name))
-            out[name] = TableInfo(
-                name,
-                {
-                    bytes(f): FamilySettings(bytes(f), int(d.get("max_versions") or 1), _ttl(d.get("time_to_live")))
-                    for f, d in families.items()
-                },
-            )
-        return out
-
-
 def peer_tables_reader(peer: PeerConfig, *, timeout_ms: int = 30_000) -> PeerTablesReader | None:
     """A reader of the peer's tables: over Thrift2 when it has ``walship.sink.thrift2``, else
     over Thrift1 (``walship.sink.thrift``), else ``None``.
@@ -179,6 +134,8 @@ def peer_tables_reader(peer: PeerConfig, *, timeout_ms: int = 30_000) -> PeerTab
         )
     servers1 = thrift_servers(peer)
     if servers1:
+        from walship.scope.thrift1 import Thrift1Reader  # happybase only where Thrift1 is spoken
+
         return Thrift1Reader(peer.peer_id, servers1, options, timeout_ms=timeout_ms)
     return None
 

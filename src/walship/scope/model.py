@@ -43,6 +43,7 @@ __all__ = [
     "Finding",
     "PeerAudit",
     "TableInfo",
+    "compared_ttl",
     "family_text",
     "ttl_text",
 ]
@@ -223,3 +224,8 @@ class AuditReport:
     def to_json(self) -> dict[str, Any]:
         """The document of ``walship scope audit --json`` (keys are stable)."""
         return {"peers": [p.to_json() for p in self.peers], "data_loss": self.data_loss}
+
+
+def compared_ttl(value: int | None) -> int:
+    """A TTL as the audit compares it: unset or <= 0 (Thrift1's "none") is FOREVER."""
+    return FOREVER if value is None or value <= 0 or value >= FOREVER else value

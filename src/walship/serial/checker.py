@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from walship.errors import ConfigError
 from walship.wal.model import WalEntry
 
 if TYPE_CHECKING:
     from walship.serial.barriers import RegionBarriers
 
-__all__ = ["BarrierSource", "Blocked", "LastPushedSource", "SerialChecker"]
+__all__ = ["BarrierSource", "Blocked", "LastPushedSource", "SerialChecker", "SerialCheckers"]
 
 log = logging.getLogger(__name__)
 
@@ -138,3 +140,52 @@ class SerialChecker:
         if pushed >= barriers[-1] - 1:
             return None
         return Blocked(region, seq, parent, barriers[-1] - 1, pushed)
+
+
+class SerialCheckers:
+    """A shipper's checkers, one per queue of a serial peer, kept from pass to pass (each
+    knows which regions' ranges it found open), and the one connection they read
+    ``hbase:meta``'s barriers through, over the source's Thrift2 server ``source_thrift2``.
+
+    :param last_pushed: what the checkers read the regions' last pushed ids from
+        (:class:`walship.zk.lastpushed.LastPushedIds`).
+    """
+
+    def __init__(self, source_thrift2: str | None, last_pushed: Callable[[], LastPushedSource]) -> None:
+        self.source_thrift2 = source_thrift2
+        self._last_pushed = last_pushed
+        self._barriers: Any = None
+        self._checkers: dict[tuple[str, str, str], SerialChecker] = {}
+
+    def of(self, peer_id: str, serial: bool, server: str, queue_id: str) -> SerialChecker | None:
+        """The queue's checker when its peer is serial, else ``None`` (a peer no longer serial
+        forgets its queues' checkers).
+
+        :raises ConfigError: a serial peer, and no source Thrift2 server to read barriers from.
+        """
+        key = (peer_id, server, queue_id)
+        if not serial:
+            self._checkers.pop(key, None)
+            return None
+        checker = self._checkers.get(key)
+        if checker is None:
+            if not self.source_thrift2:
+                raise ConfigError(
+                    f"peer {peer_id} is serial: the order of its edits comes from hbase:meta's "
+                    "replication barriers, read over the source cluster's Thrift2 server; give "
+                    "--source-thrift2 HOST:PORT (or set WALSHIP_SOURCE_THRIFT2)"
+                )
+            if self._barriers is None:
+                from walship.serial.barriers import BarrierReader
+
+                self._barriers = BarrierReader(self.source_thrift2)
+            checker = self._checkers[key] = SerialChecker(peer_id, self._barriers, self._last_pushed())
+        return checker
+
+    def close(self) -> None:
+        """Let go of the connection to ``hbase:meta`` and the checkers (a later pass opens
+        another, and checks anew)."""
+        if self._barriers is not None:
+            barriers, self._barriers = self._barriers, None
+            self._checkers.clear()
+            barriers.close()
