@@ -10,6 +10,7 @@ stop after their batch under way and the groups not started yet wait for the nex
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -49,7 +50,8 @@ class GroupThreads:
     """The threads of one shipper's passes (one pass at a time)."""
 
     def __init__(self) -> None:
-        #: set while a pass's groups are to stop after their batch under way
+        #: the pass under way's event (``None`` between passes; in a sibling, its parent's):
+        #: set, every group of the pass stops after its batch under way
         self.halt: threading.Event | None = None
         self._readers: dict[GroupKey, OpenReaders] = {}
         self._siblings: list[GroupShipper] = []
@@ -72,9 +74,11 @@ class GroupThreads:
         groups in this thread; every group's summaries. The siblings' reads are added to
         ``stats`` once they are done.
 
-        :raises: the first failed group's error (this thread's first), once every thread ended.
+        :raises: once every thread ended, ``here``'s error, else the error of the first failed
+            group in key order.
         """
-        self._readers = {k: self._readers.get(k) or OpenReaders() for k in groups}
+        kept = self._readers
+        self._readers = {k: kept[k] if k in kept else OpenReaders() for k in groups}
         halt = threading.Event()
         free = [sibling(halt) for _ in range(min(threads, len(groups)))]
         self._siblings = list(free)
@@ -110,9 +114,10 @@ class GroupThreads:
                     raise
         finally:
             self.halt = None
-            for shipper in self._siblings:
-                shipper.__exit__()
-                stats.opens += shipper.read_stats.opens
-                stats.bytes += shipper.read_stats.bytes
-            self._siblings = []
+            siblings, self._siblings = self._siblings, []  # counted once: in stats from here on
+            with contextlib.ExitStack() as closing:
+                for shipper in siblings:
+                    closing.callback(shipper.__exit__)
+                    stats.opens += shipper.read_stats.opens
+                    stats.bytes += shipper.read_stats.bytes
         return done

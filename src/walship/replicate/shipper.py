@@ -414,7 +414,7 @@ class Shipper:
 
         :raises ConfigError: a serial peer, and no source Thrift2 server to read barriers from.
         """
-        return self.checkers.of(feed.peer.peer_id, feed.peer.serial, feed.server, feed.queue_id)
+        return self.checkers.of(feed.peer.peer_id, feed.server, feed.queue_id, serial=feed.peer.serial)
 
     def close(self) -> None:
         """Let go of the connection serial peers' checkers read ``hbase:meta`` through (a

@@ -19,7 +19,7 @@ import bisect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from walship.errors import ConfigError
 from walship.wal.model import WalEntry
@@ -154,10 +154,10 @@ class SerialCheckers:
     def __init__(self, source_thrift2: str | None, last_pushed: Callable[[], LastPushedSource]) -> None:
         self.source_thrift2 = source_thrift2
         self._last_pushed = last_pushed
-        self._barriers: Any = None
+        self._barriers: BarrierSource | None = None
         self._checkers: dict[tuple[str, str, str], SerialChecker] = {}
 
-    def of(self, peer_id: str, serial: bool, server: str, queue_id: str) -> SerialChecker | None:
+    def of(self, peer_id: str, server: str, queue_id: str, *, serial: bool) -> SerialChecker | None:
         """The queue's checker when its peer is serial, else ``None`` (a peer no longer serial
         forgets its queues' checkers).
 
