@@ -242,7 +242,7 @@ class Shipper:
         keys = sorted(groups)
         if not keys:
             return []
-        filters = {peer.peer_id: self.planner.entry_filter(peer) for peer, _, _ in (m for k in keys for m in groups[k])}
+        filters = {peer.peer_id: self.planner.entry_filter(peer) for peer in peers if queues.get(peer.peer_id)}
         apart = [k for k in keys if not any(peer.serial for peer, _, _ in groups[k])]
         if self.parallel < 2 or len(apart) < 2:
             apart = []
@@ -277,7 +277,7 @@ class Shipper:
 
     def ship_groups(
         self,
-        groups: list[list[tuple[PeerConfig, str, str]]],
+        groups: list[Members],
         filters: dict[str, EntryFilter],
         max_batches: int | None,
     ) -> list[list[QueueSummary]]:

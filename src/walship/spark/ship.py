@@ -177,8 +177,7 @@ def ship_group(
     nothing new waits a second), so that a job's start-up is paid once for more edits, or until
     passes found nothing new for :data:`LINGER_QUIET` seconds. A queue that fails, moves or is
     busy leaves the passes; ``stop`` set stops each queue after its batch under way and ends
-    the lingering. Its
-    queues' summaries, as JSON."""
+    the lingering. Its queues' summaries, as JSON."""
     todo = list(group)
     deadline = time.monotonic() + job.linger
     with _shipper(job, client) as shipper:
