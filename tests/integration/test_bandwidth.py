@@ -5,6 +5,7 @@ changed limit from its next batch."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ from waiting import wait_until
 from walship.cli import main
 from walship.peer import PeerConfig
 from walship.replicate import PeerSummary, Shipper, WalStore
+from walship.replicate.replay import replay
 from walship.replicate.throttle import CYCLE_S, ThrottledSink
 from walship.sinks.base import ApplyStats, FilteredEntry
 from walship.status import collect_status
@@ -125,6 +127,23 @@ def test_a_limited_peer_ships_no_faster_than_its_limit_and_reports_the_wait(
     assert "THROTTLED" in text and f"bandwidth {LIMIT / 1024:.1f} KiB/s, throttled " in text
 
 
+def test_a_replay_keeps_to_the_peers_bandwidth(ab: tuple[Cluster, Cluster]) -> None:
+    a, b = ab
+    begin = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    total = write_rows(a, 0, ROWS)
+    end = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
+    assert main(cli(a, "peer", "set", "1", "--bandwidth", str(LIMIT))) == 0
+
+    with zk_client(a.zk_hosts) as client:
+        t0 = time.monotonic()
+        # batches of 16 rows (16 kB) stay under a cycle's budget, as the lower bound assumes
+        report = replay(client, ZnodeLayout(a.parent), WalStore(a.mc.wal_root), "1", begin, end, batch_entries=16)
+        elapsed = time.monotonic() - t0
+    assert report.cells_shipped == ROWS and set(contents(b)) == {row_key(i) for i in range(ROWS)}
+    assert elapsed >= total / LIMIT - CYCLE_S, (elapsed, total)
+    assert 0 < report.to_json()["throttled_s"] <= elapsed
+
+
 def test_an_unlimited_peer_is_never_throttled(ab: tuple[Cluster, Cluster], capsys: pytest.CaptureFixture[str]) -> None:
     a, b = ab
     write_rows(a, 0, ROWS)
@@ -166,6 +185,7 @@ def test_a_running_tailer_takes_a_changed_bandwidth(ab: tuple[Cluster, Cluster])
         stop.set()
         thread.join(timeout=60)
     assert out and out[0].status == "ok", out
+    assert out[0].throttled_s > 0 and out[0].to_json()["throttled_s"] > 0  # the tail's summary says it waited
 
 
 class Recording:

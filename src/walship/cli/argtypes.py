@@ -13,10 +13,14 @@ import datetime
 import math
 from collections.abc import Callable
 
+from walship.replicate.throttle import MAX_BANDWIDTH
+
 __all__ = [
     "MAX_COUNT",
     "MAX_SECONDS",
+    "bandwidth",
     "between",
+    "boolean",
     "clip",
     "count",
     "duration",
@@ -127,3 +131,26 @@ def iso_time(text: str) -> datetime.datetime:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO time: {shorten(text)}") from None
     return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+
+
+def boolean(text: str) -> bool:
+    """``true`` or ``false`` (any case)."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {shorten(text)}")
+    return value == "true"
+
+
+def bandwidth(text: str) -> int:
+    """``--bandwidth``: bytes per second, an integer >= 0 (0: unlimited)."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected bytes per second, an integer >= 0 (0: unlimited), got {shorten(text)}"
+        ) from None
+    if not 0 <= value <= MAX_BANDWIDTH:
+        raise argparse.ArgumentTypeError(
+            f"expected bytes per second, 0 (unlimited) to {MAX_BANDWIDTH}, got {shorten(text)}"
+        )
+    return value

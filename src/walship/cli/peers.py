@@ -6,16 +6,14 @@ import argparse
 import json
 import logging
 import sys
-from dataclasses import replace
 from typing import Any
 
-from walship.cli.argtypes import shorten
+from walship.cli.argtypes import bandwidth, boolean
 from walship.cli.common import parse_config_pairs, state
-from walship.errors import ConfigError, InvalidPeerConfigError
+from walship.cli.peerset import bytes_per_s, cmd_peer_set
 from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
-from walship.replicate.serialstart import follow_serial_change, read_barriers, require_source, start_serial
-from walship.replicate.throttle import MAX_BANDWIDTH
+from walship.replicate.serialstart import read_barriers, start_serial
 from walship.sep.config import CHANGELOG_URL_KEY, LISTENER_KEY
 from walship.sinks.base import DEFAULT_PROTOCOL, SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY, SINK_THRIFT_KEY
 from walship.zk import ReplicationPeers, ReplicationQueues
@@ -62,190 +60,12 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         if config.serial:
             start_serial(client, layout, config, barriers)
     extra = ("; serial" if config.serial else "") + (
-        f"; bandwidth {_bytes_per_s(config.bandwidth)}" if config.bandwidth else ""
+        f"; bandwidth {bytes_per_s(config.bandwidth)}" if config.bandwidth else ""
     )
     print(
         f"added peer {config.peer_id} ({'ENABLED' if config.enabled else 'DISABLED'}, managed by walship; "
         f"HBase peer-state DISABLED) -> {config.cluster_key}{extra}"
     )
-    return 0
-
-
-def _boolean(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    return value == "true"
-
-
-def _bandwidth(text: str) -> int:
-    """``--bandwidth``: bytes per second, an integer >= 0 (0: unlimited)."""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected bytes per second, an integer >= 0 (0: unlimited), got {shorten(text)}"
-        ) from None
-    if not 0 <= value <= MAX_BANDWIDTH:
-        raise argparse.ArgumentTypeError(
-            f"expected bytes per second, 0 (unlimited) to {MAX_BANDWIDTH}, got {shorten(text)}"
-        )
-    return value
-
-
-def _set_table_cfs(peer_id: str, flag: str, spec: str) -> dict[str, tuple[str, ...] | None] | None:
-    """A table-cfs flag of ``peer set``: ``""`` clears the field."""
-    if not spec.strip():
-        return None
-    try:
-        return parse_table_cfs(spec)
-    except InvalidPeerConfigError as exc:
-        raise InvalidPeerConfigError(f"peer {peer_id}: {flag}: {exc}") from None
-
-
-def _set_namespaces(peer_id: str, flag: str, spec: str) -> frozenset[str] | None:
-    """A namespaces flag of ``peer set``: ``""`` clears the field."""
-    if not spec.strip():
-        return None
-    try:
-        return parse_namespaces(spec, flag)
-    except InvalidPeerConfigError as exc:
-        raise InvalidPeerConfigError(f"peer {peer_id}: {exc}") from None
-
-
-def _describe(field_name: str, value: Any) -> str:
-    if not value:
-        return "-" if field_name != "replicate_all" else "false"
-    if field_name.endswith("table_cfs"):
-        return format_table_cfs(value)
-    if field_name.endswith("namespaces"):
-        return ",".join(sorted(value))
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _bytes_per_s(value: int) -> str:
-    return f"{value} bytes/s" if value else "unlimited"
-
-
-def _changes(before: PeerConfig, after: PeerConfig) -> list[str]:
-    """``name: before -> after`` for every field ``peer set`` changed."""
-    lines = []
-    for name in ("replicate_all", "table_cfs", "namespaces", "exclude_table_cfs", "exclude_namespaces"):
-        old, new = getattr(before, name), getattr(after, name)
-        if (old or None) != (new or None):
-            lines.append(f"{name}: {_describe(name, old)} -> {_describe(name, new)}")
-    if before.serial != after.serial:
-        lines.append(f"serial: {str(before.serial).lower()} -> {str(after.serial).lower()}")
-    if before.bandwidth != after.bandwidth:
-        lines.append(f"bandwidth: {_bytes_per_s(before.bandwidth)} -> {_bytes_per_s(after.bandwidth)}")
-    for key in sorted(set(before.configuration) | set(after.configuration)):
-        old_value, new_value = before.configuration.get(key), after.configuration.get(key)
-        if old_value != new_value:
-            lines.append(
-                f"configuration {key}: {'-' if old_value is None else old_value} -> "
-                f"{'-' if new_value is None else new_value}"
-            )
-    return lines
-
-
-def cmd_peer_set(args: argparse.Namespace) -> int:
-    """Change a peer as HBase's set_peer_tableCFs, set_peer_namespaces, set_peer_exclude_*,
-    set_peer_replicate_all, set_peer_bandwidth, set_peer_serial and update_peer_config do:
-    one versioned write of its znode."""
-    peer_id = args.peer_id
-    given = [
-        args.table_cfs,
-        args.namespaces,
-        args.exclude_table_cfs,
-        args.exclude_namespaces,
-        args.replicate_all,
-        args.config or None,
-        args.remove_config or None,
-        args.bandwidth,
-        args.serial,
-    ]
-    if all(flag is None for flag in given):
-        args.set_parser.error(
-            "give at least one of --table-cfs, --namespaces, --exclude-table-cfs, --exclude-namespaces, "
-            "--replicate-all, --config, --remove-config, --bandwidth, --serial"
-        )
-    # everything that does not depend on the peer's present state is checked before connecting
-    fields: dict[str, Any] = {}
-    if args.table_cfs is not None:
-        fields["table_cfs"] = _set_table_cfs(peer_id, "--table-cfs", args.table_cfs)
-    if args.namespaces is not None:
-        fields["namespaces"] = _set_namespaces(peer_id, "--namespaces", args.namespaces)
-    if args.exclude_table_cfs is not None:
-        fields["exclude_table_cfs"] = _set_table_cfs(peer_id, "--exclude-table-cfs", args.exclude_table_cfs)
-    if args.exclude_namespaces is not None:
-        fields["exclude_namespaces"] = _set_namespaces(peer_id, "--exclude-namespaces", args.exclude_namespaces)
-    if args.bandwidth is not None:
-        fields["bandwidth"] = args.bandwidth
-    if args.serial is not None:
-        fields["serial"] = args.serial
-    try:
-        pairs = parse_config_pairs(args.config)
-    except ConfigError as exc:
-        raise ConfigError(f"peer {peer_id}: {exc}") from None
-    removed = [key.strip() for key in args.remove_config]
-    for key in removed:
-        if not key:
-            raise ConfigError(f"peer {peer_id}: invalid --remove-config '': expected a configuration key")
-        if key in pairs:
-            raise ConfigError(f"peer {peer_id}: {key} is both set (--config) and removed (--remove-config)")
-    if MANAGED_KEY in pairs or MANAGED_KEY in removed:
-        raise InvalidPeerConfigError(
-            f"peer {peer_id}: {MANAGED_KEY} cannot be changed by 'peer set' "
-            f"('walship peer adopt {peer_id}' makes a peer managed)"
-        )
-    switched: list[bool] = []
-
-    def change(current: PeerConfig) -> PeerConfig:
-        # runs on every attempt of the versioned write, on the peer as it is then
-        switched.clear()
-        update = dict(fields)
-        if pairs or removed:
-            configuration = dict(current.configuration)
-            for key in removed:
-                if key not in configuration:
-                    raise ConfigError(f"peer {peer_id}: --remove-config {key}: the peer has no such configuration key")
-                del configuration[key]
-            update["configuration"] = {**configuration, **pairs}
-        if args.replicate_all is not None:
-            update["replicate_all"] = args.replicate_all
-        elif current.replicate_all and (
-            update.get("table_cfs", current.table_cfs) or update.get("namespaces", current.namespaces)
-        ):
-            # HBase's set_peer_tableCFs on such a peer asks for set_peer_replicate_all false first
-            update["replicate_all"] = False
-            switched.append(True)
-        after = replace(current, **update)
-        if after.serial:  # a peer made serial, or a serial peer's new tables, start from hbase:meta
-            require_source(peer_id, args.source_thrift2)
-        return after
-
-    # made serial: hbase:meta is read first, so a failed read writes nothing
-    read_first = read_barriers(peer_id, args.source_thrift2) if args.serial else None
-    with state(args) as (client, layout):
-        before, after = ReplicationPeers(client, layout).modify(peer_id, change, validate=validate_peer)
-        follow_serial_change(
-            client,
-            layout,
-            before,
-            after,
-            lambda: read_first if read_first is not None else read_barriers(peer_id, args.source_thrift2),
-        )
-    if args.json:
-        print(json.dumps(after.to_json()))
-        return 0
-    lines = _changes(before, after)
-    print(f"updated peer {peer_id}" + ("" if lines else ": nothing changed"))
-    for line in lines:
-        if switched and line.startswith("replicate_all:"):
-            line += " (table-cfs or namespaces set: now only those replicate)"
-        print(f"  {line}")
-    if not after.replicate_all and not after.table_cfs and not after.namespaces:
-        print(f"  note: peer {peer_id} replicates no table now (no table-cfs or namespaces, replicate_all false)")
     return 0
 
 
@@ -369,7 +189,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add.add_argument("--disabled", action="store_true", help="add the peer disabled")
     add.add_argument(
         "--bandwidth",
-        type=_bandwidth,
+        type=bandwidth,
         default=0,
         metavar="BYTES_PER_S",
         help="ship at most this many bytes a second to the peer, per shipping process (0, the default: unlimited)",
@@ -394,7 +214,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pset.add_argument("--exclude-namespaces", help="with replicate_all true: all but these namespaces; '' clears them")
     pset.add_argument(
         "--replicate-all",
-        type=_boolean,
+        type=boolean,
         metavar="true|false",
         help="replicate every table (true needs no table-cfs or namespaces) or only the named ones",
     )
@@ -410,11 +230,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     pset.add_argument(
         "--bandwidth",
-        type=_bandwidth,
+        type=bandwidth,
         metavar="BYTES_PER_S",
         help="ship at most this many bytes a second to the peer, per shipping process; 0: unlimited",
     )
-    pset.add_argument("--serial", type=_boolean, metavar="true|false", help="make the peer serial or not")
+    pset.add_argument("--serial", type=boolean, metavar="true|false", help="make the peer serial or not")
     pset.add_argument("--json", action="store_true", help="print the new configuration as JSON")
     pset.set_defaults(func=cmd_peer_set, set_parser=pset)
     adopt = peer_sub.add_parser("adopt", help="make a peer HBase ships a walship-managed one (HBase stops shipping it)")

@@ -3,94 +3,27 @@ from happybase's own ``Hbase.thrift``; :mod:`walship.minicluster.thrift` serves 
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from walship.errors import BadRequestError, MiniClusterError, TableExistsError
+from walship.errors import BadRequestError
 from walship.minicluster.cluster import LATEST_TIMESTAMP, MiniCluster, RowMutation
-from walship.minicluster.filters import FilterSyntaxError, parse_filter
-from walship.minicluster.store import Family, VisibleCell
+from walship.minicluster.filters import parse_filter
+from walship.minicluster.store import Family
+from walship.minicluster.thrift1_convert import (
+    illegal_argument,
+    parse_columns,
+    prefix_end,
+    row_result,
+    tcell,
+    thrift_errors,
+    thrift_timestamp,
+)
 from walship.thrift.hbase1 import Hbase_thrift
 
-__all__ = ["HbaseHandler", "parse_columns"]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _thrift_errors(func: F) -> F:
-    """Turn walship's errors into the exceptions HBase's Thrift server raises."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except TableExistsError as exc:
-            raise Hbase_thrift.AlreadyExists(message=str(exc)) from None
-        except BadRequestError as exc:
-            if getattr(func, "_illegal_argument", False):
-                raise Hbase_thrift.IllegalArgument(message=str(exc)) from None
-            raise Hbase_thrift.IOError(message=str(exc)) from None
-        except (MiniClusterError, FilterSyntaxError) as exc:
-            raise Hbase_thrift.IOError(message=f"{type(exc).__name__}: {exc}") from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _illegal_argument(func: F) -> F:
-    """Mark a call whose Thrift signature declares IllegalArgument for bad arguments."""
-    func._illegal_argument = True  # type: ignore[attr-defined]
-    return func
-
-
-def parse_columns(columns: Sequence[bytes] | None) -> dict[bytes, set[bytes] | None] | None:
-    """Thrift column specs as HBase's ``CellUtil.parseColumn``: ``f`` is the whole family,
-    ``f:q`` one column (``f:`` the empty qualifier)."""
-    if not columns:
-        return None
-    out: dict[bytes, set[bytes] | None] = {}
-    for col in columns:
-        fam, sep, qual = col.partition(b":")
-        if not fam:
-            raise BadRequestError(f"invalid column {col!r}")
-        if not sep:
-            out[fam] = None
-        elif fam not in out:
-            out[fam] = {qual}
-        else:
-            quals = out[fam]
-            if quals is not None:
-                quals.add(qual)
-    return out
-
-
-def _cell(c: VisibleCell) -> Any:
-    return Hbase_thrift.TCell(value=c.value, timestamp=c.timestamp)
-
-
-def _row_result(row: bytes, cells: Sequence[VisibleCell], sort_columns: bool) -> Any:
-    if sort_columns:
-        return Hbase_thrift.TRowResult(
-            row=row,
-            sortedColumns=[
-                Hbase_thrift.TColumn(columnName=c.family + b":" + c.qualifier, cell=_cell(c)) for c in cells
-            ],
-        )
-    columns: dict[bytes, Any] = {}
-    for c in cells:
-        columns.setdefault(c.family + b":" + c.qualifier, _cell(c))  # newest version wins
-    return Hbase_thrift.TRowResult(row=row, columns=columns)
-
-
-def _ts(timestamp: int) -> int | None:
-    return None if timestamp == LATEST_TIMESTAMP else timestamp
-
-
-def _bytes_increment(prefix: bytes) -> bytes:
-    stripped = prefix.rstrip(b"\xff")
-    return stripped[:-1] + bytes([stripped[-1] + 1]) if stripped else b""
+__all__ = ["HbaseHandler"]
 
 
 class HbaseHandler:
@@ -104,27 +37,27 @@ class HbaseHandler:
 
     # -- tables ----------------------------------------------------------------------------------
 
-    @_thrift_errors
+    @thrift_errors
     def getTableNames(self) -> list[bytes]:
         assert self.cluster.store is not None
         return self.cluster.store.table_names()
 
-    @_thrift_errors
+    @thrift_errors
     def isTableEnabled(self, tableName: bytes) -> bool:
         self.cluster.table_families(tableName)
         assert self.cluster.store is not None
         return bool(self.cluster.store.table_enabled(tableName))
 
-    @_thrift_errors
+    @thrift_errors
     def enableTable(self, tableName: bytes) -> None:
         self.cluster.set_enabled(tableName, True)
 
-    @_thrift_errors
+    @thrift_errors
     def disableTable(self, tableName: bytes) -> None:
         self.cluster.set_enabled(tableName, False)
 
-    @_thrift_errors
-    @_illegal_argument
+    @thrift_errors
+    @illegal_argument
     def createTable(self, tableName: bytes, columnFamilies: list[Any]) -> None:
         families = []
         for cd in columnFamilies or []:
@@ -139,22 +72,22 @@ class HbaseHandler:
             families.append(Family(name, cd.maxVersions if cd.maxVersions is not None else 3, 0, descriptor))
         self.cluster.create_table(tableName, families)
 
-    @_thrift_errors
+    @thrift_errors
     def deleteTable(self, tableName: bytes) -> None:
         self.cluster.delete_table(tableName)
 
-    @_thrift_errors
+    @thrift_errors
     def compact(self, tableNameOrRegionName: bytes) -> None:
         self.cluster.table_families(tableNameOrRegionName)
 
-    @_thrift_errors
+    @thrift_errors
     def majorCompact(self, tableNameOrRegionName: bytes) -> None:
         self.cluster.table_families(tableNameOrRegionName)
         with self.cluster.lock:
             assert self.cluster.store is not None
             self.cluster.store.compact(tableNameOrRegionName)
 
-    @_thrift_errors
+    @thrift_errors
     def getColumnDescriptors(self, tableName: bytes) -> dict[bytes, Any]:
         out = {}
         for f in self.cluster.table_families(tableName).values():
@@ -170,7 +103,7 @@ class HbaseHandler:
             )
         return out
 
-    @_thrift_errors
+    @thrift_errors
     def getTableRegions(self, tableName: bytes) -> list[Any]:
         self.cluster.table_families(tableName)
         assert self.cluster.store is not None
@@ -196,17 +129,17 @@ class HbaseHandler:
         if versions < 1:
             raise BadRequestError(f"numVersions must be >= 1, got {versions}")
         cells = self.cluster.read_row(table, row, parse_columns([column]), versions=versions, max_ts=max_ts)
-        return [_cell(c) for c in cells]
+        return [tcell(c) for c in cells]
 
-    @_thrift_errors
+    @thrift_errors
     def get(self, tableName: bytes, row: bytes, column: bytes, attributes: dict[bytes, bytes]) -> list[Any]:
         return self._get_cells(tableName, row, column, 1, None)
 
-    @_thrift_errors
+    @thrift_errors
     def getVer(self, tableName: bytes, row: bytes, column: bytes, numVersions: int, attributes: Any) -> list[Any]:
         return self._get_cells(tableName, row, column, numVersions, None)
 
-    @_thrift_errors
+    @thrift_errors
     def getVerTs(
         self, tableName: bytes, row: bytes, column: bytes, timestamp: int, numVersions: int, attributes: Any
     ) -> list[Any]:
@@ -220,42 +153,42 @@ class HbaseHandler:
         for row in rows:
             cells = self.cluster.read_row(table, row, spec, max_ts=max_ts)
             if cells:
-                out.append(_row_result(row, cells, False))
+                out.append(row_result(row, cells, False))
         return out
 
-    @_thrift_errors
+    @thrift_errors
     def getRow(self, tableName: bytes, row: bytes, attributes: Any) -> list[Any]:
         return self._rows(tableName, [row], None, None)
 
-    @_thrift_errors
+    @thrift_errors
     def getRowWithColumns(self, tableName: bytes, row: bytes, columns: list[bytes], attributes: Any) -> list[Any]:
         return self._rows(tableName, [row], columns, None)
 
-    @_thrift_errors
+    @thrift_errors
     def getRowTs(self, tableName: bytes, row: bytes, timestamp: int, attributes: Any) -> list[Any]:
         return self._rows(tableName, [row], None, timestamp)
 
-    @_thrift_errors
+    @thrift_errors
     def getRowWithColumnsTs(
         self, tableName: bytes, row: bytes, columns: list[bytes], timestamp: int, attributes: Any
     ) -> list[Any]:
         return self._rows(tableName, [row], columns, timestamp)
 
-    @_thrift_errors
+    @thrift_errors
     def getRows(self, tableName: bytes, rows: list[bytes], attributes: Any) -> list[Any]:
         return self._rows(tableName, rows, None, None)
 
-    @_thrift_errors
+    @thrift_errors
     def getRowsWithColumns(
         self, tableName: bytes, rows: list[bytes], columns: list[bytes], attributes: Any
     ) -> list[Any]:
         return self._rows(tableName, rows, columns, None)
 
-    @_thrift_errors
+    @thrift_errors
     def getRowsTs(self, tableName: bytes, rows: list[bytes], timestamp: int, attributes: Any) -> list[Any]:
         return self._rows(tableName, rows, None, timestamp)
 
-    @_thrift_errors
+    @thrift_errors
     def getRowsWithColumnsTs(
         self, tableName: bytes, rows: list[bytes], columns: list[bytes], timestamp: int, attributes: Any
     ) -> list[Any]:
@@ -288,59 +221,61 @@ class HbaseHandler:
         rows = [self._row_mutation(row, muts) for row, muts in batches]
         self.cluster.mutate(table, rows, timestamp=timestamp, attributes=attributes or {})
 
-    @_thrift_errors
-    @_illegal_argument
+    @thrift_errors
+    @illegal_argument
     def mutateRow(self, tableName: bytes, row: bytes, mutations: list[Any], attributes: Any) -> None:
         self._mutate(tableName, [(row, mutations)], None, attributes)
 
-    @_thrift_errors
-    @_illegal_argument
+    @thrift_errors
+    @illegal_argument
     def mutateRowTs(self, tableName: bytes, row: bytes, mutations: list[Any], timestamp: int, attributes: Any) -> None:
-        self._mutate(tableName, [(row, mutations)], _ts(timestamp), attributes)
+        self._mutate(tableName, [(row, mutations)], thrift_timestamp(timestamp), attributes)
 
-    @_thrift_errors
-    @_illegal_argument
+    @thrift_errors
+    @illegal_argument
     def mutateRows(self, tableName: bytes, rowBatches: list[Any], attributes: Any) -> None:
         self._mutate(tableName, [(b.row, b.mutations) for b in rowBatches or []], None, attributes)
 
-    @_thrift_errors
-    @_illegal_argument
+    @thrift_errors
+    @illegal_argument
     def mutateRowsTs(self, tableName: bytes, rowBatches: list[Any], timestamp: int, attributes: Any) -> None:
-        self._mutate(tableName, [(b.row, b.mutations) for b in rowBatches or []], _ts(timestamp), attributes)
+        self._mutate(
+            tableName, [(b.row, b.mutations) for b in rowBatches or []], thrift_timestamp(timestamp), attributes
+        )
 
-    @_thrift_errors
+    @thrift_errors
     def deleteAll(self, tableName: bytes, row: bytes, column: bytes, attributes: Any) -> None:
         self.deleteAllTs(tableName, row, column, LATEST_TIMESTAMP, attributes)
 
-    @_thrift_errors
+    @thrift_errors
     def deleteAllTs(self, tableName: bytes, row: bytes, column: bytes, timestamp: int, attributes: Any) -> None:
         fam, sep, qual = column.partition(b":")
         rm = RowMutation(row, deletes=[(fam, qual if sep else None)])
-        self.cluster.mutate(tableName, [rm], timestamp=_ts(timestamp), attributes=attributes or {})
+        self.cluster.mutate(tableName, [rm], timestamp=thrift_timestamp(timestamp), attributes=attributes or {})
 
-    @_thrift_errors
+    @thrift_errors
     def deleteAllRow(self, tableName: bytes, row: bytes, attributes: Any) -> None:
         self.deleteAllRowTs(tableName, row, LATEST_TIMESTAMP, attributes)
 
-    @_thrift_errors
+    @thrift_errors
     def deleteAllRowTs(self, tableName: bytes, row: bytes, timestamp: int, attributes: Any) -> None:
         families = self.cluster.table_families(tableName)
         rm = RowMutation(row, deletes=[(f, None) for f in families])
-        self.cluster.mutate(tableName, [rm], timestamp=_ts(timestamp), attributes=attributes or {})
+        self.cluster.mutate(tableName, [rm], timestamp=thrift_timestamp(timestamp), attributes=attributes or {})
 
-    @_thrift_errors
-    @_illegal_argument
+    @thrift_errors
+    @illegal_argument
     def atomicIncrement(self, tableName: bytes, row: bytes, column: bytes, value: int) -> int:
         fam, sep, qual = column.partition(b":")
         if not fam or not sep:
             raise BadRequestError(f"atomicIncrement needs family:qualifier, got {column!r}")
         return self.cluster.increment(tableName, row, fam, qual, value)
 
-    @_thrift_errors
+    @thrift_errors
     def increment(self, increment: Any) -> None:
         self.atomicIncrement(increment.table, increment.row, increment.column, increment.ammount)
 
-    @_thrift_errors
+    @thrift_errors
     def incrementRows(self, increments: list[Any]) -> None:
         for inc in increments or []:
             self.increment(inc)
@@ -377,16 +312,16 @@ class HbaseHandler:
             for row, cells in rows:
                 if batch:
                     for i in range(0, len(cells), batch):
-                        yield _row_result(row, cells[i : i + batch], sort_columns)
+                        yield row_result(row, cells[i : i + batch], sort_columns)
                 else:
-                    yield _row_result(row, cells, sort_columns)
+                    yield row_result(row, cells, sort_columns)
 
         with self._scanner_lock:
             sid = next(self._ids)
             self._scanners[sid] = (results(), threading.Lock())
         return sid
 
-    @_thrift_errors
+    @thrift_errors
     def scannerOpenWithScan(self, tableName: bytes, scan: Any, attributes: Any) -> int:
         return self._open(
             tableName,
@@ -400,29 +335,29 @@ class HbaseHandler:
             reverse=bool(scan.reversed),
         )
 
-    @_thrift_errors
+    @thrift_errors
     def scannerOpen(self, tableName: bytes, startRow: bytes, columns: list[bytes], attributes: Any) -> int:
         return self._open(tableName, start=startRow or b"", columns=columns)
 
-    @_thrift_errors
+    @thrift_errors
     def scannerOpenWithStop(
         self, tableName: bytes, startRow: bytes, stopRow: bytes, columns: list[bytes], attributes: Any
     ) -> int:
         return self._open(tableName, start=startRow or b"", stop=stopRow or b"", columns=columns)
 
-    @_thrift_errors
+    @thrift_errors
     def scannerOpenWithPrefix(
         self, tableName: bytes, startAndPrefix: bytes, columns: list[bytes], attributes: Any
     ) -> int:
-        return self._open(tableName, start=startAndPrefix, stop=_bytes_increment(startAndPrefix), columns=columns)
+        return self._open(tableName, start=startAndPrefix, stop=prefix_end(startAndPrefix), columns=columns)
 
-    @_thrift_errors
+    @thrift_errors
     def scannerOpenTs(
         self, tableName: bytes, startRow: bytes, columns: list[bytes], timestamp: int, attributes: Any
     ) -> int:
         return self._open(tableName, start=startRow or b"", columns=columns, max_ts=timestamp)
 
-    @_thrift_errors
+    @thrift_errors
     def scannerOpenWithStopTs(
         self, tableName: bytes, startRow: bytes, stopRow: bytes, columns: list[bytes], timestamp: int, attributes: Any
     ) -> int:
@@ -435,7 +370,7 @@ class HbaseHandler:
             raise Hbase_thrift.IllegalArgument(message=f"scanner ID {sid} is invalid")
         return found
 
-    @_thrift_errors
+    @thrift_errors
     def scannerGetList(self, id: int, nbRows: int) -> list[Any]:
         if nbRows < 0:
             raise Hbase_thrift.IllegalArgument(message=f"nbRows must be >= 0, got {nbRows}")
@@ -443,11 +378,11 @@ class HbaseHandler:
         with lock:
             return list(itertools.islice(it, nbRows))
 
-    @_thrift_errors
+    @thrift_errors
     def scannerGet(self, id: int) -> list[Any]:
         return self.scannerGetList(id, 1)
 
-    @_thrift_errors
+    @thrift_errors
     def scannerClose(self, id: int) -> None:
         with self._scanner_lock:
             if self._scanners.pop(id, None) is None:

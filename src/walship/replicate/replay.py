@@ -27,6 +27,7 @@ from walship import defaults
 from walship.errors import ConfigError, InvalidWalNameError, ReplayGapError
 from walship.progress import NO_METER, Meter
 from walship.replicate.planning import Planner
+from walship.replicate.throttle import ThrottledSink, Throttler
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
 from walship.wal.names import WalName, is_checksum_file, parse_wal_name
@@ -58,14 +59,19 @@ class ReplayReport:
     gaps: list[list[str]] = field(default_factory=list)
     not_wals: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: seconds the batches waited for the peer's bandwidth (a replay keeps to it as shipping does)
+    throttled_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["throttled_s"] = round(self.throttled_s, 3)
+        return out
 
     def add(self, stats: ApplyStats, entries: int) -> None:
         """Count a batch of ``entries`` the sink applied (less those it had nothing to do for)."""
         self.cells_shipped += stats.cells
         self.entries_shipped += entries - stats.passed_over
+        self.throttled_s += stats.throttled_s
 
 
 @dataclass(frozen=True)
@@ -146,7 +152,8 @@ def replay(
     sink: Sink | None = None,
     meter: Meter = NO_METER,
 ) -> ReplayReport:
-    """Replay the window [start, end) to ``peer_id`` (``meter`` counts the WAL bytes read).
+    """Replay the window [start, end) to ``peer_id`` (``meter`` counts the WAL bytes read),
+    no faster than the peer's bandwidth.
 
     :raises ReplayGapError: WALs covering part of the window are gone (unless ``allow_gaps``).
     :raises ReplicationError: the peer refused the edits.
@@ -186,6 +193,8 @@ def replay(
         )
     entry_filter = planner.entry_filter(peer)
     sink = sink or create_sink(peer, SinkContext(walstore.root))
+    if peer.bandwidth:  # the peer's limit holds for a replay too: a budget of this process's own
+        sink = ThrottledSink(sink, Throttler(peer.bandwidth))
     in_window = [
         f for f in sorted(files, key=lambda f: (f.name.timestamp, f.path)) if _overlaps(spans[f.path], start_ms, end_ms)
     ]

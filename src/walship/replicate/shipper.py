@@ -45,7 +45,7 @@ from walship.replicate.planning import PeerPlan, Planner, close_grace
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
-from walship.replicate.throttle import ThrottledSink, Throttler
+from walship.replicate.throttle import PeerThrottlers, ThrottledSink
 from walship.replicate.walstore import ReadStats, WalStore
 from walship.serial.checker import SerialChecker, SerialCheckers
 from walship.sinks.base import Sink, SinkContext, create_sink
@@ -127,8 +127,8 @@ class Shipper:
         self.book = book or ProgressBook(self.progress)
         self.source_thrift2 = source_thrift2
         self.checkers = SerialCheckers(source_thrift2, lambda: LastPushedIds(client, layout))
-        self._throttlers: dict[str, Throttler] = {}
-        self._throttlers_lock = threading.Lock()
+        #: the peers' throttlers: one per peer, shared by every queue of the peer it ships
+        self.throttlers = PeerThrottlers()
         #: groups of queues (see :meth:`ship_queues_of`) a pass ships at once
         self.parallel = parallel
         #: set (by the caller): the pass under way stops each queue after its batch under way
@@ -140,24 +140,7 @@ class Shipper:
         behind the peer's throttler: its bandwidth as this configuration says, from the
         next batch on (see :mod:`walship.replicate.throttle`)."""
         sink = self._sink_factory(peer) if self._sink_factory is not None else create_sink(peer, self.sink_context)
-        return ThrottledSink(sink, self.throttler(peer))
-
-    def throttler(self, peer: PeerConfig) -> Throttler:
-        """The peer's throttler, one per peer in this shipper, shared by every queue of the
-        peer it ships; set to the bandwidth of ``peer`` (a changed one applies at once)."""
-        with self._throttlers_lock:
-            throttler = self._throttlers.get(peer.peer_id)
-            if throttler is None:
-                throttler = self._throttlers[peer.peer_id] = Throttler(peer.bandwidth)
-            elif throttler.bandwidth != peer.bandwidth:
-                log.info(
-                    "peer %s: bandwidth %d -> %d bytes/s (0: unlimited)",
-                    peer.peer_id,
-                    throttler.bandwidth,
-                    peer.bandwidth,
-                )
-                throttler.set_bandwidth(peer.bandwidth)
-        return throttler
+        return ThrottledSink(sink, self.throttlers.of(peer))
 
     # -- shipping ----------------------------------------------------------------------------------
 
@@ -316,7 +299,7 @@ class Shipper:
             source_thrift2=self.source_thrift2,
             parallel=1,
         )
-        sibling._throttlers, sibling._throttlers_lock = self._throttlers, self._throttlers_lock
+        sibling.throttlers = self.throttlers
         sibling.halt = self.halt
         sibling.threads.halt = halt
         return sibling

@@ -1,11 +1,11 @@
-"""What shipping did: per-queue and per-peer summaries."""
+"""What shipping did: per-queue and per-peer summaries of a pass, and of a tail run."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SUMMED_FIELDS", "PeerSummary", "QueueSummary"]
+__all__ = ["SUMMED_FIELDS", "PeerSummary", "QueueSummary", "TailSummary"]
 
 #: The counters of a queue summary that add up across batches, passes and queues.
 SUMMED_FIELDS = (
@@ -121,3 +121,37 @@ class PeerSummary:
         out["queue_states"] = self.queue_states()
         out["throttled_s"] = round(self.throttled_s, 3)
         return out
+
+
+@dataclass
+class TailSummary:
+    peer_id: str
+    status: str = "ok"  # ok | disabled | error
+    seconds: float = 0.0
+    passes: int = 0
+    queues: dict[str, dict[str, int]] = field(default_factory=dict)
+    skipped_busy: list[str] = field(default_factory=list)
+    outages: int = 0
+    claimed: list[dict[str, str]] = field(default_factory=list)
+    claim_failures: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    max_age_of_last_shipped_op_ms: int | None = None
+    wal_reads: dict[str, int] = field(default_factory=dict)
+    #: seconds the peer's batches waited for its bandwidth, all queues and passes together
+    throttled_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["throttled_s"] = round(self.throttled_s, 3)
+        return out
+
+    def add(self, qs: QueueSummary) -> None:
+        key = f"{qs.server}/{qs.queue_id}"
+        agg = self.queues.setdefault(key, dict.fromkeys(SUMMED_FIELDS, 0))
+        for k in SUMMED_FIELDS:
+            agg[k] += int(getattr(qs, k))
+        self.throttled_s += qs.throttled_s
+        if qs.age_of_last_shipped_op_ms is not None:
+            self.max_age_of_last_shipped_op_ms = max(
+                self.max_age_of_last_shipped_op_ms or 0, qs.age_of_last_shipped_op_ms
+            )

@@ -34,7 +34,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
@@ -53,7 +53,8 @@ from walship.peer import PeerConfig
 from walship.replicate.feeds import Feed, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.planning import split_peer_ids
-from walship.replicate.shipper import SUMMED_FIELDS, QueueSummary, Shipper
+from walship.replicate.shipper import Shipper
+from walship.replicate.summary import TailSummary
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink
 from walship.zk import QueueId, ZnodeLayout
@@ -74,35 +75,6 @@ PROBE_INTERVAL = 0.005
 
 #: What the WAL folders held when a pass began: (path, size) of every file.
 _Listing = frozenset[tuple[str, int]]
-
-
-@dataclass
-class TailSummary:
-    peer_id: str
-    status: str = "ok"  # ok | disabled | error
-    seconds: float = 0.0
-    passes: int = 0
-    queues: dict[str, dict[str, int]] = field(default_factory=dict)
-    skipped_busy: list[str] = field(default_factory=list)
-    outages: int = 0
-    claimed: list[dict[str, str]] = field(default_factory=list)
-    claim_failures: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    max_age_of_last_shipped_op_ms: int | None = None
-    wal_reads: dict[str, int] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def add(self, qs: QueueSummary) -> None:
-        key = f"{qs.server}/{qs.queue_id}"
-        agg = self.queues.setdefault(key, dict.fromkeys(SUMMED_FIELDS, 0))
-        for k in SUMMED_FIELDS:
-            agg[k] += int(getattr(qs, k))
-        if qs.age_of_last_shipped_op_ms is not None:
-            self.max_age_of_last_shipped_op_ms = max(
-                self.max_age_of_last_shipped_op_ms or 0, qs.age_of_last_shipped_op_ms
-            )
 
 
 @dataclass

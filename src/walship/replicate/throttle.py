@@ -12,12 +12,13 @@ process (HBase: per peer and per region server):
 * after a wait, the next cycle begins when the wait ends.
 
 The size of a batch is the serialized size of its cells (as KeyValues, tags included): what
-the peer is sent, near enough. :class:`Shipper` keeps one :class:`Throttler` per peer, shared
-by every queue of the peer it ships (their batches may be applied from several threads at
-once), and wraps the peer's sink in a :class:`ThrottledSink`; a changed bandwidth (``walship
-peer set ID --bandwidth N``) applies from the next batch, as HBase's
-``checkBandwidthChangeAndResetThrottler`` does. The time spent waiting is reported as
-``throttled_s`` in :class:`~walship.sinks.base.ApplyStats`, the ship summaries, the progress
+the peer is sent, near enough. :class:`Shipper` keeps one :class:`Throttler` per peer (its
+:class:`PeerThrottlers`), shared by every queue of the peer it ships (their batches may be
+applied from several threads at once), and wraps the peer's sink in a :class:`ThrottledSink`;
+a changed bandwidth (``walship peer set ID --bandwidth N``) applies from the next batch, as
+HBase's ``checkBandwidthChangeAndResetThrottler`` does. A replay keeps to the peer's bandwidth
+with a throttler of its own. The time spent waiting is reported as ``throttled_s`` in
+:class:`~walship.sinks.base.ApplyStats`, the ship, tail and replay summaries, the progress
 records and the status.
 
 Example::
@@ -36,10 +37,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from walship.errors import ConfigError
+from walship.peer import PeerConfig
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
 from walship.wal.model import Cell
 
-__all__ = ["CYCLE_S", "MAX_BANDWIDTH", "ThrottledSink", "Throttler", "batch_size", "cell_size"]
+__all__ = ["CYCLE_S", "MAX_BANDWIDTH", "PeerThrottlers", "ThrottledSink", "Throttler", "batch_size", "cell_size"]
 
 log = logging.getLogger(__name__)
 
@@ -199,3 +201,28 @@ class ThrottledSink:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class PeerThrottlers:
+    """A shipping process's throttlers: one per peer, shared by every queue of the peer it
+    ships (from any thread)."""
+
+    def __init__(self) -> None:
+        self._throttlers: dict[str, Throttler] = {}
+        self._lock = threading.Lock()
+
+    def of(self, peer: PeerConfig) -> Throttler:
+        """The peer's throttler, set to the bandwidth of ``peer`` (a changed one applies at once)."""
+        with self._lock:
+            throttler = self._throttlers.get(peer.peer_id)
+            if throttler is None:
+                throttler = self._throttlers[peer.peer_id] = Throttler(peer.bandwidth)
+            elif throttler.bandwidth != peer.bandwidth:
+                log.info(
+                    "peer %s: bandwidth %d -> %d bytes/s (0: unlimited)",
+                    peer.peer_id,
+                    throttler.bandwidth,
+                    peer.bandwidth,
+                )
+                throttler.set_bandwidth(peer.bandwidth)
+        return throttler

@@ -14,13 +14,12 @@ the listed size is what a reader sees and nothing more is asked.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, cast
 from urllib.parse import quote
 
@@ -28,6 +27,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from walship.errors import WalMissingError, WalRootError
+from walship.replicate.walfiles import CountedFile, ReadStats, SizedFile
 from walship.wal.names import parse_wal_name
 
 __all__ = ["ReadStats", "WalLocation", "WalStore"]
@@ -59,88 +59,6 @@ class WalLocation:
     #: ``size`` is what a reader sees; ``False`` for a listed size on HDFS of a WAL under
     #: ``WALs/``, which lags while the WAL is being written (:meth:`WalStore.visible`)
     visible: bool = True
-
-
-@dataclass
-class ReadStats:
-    """What was read from WAL files: files opened, and bytes their reads returned."""
-
-    opens: int = 0
-    bytes: int = 0
-
-    def to_json(self) -> dict[str, int]:
-        return asdict(self)
-
-
-class _Sized:
-    """A file whose end is ``size``, not the length its file system reports (pyarrow's HDFS
-    files: the NameNode's length); reads go on past that length, as far as ``size``."""
-
-    def __init__(self, f: Any, size: int) -> None:
-        self._f = f
-        self._size = size
-
-    def read(self, size: int = -1) -> bytes:
-        left = max(0, self._size - self._f.tell())
-        data: bytes = self._f.read(left if size < 0 else min(size, left))
-        return data
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_END:
-            offset, whence = self._size + offset, io.SEEK_SET
-        elif whence == io.SEEK_CUR:
-            offset, whence = self._f.tell() + offset, io.SEEK_SET
-        pos: int = self._f.seek(offset, whence)
-        return pos
-
-    def tell(self) -> int:
-        pos: int = self._f.tell()
-        return pos
-
-    def seekable(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> _Sized:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._f.close()
-
-
-class _Counted:
-    """A WAL file whose reads add up in a :class:`ReadStats` (reads are large: the cost is one
-    addition per read)."""
-
-    def __init__(self, f: BinaryIO, stats: ReadStats) -> None:
-        self._f = f
-        self._stats = stats
-        stats.opens += 1
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._f.read(size)
-        self._stats.bytes += len(data)
-        return data
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._f.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._f.tell()
-
-    def seekable(self) -> bool:
-        return self._f.seekable()
-
-    def close(self) -> None:
-        self._f.close()
-
-    def __enter__(self) -> _Counted:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._f.close()
 
 
 class WalStore:
@@ -325,8 +243,8 @@ class WalStore:
                     ),
                 )
             else:
-                f = cast(BinaryIO, _Sized(self.fs.fs.open_input_file(self.fs._strip_protocol(loc.path)), loc.size))
-        return f if stats is None else cast(BinaryIO, _Counted(f, stats))
+                f = cast(BinaryIO, SizedFile(self.fs.fs.open_input_file(self.fs._strip_protocol(loc.path)), loc.size))
+        return f if stats is None else cast(BinaryIO, CountedFile(f, stats))
 
     def list_archive(self) -> list[tuple[str, float, int]]:
         """(path, mtime seconds, size) of every file under ``oldWALs/`` (one level of

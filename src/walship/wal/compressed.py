@@ -35,7 +35,8 @@ from walship.errors import CorruptWalError
 from walship.protos import WAL_pb2
 from walship.wal import compression as _compression
 from walship.wal.compression import CompressionContext, LruDictionary
-from walship.wal.entries import NeedMore, _corrupt_cell, _uuid, varint
+from walship.wal.entries import NeedMore, _corrupt_cell, varint
+from walship.wal.keys import cluster_ids_of
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
 from walship.wal.valuecodecs import ValueCodec
 
@@ -176,13 +177,6 @@ def _key(pb: WAL_pb2.WALKeyRaw, ctx: CompressionContext) -> WalKey:
     scope families, extended-attribute values (through the TABLE dictionary)."""
     region = _key_token(ctx.region, pb.encoded_region_name)
     table = _key_token(ctx.table, pb.table_name)
-    cids = pb.cluster_ids
-    if cids:
-        cluster_ids: tuple[Any, ...] = tuple(map(_uuid, cids))
-    elif pb.cluster_id:  # 0.94-era single origin id, read as the plain reader does
-        cluster_ids = (_uuid(pb.cluster_id),)
-    else:
-        cluster_ids = ()
     scopes: Mapping[bytes, int] = EMPTY_SCOPES
     if pb.scopes:
         pairs = []
@@ -207,7 +201,7 @@ def _key(pb: WAL_pb2.WALKeyRaw, ctx: CompressionContext) -> WalKey:
             table,
             pb.log_sequence_number,
             pb.write_time,
-            cluster_ids,
+            cluster_ids_of(pb),
             scopes,
             pb.nonceGroup,
             pb.nonce,

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import logging
 import struct
-import uuid
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import DecodeError
 
 from walship.errors import CorruptWalError
-from walship.protos import HBase_pb2, WAL_pb2
+from walship.protos import WAL_pb2
 from walship.wal.format import INT32
+from walship.wal.keys import attribute, cluster_uuid, key_from_raw, scopes_of
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
 
 __all__ = [
@@ -51,10 +50,7 @@ _SHAPES_MAX = 8192
 # Entries parsed per call: enough to spread the call's cost, few enough to stay in cache.
 BATCH = 32
 _tuple_new = tuple.__new__
-_SCOPES_CACHE: dict[Any, Mapping[bytes, int]] = {}
-_SCOPES_CACHE_MAX = 4096
 _key_from_string = WAL_pb2.WALKeyRaw.FromString
-_UUID_CACHE: dict[bytes, uuid.UUID] = {}
 
 #: The decoders :class:`WalReader` can use: ``"c"``, the compiled ``walship.wal._walcodec``
 #: (built by ``make setup``), and ``"python"``, the pure-Python parser of this module.
@@ -219,7 +215,7 @@ def parse_entries_py(
             if decoded is None:
                 decoded = tuple(cells)
             try:
-                key = _key_from_raw(pb)
+                key = key_from_raw(pb)
             except DecodeError as exc:
                 raise CorruptWalError(path, buf_off + p, f"WALKey does not parse: {exc}") from exc
             out.append(new(WalEntry, (key, decoded, buf_off + p, buf_off + c)))
@@ -359,68 +355,6 @@ def _parse_tags(
     return tuple(out)
 
 
-def _key_from_raw(pb: WAL_pb2.WALKeyRaw) -> WalKey:
-    """Build a :class:`WalKey` from the raw twin of ``WALKey``; nested messages come from
-    caches keyed by their bytes (parsed once each, with their real types and checks)."""
-    cids = pb.cluster_ids
-    if cids:
-        cluster_ids: tuple[uuid.UUID, ...] = tuple(map(_uuid, cids))
-    elif pb.cluster_id:  # 0.94-era single origin id, read as WALKeyImpl does
-        cluster_ids = (_uuid(pb.cluster_id),)
-    else:
-        cluster_ids = ()
-    scopes = pb.scopes
-    attrs = pb.extended_attributes
-    return _tuple_new(
-        WalKey,
-        (
-            pb.encoded_region_name,
-            pb.table_name,
-            pb.log_sequence_number,
-            pb.write_time,
-            cluster_ids,
-            _scopes(scopes) if scopes else EMPTY_SCOPES,
-            pb.nonceGroup,
-            pb.nonce,
-            pb.orig_sequence_number,
-            tuple(_attribute(a) for a in attrs) if attrs else (),
-        ),
-    )
-
-
-def _uuid(raw: bytes) -> uuid.UUID:
-    found = _UUID_CACHE.get(raw)
-    if found is None:
-        u = HBase_pb2.UUID.FromString(raw)
-        found = uuid.UUID(int=(u.most_sig_bits << 64) | u.least_sig_bits)
-        if len(_UUID_CACHE) >= _SCOPES_CACHE_MAX:
-            _UUID_CACHE.clear()
-        _UUID_CACHE[raw] = found
-    return found
-
-
-def _attribute(raw: bytes) -> tuple[str, bytes]:
-    a = WAL_pb2.Attribute.FromString(raw)
-    key: str | bytes = a.key
-    if isinstance(key, bytes):  # protobuf hands a proto2 string that is not UTF-8 back as bytes
-        raise DecodeError(f"extended attribute name {key!r} is not UTF-8")
-    return key, a.value
-
-
-def _scopes(scopes: Any) -> Mapping[bytes, int]:
-    """The scopes of a key as a shared read-only mapping, cached by their bytes: every edit
-    of a region carries the same scopes, and building a dict per entry was the largest single
-    cost of decoding a key."""
-    sig: Any = scopes[0] if len(scopes) == 1 else tuple(scopes)
-    found = _SCOPES_CACHE.get(sig)
-    if found is None:
-        parsed = [WAL_pb2.FamilyScope.FromString(raw) for raw in scopes]
-        if len(_SCOPES_CACHE) >= _SCOPES_CACHE_MAX:
-            _SCOPES_CACHE.clear()
-        found = _SCOPES_CACHE[sig] = MappingProxyType({s.family: s.scope_type for s in parsed})
-    return found
-
-
 # -- the compiled decoder -------------------------------------------------------------------
 
 #: ``walship.wal._walcodec.parse`` once configured, else ``None``
@@ -433,7 +367,7 @@ except ImportError as exc:
     C_UNAVAILABLE = f"walship.wal._walcodec is not built ({exc})"
 else:
     try:
-        _walcodec.configure(Cell, Tag, WalKey, WalEntry, _uuid, _scopes, _attribute, EMPTY_SCOPES, DecodeError)
+        _walcodec.configure(Cell, Tag, WalKey, WalEntry, cluster_uuid, scopes_of, attribute, EMPTY_SCOPES, DecodeError)
     except TypeError as exc:  # a model the compiled decoder cannot build: decode in Python
         C_UNAVAILABLE = f"walship.wal._walcodec refused the WAL model: {exc}"
     else:
