@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from walship.serial.barriers import RegionBarriers
 from walship.serial.checker import SerialChecker
+from walship.serial.metarow import RegionBarriers
 from walship.wal import Cell, CellType, WalEntry, WalKey
 
 R = "0123456789abcdef0123456789abcdef"

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 from walship.errors import NoSuchFamilyError
 from walship.minicluster.store import Region, Store
-from walship.serial.barriers import INFO, META_TABLE, PARENT, REP_BARRIER, SEQNUM, STATE
+from walship.serial.metarow import INFO, META_TABLE, PARENT, REP_BARRIER, SEQNUM, STATE
 from walship.servername import ServerName
 from walship.wal import Cell, CellType
 

@@ -24,7 +24,6 @@ from walship.errors import PeerNotFoundError, ReplicationError, WalMissingError,
 from walship.peer import PeerConfig, parse_cluster_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.plans import (
-    CLOSE_GRACE_KEY,
     DEFAULT_CLOSE_GRACE,
     FailoverResult,
     PeerPlan,
@@ -49,19 +48,7 @@ from walship.zk import (
 from walship.zk.cluster import is_live
 from walship.zk.locks import Holder
 
-__all__ = [
-    "CLOSE_GRACE_KEY",
-    "DEFAULT_CLOSE_GRACE",
-    "FailoverResult",
-    "PeerPlan",
-    "PendingQueue",
-    "Planner",
-    "close_grace",
-    "matches_queue",
-    "next_in_group",
-    "pending_queues",
-    "split_peer_ids",
-]
+__all__ = ["Planner", "pending_queues"]
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,8 @@ from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.grouppass import GroupPass
 from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
-from walship.replicate.planning import PeerPlan, Planner, close_grace
+from walship.replicate.planning import Planner
+from walship.replicate.plans import PeerPlan, close_grace
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary

@@ -52,7 +52,7 @@ from walship.errors import (
 from walship.peer import PeerConfig
 from walship.replicate.feeds import Feed, group_key
 from walship.replicate.filters import EntryFilter
-from walship.replicate.planning import split_peer_ids
+from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import Shipper
 from walship.replicate.summary import TailSummary
 from walship.replicate.walstore import WalStore

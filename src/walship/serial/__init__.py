@@ -4,6 +4,7 @@ HBase keeps in the source's ``hbase:meta``."""
 
 from __future__ import annotations
 
-from walship.serial.barriers import BarrierReader, RegionBarriers, encoded_region_name, split_parent_names
+from walship.serial.barriers import BarrierReader
+from walship.serial.metarow import RegionBarriers, encoded_region_name, split_parent_names
 
 __all__ = ["BarrierReader", "RegionBarriers", "encoded_region_name", "split_parent_names"]

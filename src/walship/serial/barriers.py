@@ -44,8 +44,6 @@ from walship.serial.metarow import (
     INFO,
     META_TABLE,
     NINES,
-    PARENT,
-    REGION_STATES,
     REP_BARRIER,
     SEQNUM,
     STATE,
@@ -53,25 +51,11 @@ from walship.serial.metarow import (
     barriers_of,
     encoded_region_name,
     parse_meta_row,
-    split_parent_names,
 )
 from walship.thrift.conn import THRIFT2_REFUSALS, ThriftOptions, ThriftSession, open_thrift2
 from walship.thrift.hbase2 import hbase2
 
-__all__ = [
-    "INFO",
-    "META_TABLE",
-    "NINES",
-    "PARENT",
-    "REGION_STATES",
-    "REP_BARRIER",
-    "SEQNUM",
-    "STATE",
-    "BarrierReader",
-    "RegionBarriers",
-    "encoded_region_name",
-    "split_parent_names",
-]
+__all__ = ["BarrierReader"]
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from walship.errors import ConfigError
 from walship.wal.model import WalEntry
 
 if TYPE_CHECKING:
-    from walship.serial.barriers import RegionBarriers
+    from walship.serial.metarow import RegionBarriers
 
 __all__ = ["BarrierSource", "Blocked", "LastPushedSource", "SerialChecker", "SerialCheckers"]
 

@@ -25,7 +25,7 @@ from typing import Any
 from walship import defaults
 from walship.errors import ConfigError
 from walship.replicate.feeds import group_key
-from walship.replicate.planning import split_peer_ids
+from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
 from walship.zk import QueueId, ZnodeLayout, zk_client
