@@ -23,7 +23,7 @@ _PEERS_HELP = "a peer or subscription; several, comma-separated, share one read 
 
 
 def peer_list(text: str) -> list[str]:
-    """``1,2,subs``: peer ids, in order, each once (:func:`walship.replicate.planning.split_peer_ids`);
+    """``1,2,subs``: peer ids, in order, each once (:func:`walship.replicate.plans.split_peer_ids`);
     here at least one."""
     from walship.replicate.plans import split_peer_ids
 
