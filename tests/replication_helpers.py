@@ -16,7 +16,8 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.protos import Replication_pb2
 from walship.replicate import PeerSummary, Shipper, WalStore
-from walship.replicate.tailer import Tailer, TailSummary
+from walship.replicate.summary import TailSummary
+from walship.replicate.tailer import Tailer
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 
 TABLE = b"t"

@@ -78,7 +78,7 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
 def read_summaries(source: SourceCluster, jobs: list[dict[str, Any]], context: Any, alias: Any) -> dict[str, Any]:
     """Sum the jobs' summaries (from ZooKeeper), record an asset event for each peer shipped,
     fail on any error."""
-    from walship.replicate.shipper import SUMMED_FIELDS
+    from walship.replicate.summary import SUMMED_FIELDS
     from walship.spark.ship import ShipJob
     from walship.zk import ZnodeLayout, zk_client
     from walship.zk.progress import JobStore

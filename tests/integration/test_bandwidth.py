@@ -129,12 +129,12 @@ def test_a_limited_peer_ships_no_faster_than_its_limit_and_reports_the_wait(
 
 def test_a_replay_keeps_to_the_peers_bandwidth(ab: tuple[Cluster, Cluster]) -> None:
     a, b = ab
-    begin = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
+    begin = dt.datetime.now(dt.UTC)  # before every write, after A's first WAL began
     total = write_rows(a, 0, ROWS)
-    end = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
     assert main(cli(a, "peer", "set", "1", "--bandwidth", str(LIMIT))) == 0
 
     with zk_client(a.zk_hosts) as client:
+        end = dt.datetime.now(dt.UTC)  # after every write; the WAL being written covers until now
         t0 = time.monotonic()
         # batches of 16 rows (16 kB) stay under a cycle's budget, as the lower bound assumes
         report = replay(client, ZnodeLayout(a.parent), WalStore(a.mc.wal_root), "1", begin, end, batch_entries=16)

@@ -42,7 +42,7 @@ SPLITS = [b"row04", b"row08"]
 LISTENER = "sep_listeners:JsonLinesListener"
 LOOSE_LISTENER = "sep_listeners:SecondJsonLinesListener"
 COUNTER = b"r:c"
-WRITE_STALL = 45.0  # s: longer than a write waits on a region in transition before it fails
+WRITE_STALL = 60.0  # s: longer than a write waits on a region in transition before it fails
 
 
 @dataclass
@@ -144,7 +144,7 @@ class Writer(threading.Thread):
 
     def wait_for(self, writes: int) -> None:
         """Until ``writes`` more writes are made (many a second: each region gets some). A write
-        to a region in transition waits for it as long as A's Thrift server retries (about 30 s,
+        to a region in transition waits for it as long as A's Thrift server retries (about 38 s,
         then the writer keeps the error), so this fails when no write is made for longer."""
         start = self.count
         while self.count < start + writes and self.error is None:
@@ -169,7 +169,10 @@ def run_workload(source: Source) -> None:
     writer = Writer(source.c)
     writer.start()
     try:
-        servers = sorted(source.servers())
+        servers = wait_until(  # the moves below need three (a real A's third may still be starting)
+            lambda: sorted(source.servers()) if len(source.servers()) >= 3 else None,
+            what="three live region servers in A",
+        )
         writer.wait_for(40)
         first = region_of(source, ROWS[0])
         been = {first["server"]}

@@ -11,7 +11,7 @@ from replication_helpers import SINK_PROTOCOLS, Cluster, contents, ship, tail_in
 from waiting import wait_until
 
 from walship.minicluster import AdminClient
-from walship.replicate.tailer import TailSummary
+from walship.replicate.summary import TailSummary
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.locks import read_holder
 

@@ -15,7 +15,8 @@ from waiting import wait_until
 
 from walship.errors import ConfigError
 from walship.replicate import WalStore
-from walship.replicate.tailer import PROBE_INTERVAL, Tailer, TailSummary
+from walship.replicate.summary import TailSummary
+from walship.replicate.tailer import PROBE_INTERVAL, Tailer
 from walship.zk import ZnodeLayout
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from walship.peer import PeerConfig
 from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import QueueSummary
-from walship.replicate.walstore import ReadStats
+from walship.replicate.walfiles import ReadStats
 
 PEER = PeerConfig("1", "h:2181:/b")
 

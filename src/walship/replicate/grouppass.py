@@ -18,7 +18,8 @@ from walship.replicate.planning import Planner
 from walship.replicate.progressbook import PendingProgress, ProgressBook
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import QueueSummary
-from walship.replicate.walstore import ReadStats, WalLocation, WalStore
+from walship.replicate.walfiles import ReadStats
+from walship.replicate.walstore import WalLocation, WalStore
 from walship.sinks.base import ApplyStats
 from walship.wal.reader import WalReader
 

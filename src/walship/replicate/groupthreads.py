@@ -21,7 +21,7 @@ from walship.peer import PeerConfig
 from walship.replicate.filters import EntryFilter
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import QueueSummary
-from walship.replicate.walstore import ReadStats
+from walship.replicate.walfiles import ReadStats
 
 __all__ = ["GroupKey", "GroupShipper", "GroupThreads", "Members"]
 

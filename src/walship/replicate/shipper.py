@@ -47,7 +47,8 @@ from walship.replicate.progressbook import ProgressBook
 from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
 from walship.replicate.throttle import PeerThrottlers, ThrottledSink
-from walship.replicate.walstore import ReadStats, WalStore
+from walship.replicate.walfiles import ReadStats
+from walship.replicate.walstore import WalStore
 from walship.serial.checker import SerialChecker, SerialCheckers
 from walship.sinks.base import Sink, SinkContext, create_sink
 from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock

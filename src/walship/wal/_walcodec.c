@@ -19,7 +19,8 @@
  * timestamp are looked up in the previous cell and the previous entry, and a key's region,
  * table, scopes, cluster ids and attributes in the previous key (bytes are immutable, so
  * sharing is invisible to consumers). Scopes, cluster ids and attributes are turned into
- * Python objects by the reader's own cached helpers (_scopes, _uuid, _attribute).
+ * Python objects by the reader's own cached helpers (walship.wal.keys: scopes_from_raw,
+ * cluster_uuid, attribute).
  *
  * Compressed WALs are decoded by parse_compressed (_walcodec_compressed.h) with the dictionaries
  * of a Context (_walcodec_context.h), both included below.

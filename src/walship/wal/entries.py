@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from walship.errors import CorruptWalError
 from walship.protos import WAL_pb2
 from walship.wal.format import INT32
-from walship.wal.keys import attribute, cluster_uuid, key_from_raw, scopes_of
+from walship.wal.keys import attribute, cluster_uuid, key_from_raw, scopes_from_raw
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
 
 __all__ = [
@@ -367,7 +367,9 @@ except ImportError as exc:
     C_UNAVAILABLE = f"walship.wal._walcodec is not built ({exc})"
 else:
     try:
-        _walcodec.configure(Cell, Tag, WalKey, WalEntry, cluster_uuid, scopes_of, attribute, EMPTY_SCOPES, DecodeError)
+        _walcodec.configure(
+            Cell, Tag, WalKey, WalEntry, cluster_uuid, scopes_from_raw, attribute, EMPTY_SCOPES, DecodeError
+        )
     except TypeError as exc:  # a model the compiled decoder cannot build: decode in Python
         C_UNAVAILABLE = f"walship.wal._walcodec refused the WAL model: {exc}"
     else:

@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 from walship.protos import HBase_pb2, WAL_pb2
 from walship.wal.model import EMPTY_SCOPES, WalKey
 
-__all__ = ["attribute", "cluster_ids_of", "cluster_uuid", "key_from_raw", "scopes_of"]
+__all__ = ["attribute", "cluster_ids_of", "cluster_uuid", "key_from_raw", "scopes_from_raw"]
 
 _tuple_new = tuple.__new__
 #: Distinct nested messages kept parsed at most (each cache starts over when full).
@@ -48,7 +48,7 @@ def key_from_raw(pb: WAL_pb2.WALKeyRaw) -> WalKey:
             pb.log_sequence_number,
             pb.write_time,
             cluster_ids_of(pb),
-            scopes_of(scopes) if scopes else EMPTY_SCOPES,
+            scopes_from_raw(scopes) if scopes else EMPTY_SCOPES,
             pb.nonceGroup,
             pb.nonce,
             pb.orig_sequence_number,
@@ -81,7 +81,7 @@ def attribute(raw: bytes) -> tuple[str, bytes]:
     return key, a.value
 
 
-def scopes_of(scopes: Any) -> Mapping[bytes, int]:
+def scopes_from_raw(scopes: Any) -> Mapping[bytes, int]:
     """The scopes of a key as a shared read-only mapping, cached by their bytes: every edit
     of a region carries the same scopes, and building a dict per entry was the largest single
     cost of decoding a key."""

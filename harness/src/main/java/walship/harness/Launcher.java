@@ -4,6 +4,7 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.InterruptedIOException;
 import java.io.PrintStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
@@ -177,11 +178,11 @@ public final class Launcher {
     Configuration thriftConf = new Configuration(util.getConfiguration());
     thriftConf.setInt("hbase.thrift.info.port", -1);
     // The Thrift servers' client retries a region in transition (a move, split, merge, crash)
-    // for about as long as before (HBase's backoff table times 20 ms over 17 tries: 30 s; times
-    // 100 ms over 10 tries: 28 s) but never waits more than 4 s between tries (10 s before), so
-    // a write waiting on a region goes on soon after the region opens
+    // for as long as before (HBase's backoff table times 20 ms over 18 retries: 37.6 s; times
+    // 100 ms over 10 retries: 38.1 s) but never waits more than 4 s between tries (10 s before),
+    // so a write waiting on a region goes on soon after the region opens
     thriftConf.setInt("hbase.client.pause", 20);
-    thriftConf.setInt("hbase.client.retries.number", 17);
+    thriftConf.setInt("hbase.client.retries.number", 18);
     thrift1 = new ThriftRunner(new org.apache.hadoop.hbase.thrift.ThriftServer(
       new Configuration(thriftConf)), "thrift1");
     thrift2 = new ThriftRunner(new org.apache.hadoop.hbase.thrift2.ThriftServer(
@@ -302,25 +303,29 @@ public final class Launcher {
         // (HBase 2.6's Thrift1 majorCompact runs a minor compaction, and Admin's is asynchronous);
         // the compacted files are archived at once, as HBase's discharger chore would later, so
         // a split daughter holds no reference to its parent afterwards (it may be merged)
+        TableName table = TableName.valueOf(str(req, "table"));
+        admin.flush(table);
+        cluster.compact(table, true);
         // The master's file cleaner (every second on A) deletes empty archive directories, and
         // one may go between Hadoop's local mkdir and its chmod while a file is archived: HBase's
-        // own discharger would try again on its next run, and so does this, a few times
-        TableName table = TableName.valueOf(str(req, "table"));
+        // own discharger would archive what is left on its next run, and so does this, at once
         for (int attempt = 1;; attempt++) {
           try {
-            admin.flush(table);
-            cluster.compact(table, true);
             for (HRegion region : cluster.getRegions(table)) {
               for (HStore store : region.getStores()) {
                 store.closeAndArchiveCompactedFiles();
               }
             }
             return null;
+          } catch (InterruptedIOException e) {
+            throw e;
           } catch (IOException e) {
             if (attempt == 5) {
               throw e;
             }
-            System.err.println("walship-harness: major_compact of " + table + ", attempt " + attempt + ": " + e);
+            System.err.println("walship-harness: archiving " + table + "'s compacted files, attempt "
+              + attempt + ": " + e);
+            Thread.sleep(100);
           }
         }
       }
