@@ -170,7 +170,7 @@ def run_workload(source: Source) -> None:
     writer.start()
     try:
         servers = wait_until(  # the moves below need three (a real A's third may still be starting)
-            lambda: sorted(source.servers()) if len(source.servers()) >= 3 else None,
+            lambda: live if len(live := sorted(source.servers())) >= 3 else None,
             what="three live region servers in A",
         )
         writer.wait_for(40)
