@@ -32,6 +32,8 @@ A_CONF = {
     "hbase.master.logcleaner.ttl": "2000",
     "hbase.master.cleaner.interval": "1000",
 }
+#: A's region servers: the tests that abort one start another in its place (``keep_servers``).
+A_SERVERS = 3
 #: Peer B: one region server is enough to receive.
 B_CONF: dict[str, str] = {}
 
@@ -46,7 +48,7 @@ BACKENDS = ("mini", "real")
 
 def start_pair(base: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
     """Start A and B side by side (their JVMs start in parallel) on one ZooKeeper."""
-    a = HBaseProcess("A", base / "A", zk=zk, znode_parent="/hbase-real-a", regionservers=3, conf=A_CONF)
+    a = HBaseProcess("A", base / "A", zk=zk, znode_parent="/hbase-real-a", regionservers=A_SERVERS, conf=A_CONF)
     b = HBaseProcess("B", base / "B", zk=zk, znode_parent="/hbase-real-b", regionservers=1, conf=B_CONF)
     with ThreadPoolExecutor(max_workers=2) as pool:
         started = [pool.submit(hb.start) for hb in (a, b)]
@@ -66,6 +68,13 @@ def start_multiwal(base: Path, zk: str) -> HBaseProcess:
     )  # fmt: skip
     hb.start()
     return hb
+
+
+def keep_servers(hb: HBaseProcess, count: int = A_SERVERS) -> None:
+    """Start region servers until ``count`` are live (after a test aborted one, so the tests
+    after it find the cluster they were written for)."""
+    while len(hb.servers()) < count:
+        hb.call("start_rs")
 
 
 def unique(prefix: str) -> str:

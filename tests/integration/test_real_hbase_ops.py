@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from real_hbase import (
     cluster,
     create_table,
+    keep_servers,
     layout,
     managed_peer,
     queued_wals,
@@ -109,8 +111,15 @@ def test_a_peer_written_into_zookeeper_is_not_seen_by_a_running_hbase(
     capsys.readouterr()
 
 
-def test_an_aborted_region_server_loses_no_acknowledged_write(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
-    a_hb, b_hb = real_hbase
+@pytest.fixture
+def servers_kept(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> Iterator[tuple[HBaseProcess, HBaseProcess]]:
+    """The session's pair, A given back its region servers afterwards (a test aborts one)."""
+    yield real_hbase
+    keep_servers(real_hbase[0])
+
+
+def test_an_aborted_region_server_loses_no_acknowledged_write(servers_kept: tuple[HBaseProcess, HBaseProcess]) -> None:
+    a_hb, b_hb = servers_kept
     table = unique("abort")
     splits = [b"row%04d" % i for i in range(100, 1000, 100)]
     create_table(a_hb, table, splits=splits)
@@ -172,7 +181,6 @@ def test_an_aborted_region_server_loses_no_acknowledged_write(real_hbase: tuple[
         assert any(victim in key for key in summary.queues), (victim, list(summary.queues))
         assert len(acknowledged) >= 200
         assert contents(b) == contents(a, b"r")
-    a_hb.call("start_rs")  # back to three region servers for the tests after this one
 
 
 def test_a_sep_listener_gets_every_row_event_in_order(

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from real_hbase import BACKENDS, add_managed_serial, create_table, remove_peer, unique, wait_queues_hold_current_wals
+from real_hbase import (
+    BACKENDS,
+    add_managed_serial,
+    create_table,
+    keep_servers,
+    remove_peer,
+    unique,
+    wait_queues_hold_current_wals,
+)
 from region_ops import Source, create_scoped_table, wals_by_server
 from replication_helpers import Cluster, contents, current_wals_enqueued, tail_in_thread
 from sep_listeners import OUT_ENV, read_events
@@ -92,7 +100,7 @@ def scenario(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest
         finally:
             for name in names:
                 remove_peer(a, name)
-            a_hb.call("start_rs")  # the aborted one's place: the session's A keeps three servers
+            keep_servers(a_hb)  # the aborted one's place
         return
     factory = request.getfixturevalue("minicluster_factory")
     zk_hosts = request.getfixturevalue("zk_hosts")
