@@ -151,6 +151,7 @@ def test_incompatible_skip_counts(zk: KazooClient, zk_hosts: str, peer_b: MiniCl
     write_with_incompatible(path)
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "ok" and s.totals()["incompatible_skipped"] == 2
+    assert s.totals()["entries_shipped"] == 2 and s.totals()["cells_shipped"] == 2  # the two puts
     assert rows(peer_b) == shipped(1, 4)
     assert s.queues[0].wals_removed == [wal]
 
@@ -169,6 +170,7 @@ def test_incompatible_deadletter_keeps_them_under_the_wal_root_by_default(
     monkeypatch.chdir(scratch)
     s = shipper(zk, tmp_path).ship_peer("1")
     assert s.status == "ok" and s.totals()["deadlettered"] == 2
+    assert s.totals()["entries_shipped"] == 2  # the two puts; the dead-lettered deletes were not shipped
     assert list(scratch.iterdir()) == []  # nothing in the process's working directory
     files = dead_letter_files(tmp_path / "src" / "walship-deadletter")
     assert len(files) == 1 and files[0].parts[-4:-1] == ("peer-1", "pending", wal)

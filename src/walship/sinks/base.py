@@ -112,7 +112,8 @@ class ApplyStats:
     tags_dropped: int = 0
     retries: int = 0
     #: entries of the batch the sink had nothing to do for (a subscription's entries before
-    #: its start time, or whose every event its filter hook dropped)
+    #: its start time, or whose every event its filter hook dropped; on a Thrift1 peer, entries
+    #: whose every cell was skipped or dead-lettered): they do not count as shipped
     passed_over: int = 0
     #: the last time the sink slept before retrying: (seconds, why)
     last_backoff: tuple[float, str] | None = None

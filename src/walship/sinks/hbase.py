@@ -88,6 +88,7 @@ class ThriftSink(PooledSink):
         applied = tags = 0
         for fe in entries:
             table, cluster_ids = fe.entry.key.table, fe.cluster_ids
+            before = applied
             for i, cell in enumerate(fe.cells):
                 if cell.type in _INCOMPATIBLE:
                     if self.mode == "deadletter":
@@ -109,6 +110,8 @@ class ThriftSink(PooledSink):
                 else:
                     row.append(cell)
                 applied += 1
+            if applied == before and fe.cells:  # every cell skipped or dead-lettered: not shipped
+                stats.passed_over += 1
         stats.cells += applied
         stats.tags_dropped += tags
         # durable before the batch counts as applied (and so before the position moves)
