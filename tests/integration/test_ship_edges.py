@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,8 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.protos import WAL_pb2
 from walship.replicate import Shipper, WalStore
+from walship.replicate.deadletters import replay_dead_letters
+from walship.replicate.throttle import CYCLE_S, cell_size
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.wal.format import DEFAULT_CODEC, MAGIC, encode_varint
@@ -126,11 +129,18 @@ def test_current_wal_incomplete_tail(
     assert queues.wals(str(SERVER), "1") == []
 
 
+#: what Thrift1 cannot express: a Delete of one version, a DeleteFamilyVersion
+INCOMPATIBLE = [
+    Cell(b"row1", b"r", b"q", 1001, CellType.Delete),
+    Cell(b"row1", b"r", b"", 1002, CellType.DeleteFamilyVersion),
+]
+
+
 def write_with_incompatible(path: Path) -> None:
     with open(path, "wb") as f, WalWriter(f) as w:
         w.append(*put(1))
-        w.append(*entry(2, [Cell(b"row1", b"r", b"q", 1001, CellType.Delete)]))  # one version
-        w.append(*entry(3, [Cell(b"row1", b"r", b"", 1002, CellType.DeleteFamilyVersion)]))
+        w.append(*entry(2, [INCOMPATIBLE[0]]))
+        w.append(*entry(3, [INCOMPATIBLE[1]]))
         w.append(*put(4))
 
 
@@ -275,6 +285,30 @@ def test_dead_letters_are_listed_and_replayed_exactly(
     assert main([*flags, "deadletter", "list", "--peer", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []  # nothing pending; kept under replayed/
     assert len(list((tmp_path / "src" / "walship-deadletter" / "peer-1" / "replayed").rglob("*.jsonl"))) == 1
+
+
+def test_a_dead_letter_replay_keeps_to_the_peers_bandwidth(
+    zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path
+) -> None:
+    path, _ = setup_source(zk, zk_hosts, peer_b, tmp_path, **{"walship.incompatible": "deadletter"})
+    write_with_incompatible(path)
+    second = build_wal_name(SERVER, 1_700_000_000_001)  # the server's next WAL, with two of its own
+    ReplicationQueues(zk, SRC).add_wal(str(SERVER), second)
+    write_with_incompatible(path.parent / second)
+    assert shipper(zk, tmp_path).ship_peer("1").totals()["deadlettered"] == 4
+    # each file is one batch of a Delete and a DeleteFamilyVersion; a bandwidth of that size a
+    # second holds the second file back for ten 100 ms cycles
+    size = sum(cell_size(c) for c in INCOMPATIBLE)
+    peer = ReplicationPeers(zk, SRC).get("1")
+    host, port = peer_b.thrift2
+    config = {**peer.configuration, "walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"}
+    ReplicationPeers(zk, SRC).update("1", configuration=config, bandwidth=size)
+    t0 = time.monotonic()
+    report = replay_dead_letters(zk, SRC, WalStore(str(tmp_path / "src")), "1")
+    elapsed = time.monotonic() - t0
+    assert report.cells_applied == 4 and len(report.files_replayed) == 2 and report.files_left == []
+    assert elapsed >= 1.0 - CYCLE_S, elapsed
+    assert 0 < report.to_json()["throttled_s"] <= elapsed
 
 
 def test_an_unknown_sink_protocol_is_refused_before_the_peer_is_written(

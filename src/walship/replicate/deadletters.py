@@ -3,7 +3,8 @@
 The sink is built with ``replaying=True``: it applies every cell exactly or fails, and never
 skips nor dead-letters again, so a replay either applies a file whole (then moves it to
 ``replayed/``) or stops at it with the sink's reason and leaves it, and every later file,
-pending. Replaying twice is harmless: cells keep their timestamps.
+pending. Replaying twice is harmless: cells keep their timestamps. A replay keeps to the peer's
+bandwidth (``throttled_s``: the seconds it waited), as shipping does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kazoo.client import KazooClient
 from walship.errors import DeadLetterError, WalshipError
 from walship.peer import PeerConfig
 from walship.progress import NO_METER, Meter
+from walship.replicate.throttle import within_bandwidth
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink, SinkContext, create_sink
 from walship.sinks.deadletter import DeadLetterStore, group_entries
@@ -33,11 +35,15 @@ class DeadLetterReplay:
     peer_id: str
     files_replayed: list[str] = field(default_factory=list)
     cells_applied: int = 0
+    #: seconds the replay waited for the peer's bandwidth budget
+    throttled_s: float = 0.0
     files_left: list[str] = field(default_factory=list)
     error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["throttled_s"] = round(self.throttled_s, 3)
+        return out
 
 
 def _store(
@@ -78,14 +84,16 @@ def replay_dead_letters(
     files = store.files()
     if not files:
         return report
-    sink = sink_factory(peer, SinkContext(walstore.root, replaying=True))
+    sink = within_bandwidth(sink_factory(peer, SinkContext(walstore.root, replaying=True)), peer)
     meter.start(len(files), "files")
     try:
         for i, path in enumerate(files):
             letters = store.read(path)
             try:
                 for wal, entries in group_entries(letters):
-                    report.cells_applied += sink.apply(entries, wal).cells
+                    stats = sink.apply(entries, wal)
+                    report.cells_applied += stats.cells
+                    report.throttled_s += stats.throttled_s
             except WalshipError as exc:
                 report.files_left = files[i:]
                 report.error = f"dead letters {path} of peer {peer_id} not replayed: {exc}"

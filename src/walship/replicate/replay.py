@@ -27,7 +27,7 @@ from walship import defaults
 from walship.errors import ConfigError, InvalidWalNameError, ReplayGapError
 from walship.progress import NO_METER, Meter
 from walship.replicate.planning import Planner
-from walship.replicate.throttle import ThrottledSink, Throttler
+from walship.replicate.throttle import within_bandwidth
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
 from walship.wal.names import WalName, is_checksum_file, parse_wal_name
@@ -192,9 +192,7 @@ def replay(
             "(deleted already?); allow gaps to replay the rest"
         )
     entry_filter = planner.entry_filter(peer)
-    sink = sink or create_sink(peer, SinkContext(walstore.root))
-    if peer.bandwidth:  # the peer's limit holds for a replay too: a budget of this process's own
-        sink = ThrottledSink(sink, Throttler(peer.bandwidth))
+    sink = within_bandwidth(sink or create_sink(peer, SinkContext(walstore.root)), peer)
     in_window = [
         f for f in sorted(files, key=lambda f: (f.name.timestamp, f.path)) if _overlaps(spans[f.path], start_ms, end_ms)
     ]

@@ -16,8 +16,8 @@ the peer is sent, near enough. :class:`Shipper` keeps one :class:`Throttler` per
 :class:`PeerThrottlers`), shared by every queue of the peer it ships (their batches may be
 applied from several threads at once), and wraps the peer's sink in a :class:`ThrottledSink`;
 a changed bandwidth (``walship peer set ID --bandwidth N``) applies from the next batch, as
-HBase's ``checkBandwidthChangeAndResetThrottler`` does. A replay keeps to the peer's bandwidth
-with a throttler of its own. The time spent waiting is reported as ``throttled_s`` in
+HBase's ``checkBandwidthChangeAndResetThrottler`` does. A replay, and a replay of dead letters,
+keeps to the peer's bandwidth with a throttler of its own (:func:`within_bandwidth`). The time spent waiting is reported as ``throttled_s`` in
 :class:`~walship.sinks.base.ApplyStats`, the ship, tail and replay summaries, the progress
 records and the status.
 
@@ -41,7 +41,16 @@ from walship.peer import PeerConfig
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
 from walship.wal.model import Cell
 
-__all__ = ["CYCLE_S", "MAX_BANDWIDTH", "PeerThrottlers", "ThrottledSink", "Throttler", "batch_size", "cell_size"]
+__all__ = [
+    "CYCLE_S",
+    "MAX_BANDWIDTH",
+    "PeerThrottlers",
+    "ThrottledSink",
+    "Throttler",
+    "batch_size",
+    "cell_size",
+    "within_bandwidth",
+]
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +210,12 @@ class ThrottledSink:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def within_bandwidth(sink: Sink, peer: PeerConfig) -> Sink:
+    """``sink`` behind a throttler of its own at the peer's bandwidth (for a process that ships
+    on its own, such as a replay), or ``sink`` itself when the peer is unlimited."""
+    return ThrottledSink(sink, Throttler(peer.bandwidth)) if peer.bandwidth else sink
 
 
 class PeerThrottlers:
