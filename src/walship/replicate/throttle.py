@@ -17,9 +17,9 @@ the peer is sent, near enough. :class:`Shipper` keeps one :class:`Throttler` per
 applied from several threads at once), and wraps the peer's sink in a :class:`ThrottledSink`;
 a changed bandwidth (``walship peer set ID --bandwidth N``) applies from the next batch, as
 HBase's ``checkBandwidthChangeAndResetThrottler`` does. A replay, and a replay of dead letters,
-keeps to the peer's bandwidth with a throttler of its own (:func:`within_bandwidth`). The time spent waiting is reported as ``throttled_s`` in
-:class:`~walship.sinks.base.ApplyStats`, the ship, tail and replay summaries, the progress
-records and the status.
+keeps to the peer's bandwidth with a throttler of its own (:func:`within_bandwidth`). The time
+spent waiting is reported as ``throttled_s`` in :class:`~walship.sinks.base.ApplyStats`, the
+ship, tail, replay and dead-letter replay summaries, the progress records and the status.
 
 Example::
 
