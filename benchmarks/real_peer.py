@@ -374,9 +374,9 @@ def spark_ship(a: HBaseProcess, b: HBaseProcess, peer: str, master: str, cwd: Pa
             sampler.stop()
     end = time.time()
     summaries = [line for line in out.splitlines() if line.startswith("{")]
-    # where the job's own time went (imports, session, plan, tasks): spark-submit passes the
-    # Python driver's stderr on to its stdout
-    for line in (out + err).splitlines():
+    # where the job's own time went (imports, session, plan, tasks, record): spark-submit passes
+    # the Python driver's stderr on to its stdout
+    for line in [*out.splitlines(), *err.splitlines()]:
         if line.startswith("ship.py: timings "):
             print(f"  the ship job of peer {peer}: {line.removeprefix('ship.py: ')}", flush=True)
     if proc.returncode != 0 or not summaries:

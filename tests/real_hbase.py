@@ -73,8 +73,11 @@ def start_multiwal(base: Path, zk: str) -> HBaseProcess:
 def keep_servers(hb: HBaseProcess, count: int = A_SERVERS) -> None:
     """Start region servers until ``count`` are live (after a test aborted one, so the tests
     after it find the cluster they were written for)."""
-    while len(hb.servers()) < count:
+    for _ in range(count):
+        if len(hb.servers()) >= count:
+            return
         hb.call("start_rs")
+    assert len(hb.servers()) >= count, f"{hb.name} has fewer than {count} live region servers: {hb.servers()}"
 
 
 def unique(prefix: str) -> str:

@@ -98,9 +98,11 @@ def scenario(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest
                 wait_queues_hold_current_wals(a, config.peer_id)
             yield Scenario(Source(a, real=True), b, events, names)
         finally:
-            for name in names:
-                remove_peer(a, name)
-            keep_servers(a_hb)  # the aborted one's place
+            try:
+                for name in names:
+                    remove_peer(a, name)
+            finally:
+                keep_servers(a_hb)  # the aborted one's place
         return
     factory = request.getfixturevalue("minicluster_factory")
     zk_hosts = request.getfixturevalue("zk_hosts")

@@ -296,18 +296,18 @@ def test_a_dead_letter_replay_keeps_to_the_peers_bandwidth(
     ReplicationQueues(zk, SRC).add_wal(str(SERVER), second)
     write_with_incompatible(path.parent / second)
     assert shipper(zk, tmp_path).ship_peer("1").totals()["deadlettered"] == 4
-    # each file is one batch of a Delete and a DeleteFamilyVersion; a bandwidth of that size a
-    # second holds the second file back for ten 100 ms cycles
+    # each file is one batch of a Delete and a DeleteFamilyVersion; a bandwidth of half that
+    # size a second holds the second file back for twenty 100 ms cycles from the first's start
     size = sum(cell_size(c) for c in INCOMPATIBLE)
     peer = ReplicationPeers(zk, SRC).get("1")
     host, port = peer_b.thrift2
     config = {**peer.configuration, "walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"}
-    ReplicationPeers(zk, SRC).update("1", configuration=config, bandwidth=size)
+    ReplicationPeers(zk, SRC).update("1", configuration=config, bandwidth=size // 2)
     t0 = time.monotonic()
     report = replay_dead_letters(zk, SRC, WalStore(str(tmp_path / "src")), "1")
     elapsed = time.monotonic() - t0
     assert report.cells_applied == 4 and len(report.files_replayed) == 2 and report.files_left == []
-    assert elapsed >= 1.0 - CYCLE_S, elapsed
+    assert elapsed >= 2.0 - CYCLE_S, elapsed
     assert 0 < report.to_json()["throttled_s"] <= elapsed
 
 

@@ -47,6 +47,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls.add_argument("--peer", metavar="PEER_ID", help="only this peer's (default: every peer's)")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=cmd_deadletter_list)
-    rp = dl_sub.add_parser("replay", help="apply a peer's pending dead letters through its sink, exactly")
+    rp = dl_sub.add_parser(
+        "replay", help="apply a peer's pending dead letters through its sink, exactly, within the peer's bandwidth"
+    )
     rp.add_argument("--peer", required=True, metavar="PEER_ID")
     rp.set_defaults(func=cmd_deadletter_replay)
