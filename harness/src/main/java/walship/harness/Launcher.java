@@ -179,7 +179,8 @@ public final class Launcher {
     // (every second on A, for its log cleaner) and, on the local file system, can delete one
     // between Hadoop's mkdir and chmod while a region server archives compacted files: the
     // region server then fails to close the region and aborts (seen on HBase 2.6). walship
-    // reads WALs, never archived HFiles, so the harness keeps them: only the log cleaner runs
+    // reads WALs, never archived HFiles, so the harness keeps them: of the file cleaners, only the
+    // log cleaner runs
     for (HFileCleaner cleaner : util.getMiniHBaseCluster().getMaster().getHFileCleaners()) {
       cleaner.setEnabled(false);
     }
