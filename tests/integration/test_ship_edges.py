@@ -244,6 +244,15 @@ def test_corrupt_wal_stops_the_queue_with_file_and_offset(
     assert ReplicationQueues(zk, SRC).get_position(str(SERVER), "1", wal)[0] == second
 
 
+def sink_over_thrift2(zk: KazooClient, b: MiniClusterProcess, **changes: Any) -> None:
+    """Peer 1's sink switched to B's Thrift2 server (which applies every delete exactly), with
+    ``changes`` to other fields of the peer."""
+    peers = ReplicationPeers(zk, SRC)
+    host, port = b.thrift2
+    sink = {"walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"}
+    peers.update("1", configuration={**peers.get("1").configuration, **sink}, **changes)
+
+
 def test_dead_letters_are_listed_and_replayed_exactly(
     zk: KazooClient, zk_hosts: str, peer_b: MiniClusterProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -273,10 +282,7 @@ def test_dead_letters_are_listed_and_replayed_exactly(
     t.put(b"row1", {b"r:z": b"z2"}, timestamp=1002)
     b.close()
     assert rows(peer_b)[b"row1"] == {b"r:q": [(b"v1", 1001), (b"older", 1000)], b"r:z": [(b"z2", 1002), (b"z1", 1001)]}
-    peer = ReplicationPeers(zk, SRC).get("1")
-    host, port = peer_b.thrift2
-    config = {**peer.configuration, "walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"}
-    ReplicationPeers(zk, SRC).update("1", configuration=config)
+    sink_over_thrift2(zk, peer_b)
     assert main([*flags, "deadletter", "replay", "--peer", "1"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["cells_applied"] == 2 and len(report["files_replayed"]) == 1
@@ -299,10 +305,7 @@ def test_a_dead_letter_replay_keeps_to_the_peers_bandwidth(
     # each file is one batch of a Delete and a DeleteFamilyVersion; a bandwidth of half that
     # size a second holds the second file back for twenty 100 ms cycles from the first's start
     size = sum(cell_size(c) for c in INCOMPATIBLE)
-    peer = ReplicationPeers(zk, SRC).get("1")
-    host, port = peer_b.thrift2
-    config = {**peer.configuration, "walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"}
-    ReplicationPeers(zk, SRC).update("1", configuration=config, bandwidth=size // 2)
+    sink_over_thrift2(zk, peer_b, bandwidth=size // 2)
     t0 = time.monotonic()
     report = replay_dead_letters(zk, SRC, WalStore(str(tmp_path / "src")), "1")
     elapsed = time.monotonic() - t0
