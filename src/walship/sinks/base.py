@@ -18,12 +18,13 @@ probes them).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import NamedTuple, Protocol
 
 from walship.errors import ConfigError, InvalidPeerConfigError, SinkNotFoundError
@@ -159,10 +160,18 @@ def register_sink(name: str, factory: SinkFactory) -> None:
     _registry[name] = factory
 
 
+@functools.cache
+def _entry_points() -> tuple[EntryPoint, ...]:
+    """The installed sinks' entry points, read once a process: reading them scans every
+    installed distribution's metadata (milliseconds in an Airflow environment), and a shipper
+    opens a sink for each queue it ships."""
+    return tuple(entry_points(group=ENTRY_POINT_GROUP))
+
+
 def sink_protocols() -> list[str]:
     """Every protocol a peer may name."""
     names = set(_BUILTIN) | set(_registry)
-    names |= {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    names |= {ep.name for ep in _entry_points()}
     return sorted(names)
 
 
@@ -183,7 +192,7 @@ def sink_factory(name: str) -> SinkFactory:
     """
     if name in _registry:
         return _registry[name]
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _entry_points():
         if ep.name == name:
             try:
                 factory: SinkFactory = ep.load()
