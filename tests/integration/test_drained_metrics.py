@@ -19,6 +19,7 @@ from walship.cli import main
 from walship.replicate import Shipper, WalStore
 from walship.status import collect_status
 from walship.zk import ZnodeLayout, zk_client
+from walship.zk.progress import ProgressStore
 
 pytestmark = pytest.mark.integration
 
@@ -136,3 +137,20 @@ def check_scrape(a: Cluster, proc: subprocess.Popen[str]) -> None:
     assert sum(q.bytes_queued for q in peer.queues) > 0
     # one batch of 20 entries per queue with entries: about 20 cells (markers are filtered)
     assert 0 < sum(metrics[k] for k in metrics if k[0] == "walship_shipped_cells_total") <= 20
+
+
+def test_shipped_bytes_count_the_cells_the_peer_takes(ab: tuple[Cluster, Cluster]) -> None:
+    """Each row holds a replicated cell (family r) and one as large that is not (family l,
+    scope 0): a queue's ``bytes_shipped`` is the replicated cells' share of the WAL bytes it
+    read, about half of them, not every byte read."""
+    a, _ = ab
+    t = a.table()
+    for i in range(200):
+        t.put(b"row%05d" % i, {b"r:q": b"v" * 200, b"l:q": b"w" * 200})
+    with zk_client(a.zk_hosts) as client:
+        summary = Shipper(client, ZnodeLayout(a.parent), WalStore(str(a.mc.data_dir))).ship_peer("1")
+        records = [ProgressStore(client, ZnodeLayout(a.parent)).get("1", q.server, q.queue_id) for q in summary.queues]
+    assert summary.totals()["cells_shipped"] == 200
+    shipped = sum(int(r["bytes_shipped"]) for r in records if r)
+    read = summary.totals()["bytes_read"]
+    assert 0.4 * read < shipped < 0.6 * read, (shipped, read)

@@ -57,7 +57,8 @@ class Batch:
     """A batch cut from one WAL for one queue: its entries left after filtering, and where
     the queue's position goes once they are applied.
 
-    :param read: entries read (kept or filtered out); ``size`` their bytes in the WAL.
+    :param read: entries read (kept or filtered out); ``size`` their bytes in the WAL;
+        ``kept_bytes`` the kept cells' share of them (what the peer takes).
     """
 
     wal: WalPosition
@@ -67,6 +68,7 @@ class Batch:
     position: int
     last_write_time: int | None
     last_pushed: dict[str, int] = field(default_factory=dict)  # serial: region -> last sequence id read
+    kept_bytes: int = 0
 
 
 @dataclass
@@ -127,7 +129,16 @@ class Member:
     def cut(self) -> Batch:
         """The batch read so far; the member starts a new one at its position."""
         assert self.wal is not None
-        batch = Batch(self.wal, self.batch, self.read, self.size, self.position, self.last_write_time, self.last_pushed)
+        batch = Batch(
+            self.wal,
+            self.batch,
+            self.read,
+            self.size,
+            self.position,
+            self.last_write_time,
+            self.last_pushed,
+            kept_bytes=self.wire,
+        )
         self.reset()
         return batch
 

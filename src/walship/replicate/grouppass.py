@@ -294,7 +294,7 @@ class GroupPass:
             qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch.entries[-1].entry.key.write_time)
         progress.add("entries_shipped", len(batch.entries) - stats.passed_over)
         progress.add("cells_shipped", stats.cells)
-        progress.add("bytes_shipped", batch.size)
+        progress.add("bytes_shipped", batch.kept_bytes)
         progress.last_wal, progress.last_position = wal.name, batch.position
         if batch.last_write_time is not None:
             progress.last_write_time = batch.last_write_time
