@@ -33,9 +33,13 @@ JVM, A's JVM, everything else on the machine), B's CPU a cell, and the rows a Th
 can carry (Thrift1 takes one timestamp a call). A first round of the one-queue figures is left
 out (the JVMs' compilers warm up), B (and A after each load) is flushed before every timed step,
 and both clusters' compactions are off, so no step pays for a flush or a compaction of another.
+Both JVMs run the parallel collector with their heap fixed, as a production region server runs
+(``--collector serial``: as the tests run them, one GC thread that stops every writer at once,
+which takes more from several writers than from one).
 On a machine shared with other work, short steps move a lot: a larger ``--cells`` steadies them.
 
     .venv/bin/python benchmarks/real_peer.py [--cells 300000] [--rounds 3] [--master local[2]] [--no-spark]
+        [--collector parallel|serial]
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from pathlib import Path
 import happybase
 
 from walship.harness import HBaseProcess
+from walship.harness.process import COLLECTORS
 from walship.replicate import Shipper, WalStore
 from walship.spark.entry import job_settings
 from walship.spark.ship import ShipJob
@@ -205,10 +210,15 @@ class Sampler:
 # -- the clusters, tables and peers --------------------------------------------------------
 
 
-def start_clusters(root: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
-    """A (three region servers) and B (one), started in parallel on one ZooKeeper."""
-    a = HBaseProcess("A", root / "A", zk=zk, znode_parent="/hbase-a", regionservers=3, conf=NO_COMPACTIONS)
-    b = HBaseProcess("B", root / "B", zk=zk, znode_parent="/hbase-b", regionservers=1, conf=NO_COMPACTIONS)
+def start_clusters(root: Path, zk: str, collector: str) -> tuple[HBaseProcess, HBaseProcess]:
+    """A (three region servers) and B (one), started in parallel on one ZooKeeper, their JVMs
+    on the ``collector`` (see :data:`walship.harness.process.COLLECTORS`)."""
+    a, b = (
+        HBaseProcess(
+            name, root / name, zk=zk, znode_parent=parent, regionservers=n, conf=NO_COMPACTIONS, collector=collector
+        )
+        for name, parent, n in (("A", "/hbase-a", 3), ("B", "/hbase-b", 1))
+    )
     with ThreadPoolExecutor(max_workers=2) as pool:
         started = [pool.submit(hb.start) for hb in (a, b)]
     for future in started:
@@ -490,7 +500,12 @@ def three_queue_round(
 
 
 def report(
-    rounds: list[dict[str, Step]], cells: int, master: str, spread: list[str], runs: tuple[int, int, int]
+    rounds: list[dict[str, Step]],
+    cells: int,
+    master: str,
+    spread: list[str],
+    runs: tuple[int, int, int],
+    collector: str,
 ) -> None:
     def median(key: Callable[[dict[str, Step]], float]) -> float:
         return statistics.median(key(r) for r in rounds)
@@ -508,7 +523,10 @@ def report(
     def verdict(value: float, target: float) -> str:
         return f"target >= {target}: {'met' if value >= target else f'NOT met, {value / target:.0%} of it'}"
 
-    print(f"\ncells {cells:,} a figure ({cells // 3:,} rows x 3, 100-byte values), {len(rounds)} rounds; medians:")
+    print(
+        f"\ncells {cells:,} a figure ({cells // 3:,} rows x 3, 100-byte values), {len(rounds)} rounds, "
+        f"the clusters' JVMs on the {collector} collector; medians:"
+    )
     print("one queue (table 'one', one region), walship in process:")
     for sink, ceiling_name in (("thrift2", "putMultiple"), ("thrift1", "happybase mutateRows")):
         value, each = ratio(f"{sink} ship", f"{sink} ceiling")
@@ -601,6 +619,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every figure; medians are printed")
     parser.add_argument("--master", default="local[2]", help="Spark master of the ship job")
     parser.add_argument("--no-spark", action="store_true", help="the one-queue figures only")
+    parser.add_argument(
+        "--collector",
+        choices=sorted(COLLECTORS),
+        default="parallel",
+        help="the clusters' JVM garbage collector (parallel: as a production region server runs; "
+        "serial: as the tests run them)",
+    )
     args = parser.parse_args(argv)
     if args.cells < 3000 or args.rounds < 1:
         parser.error("--cells must be >= 3000 and --rounds >= 1")
@@ -612,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
         zk = LocalZooKeeper(root / "zk", free_port())
         zk.start()
         try:
-            a, b = start_clusters(root, zk.hosts)
+            a, b = start_clusters(root, zk.hosts, args.collector)
             try:
                 spread = create_tables(a, b, rows)
                 add_peers(a, b)
@@ -635,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
                     hb.stop()
         finally:
             zk.stop()
-    report(rounds, cells, args.master, spread, runs)
+    report(rounds, cells, args.master, spread, runs, args.collector)
     return 0
 
 

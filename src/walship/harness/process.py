@@ -61,11 +61,22 @@ def harness_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[3] / "harness"
 
 
-def java_command(heap: str = "768m") -> list[str]:
-    """The ``java ...`` command line that runs the launcher (without its own arguments).
+#: The garbage collectors a harness JVM may run: ``serial`` (one thread, the heap grown as
+#: needed: the smallest footprint, for tests sharing a few cores) or ``parallel`` (as a
+#: production region server runs: the collector on every core and the heap at its size from the
+#: start, so that concurrent writers are not all stopped while one thread collects).
+COLLECTORS: dict[str, str] = {"serial": "-XX:+UseSerialGC", "parallel": "-XX:+UseParallelGC"}
 
-    :raises HarnessError: the harness is not built (``make setup`` builds it) or there is no java.
+
+def java_command(heap: str = "768m", collector: str = "serial") -> list[str]:
+    """The ``java ...`` command line that runs the launcher (without its own arguments), its
+    garbage collector one of :data:`COLLECTORS`.
+
+    :raises HarnessError: the harness is not built (``make setup`` builds it), there is no java,
+        or no such collector.
     """
+    if collector not in COLLECTORS:
+        raise HarnessError(f"no collector {collector!r} for the harness: one of {', '.join(COLLECTORS)}")
     root = harness_dir()
     classes = root / "target" / "classes"
     classpath_file = root / "target" / "classpath.txt"
@@ -76,8 +87,9 @@ def java_command(heap: str = "768m") -> list[str]:
     if not java:
         raise HarnessError("no java on PATH (the real-HBase harness needs Java 17)")
     classpath = f"{classes}{os.pathsep}{classpath_file.read_text().strip()}"
+    initial = "128m" if collector == "serial" else heap
     return [
-        java, f"-Xmx{heap}", "-Xms128m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+        java, f"-Xmx{heap}", f"-Xms{initial}", COLLECTORS[collector], "-Djava.net.preferIPv4Stack=true",
         *JDK17_FLAGS, "-cp", classpath, LAUNCHER,
     ]  # fmt: skip
 
@@ -90,6 +102,7 @@ class HBaseProcess:
     :param wal_fs: ``local`` (``hbase.wal.dir`` is a local directory, read as a path) or
         ``hdfs`` (WALs on a MiniDFSCluster, read over WebHDFS).
     :param conf: any HBase settings, as ``--conf key=value``.
+    :param collector: the JVM's garbage collector, one of :data:`COLLECTORS`.
     """
 
     def __init__(
@@ -103,6 +116,7 @@ class HBaseProcess:
         wal_fs: str = "local",
         conf: dict[str, str] | None = None,
         heap: str = "768m",
+        collector: str = "serial",
     ) -> None:
         self.name = name
         self.data_dir = Path(data_dir)
@@ -112,6 +126,7 @@ class HBaseProcess:
         self.wal_fs = wal_fs
         self.conf = dict(conf or {})
         self.heap = heap
+        self.collector = collector
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -158,7 +173,7 @@ class HBaseProcess:
     # -- life cycle ---------------------------------------------------------------------------
 
     def command(self) -> list[str]:
-        cmd = [*java_command(self.heap), "--name", self.name, "--data-dir", str(self.data_dir)]
+        cmd = [*java_command(self.heap, self.collector), "--name", self.name, "--data-dir", str(self.data_dir)]
         cmd += ["--regionservers", str(self.regionservers), "--znode-parent", self.znode_parent]
         cmd += ["--wal-fs", self.wal_fs]
         if self.zk:
