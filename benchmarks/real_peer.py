@@ -33,9 +33,9 @@ JVM, A's JVM, everything else on the machine), B's CPU a cell, and the rows a Th
 can carry (Thrift1 takes one timestamp a call). A first round of the one-queue figures is left
 out (the JVMs' compilers warm up), B (and A after each load) is flushed before every timed step,
 and both clusters' compactions are off, so no step pays for a flush or a compaction of another.
-Both JVMs run the parallel collector with their heap fixed, as a production region server runs
-(``--collector serial``: as the tests run them, one GC thread that stops every writer at once,
-which takes more from several writers than from one).
+Both JVMs run the parallel collector with their heap fixed, as production region servers run a
+collector on every core (``--collector serial``: as the tests run them, one GC thread, so the
+pauses that stop every writer are longer, which takes more from several writers than from one).
 On a machine shared with other work, short steps move a lot: a larger ``--cells`` steadies them.
 
     .venv/bin/python benchmarks/real_peer.py [--cells 300000] [--rounds 3] [--master local[2]] [--no-spark]
@@ -59,11 +59,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import happybase
 
-from walship.harness import HBaseProcess
-from walship.harness.process import COLLECTORS
+from walship.harness import COLLECTORS, HBaseProcess
 from walship.replicate import Shipper, WalStore
 from walship.spark.entry import job_settings
 from walship.spark.ship import ShipJob
@@ -213,12 +213,9 @@ class Sampler:
 def start_clusters(root: Path, zk: str, collector: str) -> tuple[HBaseProcess, HBaseProcess]:
     """A (three region servers) and B (one), started in parallel on one ZooKeeper, their JVMs
     on the ``collector`` (see :data:`walship.harness.process.COLLECTORS`)."""
-    a, b = (
-        HBaseProcess(
-            name, root / name, zk=zk, znode_parent=parent, regionservers=n, conf=NO_COMPACTIONS, collector=collector
-        )
-        for name, parent, n in (("A", "/hbase-a", 3), ("B", "/hbase-b", 1))
-    )
+    common: dict[str, Any] = {"zk": zk, "conf": NO_COMPACTIONS, "collector": collector}
+    a = HBaseProcess("A", root / "A", znode_parent="/hbase-a", regionservers=3, **common)
+    b = HBaseProcess("B", root / "B", znode_parent="/hbase-b", regionservers=1, **common)
     with ThreadPoolExecutor(max_workers=2) as pool:
         started = [pool.submit(hb.start) for hb in (a, b)]
     for future in started:
@@ -623,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
         "--collector",
         choices=sorted(COLLECTORS),
         default="parallel",
-        help="the clusters' JVM garbage collector (parallel: as a production region server runs; "
+        help="the clusters' JVM garbage collector (parallel: on every core, the heap fixed; "
         "serial: as the tests run them)",
     )
     args = parser.parse_args(argv)

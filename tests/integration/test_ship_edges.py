@@ -28,6 +28,7 @@ from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.wal.format import DEFAULT_CODEC, MAGIC, encode_varint
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
+from walship.zk.progress import ProgressStore
 
 pytestmark = pytest.mark.integration
 
@@ -164,6 +165,9 @@ def test_incompatible_skip_counts(zk: KazooClient, zk_hosts: str, peer_b: MiniCl
     assert s.totals()["entries_shipped"] == 2 and s.totals()["cells_shipped"] == 2  # the two puts
     assert rows(peer_b) == shipped(1, 4)
     assert s.queues[0].wals_removed == [wal]
+    # the skipped entries' bytes are not counted as shipped: half of the batch's four entries
+    record = ProgressStore(zk, SRC).get("1", str(SERVER), "1")
+    assert record is not None and record["bytes_shipped"] == s.totals()["bytes_read"] * 2 // 4
 
 
 def dead_letter_files(root: Path) -> list[Path]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from walship.errors import HarnessError
-from walship.harness import java_command
+from walship.errors import ConfigError
+from walship.harness import HBaseProcess, java_command
 
 
 def test_the_parallel_collector_fixes_the_heap_and_the_serial_one_grows_it() -> None:
@@ -17,6 +19,9 @@ def test_the_parallel_collector_fixes_the_heap_and_the_serial_one_grows_it() -> 
     assert "-Xmx512m" in serial and "-Xms128m" in serial
 
 
-def test_an_unknown_collector_is_refused_by_name() -> None:
-    with pytest.raises(HarnessError, match="no collector 'g1' for the harness: one of serial, parallel"):
+def test_an_unknown_collector_is_refused_by_name(tmp_path: Path) -> None:
+    why = "the harness's collector must be one of serial, parallel, got 'g1'"
+    with pytest.raises(ConfigError, match=why):
         java_command(collector="g1")
+    with pytest.raises(ConfigError, match=why):  # at once, not when the cluster starts
+        HBaseProcess("A", tmp_path, collector="g1")

@@ -4,6 +4,7 @@ names it gets it, with the peer and the context it was created for; bad names ar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,23 @@ def test_a_registered_sink_is_what_a_peer_naming_it_gets() -> None:
 def test_bad_sink_names_are_refused(name: str) -> None:
     with pytest.raises(ConfigError, match="invalid sink protocol name"):
         register_sink(name, NamedSink)
+
+
+def test_a_sink_installed_after_the_entry_points_were_read_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The entry points are read once a process; a package installed later (its module and its
+    dist-info on the path) still gives a peer naming its sink that sink."""
+    assert "installed-late" not in sink_protocols()  # read now, without it
+    (tmp_path / "late_sink.py").write_text(
+        "class LateSink:\n    def __init__(self, peer, context):\n        self.peer = peer\n"
+    )
+    info = tmp_path / "late_sink-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: late-sink\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[walship.sinks]\ninstalled-late = late_sink:LateSink\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    peer = PeerConfig("8", "zk:2181:/b", configuration={"walship.sink.protocol": "installed-late"})
+    sink = create_sink(peer, SinkContext("/wal-root"))
+    assert type(sink).__name__ == "LateSink" and sink.peer is peer  # type: ignore[attr-defined]
+    assert "installed-late" in sink_protocols()

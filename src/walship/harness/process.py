@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from walship.childproc import wait_or_kill
-from walship.errors import HarnessError
+from walship.errors import ConfigError, HarnessError
 
-__all__ = ["HBaseProcess", "harness_dir", "java_command"]
+__all__ = ["COLLECTORS", "HBaseProcess", "check_collector", "harness_dir", "java_command"]
 
 log = logging.getLogger(__name__)
 
@@ -62,21 +62,30 @@ def harness_dir() -> Path:
 
 
 #: The garbage collectors a harness JVM may run: ``serial`` (one thread, the heap grown as
-#: needed: the smallest footprint, for tests sharing a few cores) or ``parallel`` (as a
-#: production region server runs: the collector on every core and the heap at its size from the
-#: start, so that concurrent writers are not all stopped while one thread collects).
+#: needed: the smallest footprint, for tests sharing a few cores) or ``parallel`` (the collector
+#: on every core, so its pauses, which stop every writer, are shorter, and the heap at its size
+#: from the start, as production region servers run theirs).
 COLLECTORS: dict[str, str] = {"serial": "-XX:+UseSerialGC", "parallel": "-XX:+UseParallelGC"}
+
+
+def check_collector(collector: str) -> str:
+    """``collector`` if it is one of :data:`COLLECTORS`.
+
+    :raises ConfigError: it is not (the message names them).
+    """
+    if collector not in COLLECTORS:
+        raise ConfigError(f"the harness's collector must be one of {', '.join(COLLECTORS)}, got {collector!r}")
+    return collector
 
 
 def java_command(heap: str = "768m", collector: str = "serial") -> list[str]:
     """The ``java ...`` command line that runs the launcher (without its own arguments), its
     garbage collector one of :data:`COLLECTORS`.
 
-    :raises HarnessError: the harness is not built (``make setup`` builds it), there is no java,
-        or no such collector.
+    :raises HarnessError: the harness is not built (``make setup`` builds it) or there is no java.
+    :raises ConfigError: no such collector.
     """
-    if collector not in COLLECTORS:
-        raise HarnessError(f"no collector {collector!r} for the harness: one of {', '.join(COLLECTORS)}")
+    check_collector(collector)
     root = harness_dir()
     classes = root / "target" / "classes"
     classpath_file = root / "target" / "classpath.txt"
@@ -126,7 +135,7 @@ class HBaseProcess:
         self.wal_fs = wal_fs
         self.conf = dict(conf or {})
         self.heap = heap
-        self.collector = collector
+        self.collector = check_collector(collector)
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self._lines: queue.Queue[str | None] = queue.Queue()

@@ -58,7 +58,8 @@ class Batch:
     the queue's position goes once they are applied.
 
     :param read: entries read (kept or filtered out); ``size`` their bytes in the WAL;
-        ``kept_bytes`` the kept cells' share of them (what the peer takes).
+        ``kept_bytes`` the kept entries' bytes in the share of their cells kept (an estimate of
+        the WAL bytes of what the peer takes, with no cell counted).
     """
 
     wal: WalPosition

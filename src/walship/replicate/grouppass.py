@@ -280,9 +280,12 @@ class GroupPass:
             qs.batches += 1
             progress.add("batches", 1)
         qs.status = "shipped"
+        shipped = len(batch.entries) - stats.passed_over
+        # the kept cells' share of the WAL bytes, less the share of the entries passed over
+        shipped_bytes = batch.kept_bytes * shipped // len(batch.entries) if batch.entries else 0
         qs.entries_read += batch.read
         qs.bytes_read += batch.size
-        qs.entries_shipped += len(batch.entries) - stats.passed_over
+        qs.entries_shipped += shipped
         qs.cells_shipped += stats.cells
         qs.incompatible_skipped += stats.incompatible_skipped
         qs.deadlettered += stats.deadlettered
@@ -292,9 +295,9 @@ class GroupPass:
         qs.positions[wal.name] = batch.position
         if batch.entries:
             qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch.entries[-1].entry.key.write_time)
-        progress.add("entries_shipped", len(batch.entries) - stats.passed_over)
+        progress.add("entries_shipped", shipped)
         progress.add("cells_shipped", stats.cells)
-        progress.add("bytes_shipped", batch.kept_bytes)
+        progress.add("bytes_shipped", shipped_bytes)
         progress.last_wal, progress.last_position = wal.name, batch.position
         if batch.last_write_time is not None:
             progress.last_write_time = batch.last_write_time
@@ -302,12 +305,13 @@ class GroupPass:
             progress.backoff = stats.last_backoff
         self.book.write(feed.peer.peer_id, progress, qs, final=False)
         log.info(
-            "queue %s/%s: batch of %d entries (%d shipped, %d bytes) applied; %s position %d",
+            "queue %s/%s: batch of %d entries (%d WAL bytes) applied, %d of them shipped (%d bytes); %s position %d",
             feed.server,
             feed.queue_id,
             batch.read,
-            len(batch.entries),
             batch.size,
+            shipped,
+            shipped_bytes,
             wal.name,
             batch.position,
         )

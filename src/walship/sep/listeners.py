@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from walship.entrypoints import entry_point, installed
 from walship.errors import ConfigError
 from walship.sep.events import SepEvent
 
@@ -48,7 +48,7 @@ class Listener(Protocol):
 
 def listener_names() -> list[str]:
     """The listeners registered under :data:`LISTENER_GROUP`."""
-    return sorted({ep.name for ep in entry_points(group=LISTENER_GROUP)})
+    return sorted({ep.name for ep in installed(LISTENER_GROUP)})
 
 
 def _import(target: str, what: str) -> Any:
@@ -76,16 +76,16 @@ def load_listener(spec: str) -> Callable[[], Listener]:
     if ":" in spec:
         factory = _import(spec, "listener")
     else:
-        found = [ep for ep in entry_points(group=LISTENER_GROUP) if ep.name == spec]
-        if not found:
+        found = entry_point(LISTENER_GROUP, spec)
+        if found is None:
             names = ", ".join(listener_names()) or "none registered"
             raise ConfigError(
                 f"no listener {spec!r}: give module:Class or a name of the {LISTENER_GROUP} entry points ({names})"
             )
         try:
-            factory = found[0].load()
+            factory = found.load()
         except Exception as exc:
-            raise ConfigError(f"listener {spec!r} (entry point {found[0].value}) cannot be loaded: {exc}") from None
+            raise ConfigError(f"listener {spec!r} (entry point {found.value}) cannot be loaded: {exc}") from None
     if not callable(factory) or not callable(getattr(factory, "process_events", None)):
         raise ConfigError(f"listener {spec!r} is not a class with a process_events(events) method")
     loaded: Callable[[], Listener] = factory

@@ -18,15 +18,14 @@ probes them).
 
 from __future__ import annotations
 
-import functools
 import importlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
 from typing import NamedTuple, Protocol
 
+from walship.entrypoints import entry_point, installed
 from walship.errors import ConfigError, InvalidPeerConfigError, SinkNotFoundError
 from walship.peer import PeerConfig, parse_host_ports
 from walship.wal.model import Cell, WalEntry
@@ -160,18 +159,10 @@ def register_sink(name: str, factory: SinkFactory) -> None:
     _registry[name] = factory
 
 
-@functools.cache
-def _entry_points() -> tuple[EntryPoint, ...]:
-    """The installed sinks' entry points, read once a process: reading them scans every
-    installed distribution's metadata (milliseconds in an Airflow environment), and a shipper
-    opens a sink for each queue it ships."""
-    return tuple(entry_points(group=ENTRY_POINT_GROUP))
-
-
 def sink_protocols() -> list[str]:
     """Every protocol a peer may name."""
     names = set(_BUILTIN) | set(_registry)
-    names |= {ep.name for ep in _entry_points()}
+    names |= {ep.name for ep in installed(ENTRY_POINT_GROUP)}
     return sorted(names)
 
 
@@ -192,13 +183,13 @@ def sink_factory(name: str) -> SinkFactory:
     """
     if name in _registry:
         return _registry[name]
-    for ep in _entry_points():
-        if ep.name == name:
-            try:
-                factory: SinkFactory = ep.load()
-            except Exception as exc:  # a third party's import error: name it, never crash
-                raise SinkNotFoundError(f"sink {name!r} (entry point {ep.value}) cannot be loaded: {exc}") from exc
-            return factory
+    ep = entry_point(ENTRY_POINT_GROUP, name, refresh=name not in _BUILTIN)
+    if ep is not None:
+        try:
+            factory: SinkFactory = ep.load()
+        except Exception as exc:  # a third party's import error: name it, never crash
+            raise SinkNotFoundError(f"sink {name!r} (entry point {ep.value}) cannot be loaded: {exc}") from exc
+        return factory
     if name in _BUILTIN:
         return _load(_BUILTIN[name], name)
     raise SinkNotFoundError(f"no sink {name!r}: {SINK_PROTOCOL_KEY} must be one of {', '.join(sink_protocols())}")

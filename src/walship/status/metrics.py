@@ -3,8 +3,8 @@
 Per queue (labels ``peer``, ``server``, ``queue``): ``walship_queue_bytes``,
 ``walship_queue_wals``, ``walship_queue_lag_seconds``,
 ``walship_age_of_last_shipped_op_seconds``, and the counters ``walship_shipped_cells_total`` and
-``walship_shipped_bytes_total`` (the WAL bytes of the cells the peer takes) from walship's
-progress records. Per peer (label ``peer``): ``walship_peer_enabled``,
+``walship_shipped_bytes_total`` (the WAL bytes of what the peer was sent, estimated) from
+walship's progress records. Per peer (label ``peer``): ``walship_peer_enabled``,
 ``walship_peer_bandwidth_bytes`` (its limit in bytes per second, 0 = unlimited) and the counter
 ``walship_throttled_seconds_total`` (the time its batches waited for that limit, over its
 queues' progress records). ``walship_status_up`` is 0 when the status could not be read (the
@@ -85,7 +85,7 @@ def _families(status: ReplicationStatus) -> Iterator[Metric]:
     cells = CounterMetricFamily("walship_shipped_cells", "cells shipped from the queue", labels=_QUEUE_LABELS)
     shipped_bytes = CounterMetricFamily(
         "walship_shipped_bytes",
-        "WAL bytes of the cells shipped from the queue (the peer's share of the entries read)",
+        "WAL bytes shipped from the queue: each shipped entry's bytes in the share of its cells the peer takes",
         labels=_QUEUE_LABELS,
     )
     bulk_loads = CounterMetricFamily(

@@ -15,10 +15,10 @@ A progress record::
      "last_shipped_at": 1767225601000, "updated_at": 1767225601000, "last_error": {"time": ..., "message": ...} | null,
      "last_backoff": {"time": ..., "seconds": 0.4, "reason": ...} | null}
 
-Counters add up over the queue's life (``bytes_shipped``: the WAL bytes of the cells the peer
-takes, its share of the entries read; ``throttled_s``: the seconds its batches waited for the
-peer's bandwidth); only a queue's lock holder writes its record, and writes are
-versioned compare-and-set all the same.
+Counters add up over the queue's life (``bytes_shipped``: each shipped entry's WAL bytes in the
+share of its cells the peer takes, an estimate of what it was sent; ``throttled_s``: the seconds
+its batches waited for the peer's bandwidth); only a queue's lock holder writes its record, and
+writes are versioned compare-and-set all the same.
 """
 
 from __future__ import annotations
