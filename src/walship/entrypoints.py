@@ -24,10 +24,12 @@ def installed(group: str) -> tuple[EntryPoint, ...]:
 def entry_point(group: str, name: str, *, refresh: bool = True) -> EntryPoint | None:
     """The group's entry point of that name, or ``None``; with ``refresh``, a name not found
     is looked for once more in the entry points read again."""
-    for again in (False, True) if refresh else (False,):
-        if again:
-            _read.cache_clear()
-        for ep in _read(group):
-            if ep.name == name:
-                return ep
-    return None
+    found = _named(group, name)
+    if found is None and refresh:
+        _read.cache_clear()
+        found = _named(group, name)
+    return found
+
+
+def _named(group: str, name: str) -> EntryPoint | None:
+    return next((ep for ep in _read(group) if ep.name == name), None)
