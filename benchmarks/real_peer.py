@@ -20,8 +20,8 @@ over Thrift2 and over Thrift1, two more for ``one`` over four connections and tw
   task a queue, on ``--master``) ships ``three`` to B, beside the same one-client ceiling, taken
   again; target: ship / ceiling >= 1.5. Its start-up is left out two ways: the job's time minus
   the same job's run again with its queues drained, and (steadier: no JVM start in it) the
-  window of its tasks (first launch to last end, from Spark's event log) minus the drained
-  job's. Beside it: the same three queues shipped by walship in this process (one pass, the
+  window of its ship tasks (first launch to last end of the job's last stage, from Spark's event
+  log; the Python workers' warm-up before it is start-up) minus the drained job's. Beside it: the same three queues shipped by walship in this process (one pass, the
   queues at once, a thread each), and three clients at once (a process each, a third of the
   rows each, as the one-client ceiling writes them): what this machine lets three writers put
   into B while they share its cores with it.
@@ -388,11 +388,18 @@ def spark_ship(a: HBaseProcess, b: HBaseProcess, peer: str, master: str, cwd: Pa
             print(f"  the ship job of peer {peer}: {line.removeprefix('ship.py: ')}", flush=True)
     if proc.returncode != 0 or not summaries:
         raise RuntimeError(f"the ship job for peer {peer} failed ({proc.returncode}):\n{(out + err)[-3000:]}")
-    tasks = [
-        (event["Task Info"]["Launch Time"] / 1000, event["Task Info"]["Finish Time"] / 1000)
+    ended = [
+        event
         for log in events.rglob("events_*")  # beside them: Hadoop's .crc files
         for event in map(json.loads, log.read_text().splitlines())
         if event.get("Event") == "SparkListenerTaskEnd"
+    ]
+    # the ship tasks: the job's last stage (before it, the Python workers' warm-up)
+    last = max((event["Stage ID"] for event in ended), default=None)
+    tasks = [
+        (event["Task Info"]["Launch Time"] / 1000, event["Task Info"]["Finish Time"] / 1000)
+        for event in ended
+        if event["Stage ID"] == last
     ]
     if not tasks:
         raise RuntimeError(f"the ship job for peer {peer} ran no task (its event log is in {events})")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -233,3 +236,32 @@ def test_more_queues_than_spark_slots_are_shipped_at_once(
         assert dict(bconn.table(name).scan(columns=[b"r"])) == dict(conn.table(name).scan(columns=[b"r"]))
     conn.close()
     bconn.close()
+
+
+def test_the_ship_tasks_find_their_python_workers_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up starts a Python worker a slot, with the Thrift sinks loaded, and the tasks of
+    the job after it run in those workers: their start is out of the ship tasks' window."""
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its finalizer logs after the streams close
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("walship-warm-up-test")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    try:
+        warm_up = spark_ship.WorkerWarmUp(spark)
+        warm_up.wait()
+        assert len(warm_up.workers) == 2  # one a slot, started at once
+
+        def probe(_: Any) -> Any:
+            yield os.getpid(), "walship.sinks.hbase2" in sys.modules, "walship.sinks.hbase" in sys.modules
+
+        after = spark.sparkContext.parallelize(range(4), numSlices=4).mapPartitions(probe).collect()
+        assert {pid for pid, _, _ in after} <= warm_up.workers
+        assert all(thrift2 and thrift1 for _, thrift2, thrift1 in after)
+    finally:
+        spark.stop()
