@@ -10,6 +10,8 @@ writes ``--cells`` more cells into A (100-byte values, 3 cells a row), then meas
 * ``spark start-up``: the same job once more, its queues now drained: what a job costs with
   nothing to ship (the JVM, the driver's plan, Python workers, ZooKeeper sessions, the queues'
   locks); the driver alone (a job with no task) is printed once beside it;
+  and the same drained job with ``spark.python.worker.reuse=false``: each ship task starts its
+  own Python worker, as before the workers' warm-up (its baseline);
 * ``one process``: walship ships peer 2 (A -> B, the same sink) in process, the queues at once;
 * ``ceiling``: the same cells written straight into B with happybase batches of 1,000 rows,
   one client: what one client gets out of B's Thrift1 server.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -41,6 +44,7 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.spark.entry import job_settings
+from walship.spark.ship import REUSE_KEY
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -66,7 +70,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 #: The phases of a job's time that the job prints (spark_jobs/ship.py), in order.
-PHASES = ("imports", "spark_session", "plan", "tasks", "record")
+PHASES = ("imports", "spark_session", "plan", "workers", "tasks", "record")
 
 
 def children_cpu() -> float:
@@ -76,14 +80,19 @@ def children_cpu() -> float:
 
 
 def spark_submit(
-    zk: str, wal_root: str, *args: str, timings: dict[str, float] | None = None, walship_settings: bool = True
+    zk: str,
+    wal_root: str,
+    *args: str,
+    timings: dict[str, float] | None = None,
+    walship_settings: bool = True,
+    extra: dict[str, str] | None = None,
 ) -> float:
     """Seconds of a spark-submit of the ship job, with the settings walship's DAGs submit it
-    with (:func:`~walship.spark.entry.job_settings`) or Spark's defaults; ``timings`` gets the
-    phases it printed and ``cpu``, the CPU seconds of all its processes."""
+    with (:func:`~walship.spark.entry.job_settings`) or Spark's defaults, and ``extra``;
+    ``timings`` gets the phases it printed and ``cpu``, the CPU seconds of all its processes."""
     bindir = Path(sys.executable).parent
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
-    settings = job_settings() if walship_settings else {}
+    settings = (job_settings() if walship_settings else {}) | (extra or {})
     conf = [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
     cpu0 = children_cpu()
     t0 = time.perf_counter()
@@ -159,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
                     zk.hosts, wal_root, "--peer", "1", timings=plain, walship_settings=False
                 )
                 secs["cpu_plain"] = plain["cpu"]
+                # and with its Python workers started by the ship tasks (no reuse: no warm-up)
+                cold: dict[str, float] = {}
+                secs["startup_cold"] = spark_submit(
+                    zk.hosts, wal_root, "--peer", "1", timings=cold, extra={REUSE_KEY: "false"}
+                )
+                secs |= {f"cold_{k}": v for k, v in cold.items()}
                 with zk_client(zk.hosts) as client:
                     shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(wal_root))
                     cpu0 = cpu_seconds(b.proc.pid)
@@ -174,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 secs["ceiling"] = write(cb, ("ceiling",), rows)
                 busy["ceiling"] = cpu_seconds(b.proc.pid) - cpu0
                 cb.close()
-                secs["work"] = max(secs["spark"] - secs["startup"], 1e-9)
+                secs["work"] = secs["spark"] - secs["startup"]  # <= 0: the start-up varied more
                 busy["work"] = busy["spark"]
                 rounds.append((secs, busy))
                 print(f"round {r + 1}: loading A took {load_s:.1f} s; spark job {secs['spark']:.1f} s, the same job "
@@ -188,10 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         return statistics.median(key(secs, busy) for secs, busy in rounds)
 
     def rate(name: str) -> float:
-        return median(lambda secs, _, n=name: cells / secs[n])  # type: ignore[misc]
+        """Cells a second, a median; ``nan`` where a round's time is not above 0 (the job less
+        its start-up, when the start-up varied more than the work took)."""
+        return median(lambda secs, _, n=name: cells / secs[n] if secs[n] > 0 else math.nan)  # type: ignore[misc]
 
     def ratio(name: str) -> float:
-        return median(lambda secs, _, n=name: secs["ceiling"] / secs[n])  # type: ignore[misc]
+        return median(lambda secs, _, n=name: secs["ceiling"] / secs[n] if secs[n] > 0 else math.nan)  # type: ignore[misc]
 
     startup = median(lambda secs, _: secs["startup"])
     print(f"cells {cells:,} a round over {len(servers)} region servers' queues, {args.rounds} rounds; medians:")
@@ -203,6 +220,16 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  the same with Spark's own JVM settings           : {median(lambda secs, _: secs['startup_plain']):8.1f} s, "
         f"{median(lambda secs, _: secs['cpu_plain']):.2f} s of CPU  <- baseline"
+    )
+    print(
+        f"  its Python workers started by its tasks (no warm-up: {REUSE_KEY}=false): "
+        f"{median(lambda secs, _: secs['startup_cold']):.1f} s, {median(lambda secs, _: secs['cold_cpu']):.2f} s of CPU, "
+        f"its tasks {median(lambda secs, _: secs.get('cold_tasks', 0.0)):.2f} s (warm: "
+        f"{median(lambda secs, _: secs.get('phase_tasks', 0.0)):.2f} s)"
+    )
+    print(
+        f"  warm-up / none: time {median(lambda secs, _: secs['startup'] / secs['startup_cold']):.3f}, "
+        f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['cold_cpu']):.3f}"
     )
     print(
         f"  walship's settings / Spark's: time {median(lambda secs, _: secs['startup'] / secs['startup_plain']):.3f}, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -238,21 +239,28 @@ def test_more_queues_than_spark_slots_are_shipped_at_once(
     bconn.close()
 
 
-def test_the_ship_tasks_find_their_python_workers_started(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The warm-up starts a Python worker a slot, with the Thrift sinks loaded, and the tasks of
-    the job after it run in those workers: their start is out of the ship tasks' window."""
+@contextlib.contextmanager
+def local_spark(monkeypatch: pytest.MonkeyPatch, **conf: str) -> Iterator[Any]:
+    """A SparkSession on ``local[2]`` in this process, its Python workers this interpreter."""
     from pyspark.sql import SparkSession
 
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its finalizer logs after the streams close
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("walship-warm-up-test")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
+    builder = SparkSession.builder.master("local[2]").appName("walship-warm-up-test")
+    for key, value in {"spark.ui.enabled": "false", **conf}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def test_the_ship_tasks_find_their_python_workers_started(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up starts a Python worker a slot, with the Thrift sinks loaded, and the tasks of
+    the job after it run in those workers: their start is out of the ship tasks' window."""
+    with local_spark(monkeypatch) as spark:
         warm_up = spark_ship.WorkerWarmUp(spark)
         warm_up.wait()
         assert len(warm_up.workers) == 2  # one a slot, started at once
@@ -263,5 +271,12 @@ def test_the_ship_tasks_find_their_python_workers_started(monkeypatch: pytest.Mo
         after = spark.sparkContext.parallelize(range(4), numSlices=4).mapPartitions(probe).collect()
         assert {pid for pid, _, _ in after} <= warm_up.workers
         assert all(thrift2 and thrift1 for _, thrift2, thrift1 in after)
-    finally:
-        spark.stop()
+
+
+def test_no_warm_up_where_spark_keeps_no_python_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``spark.python.worker.reuse=false`` a started worker would serve no ship task: none is started."""
+    with local_spark(monkeypatch, **{spark_ship.REUSE_KEY: "false"}) as spark:
+        warm_up = spark_ship.WorkerWarmUp(spark)
+        warm_up.wait()
+        assert warm_up.workers == set()
+        assert spark.sparkContext.statusTracker().getJobIdsForGroup() == []  # no job was run

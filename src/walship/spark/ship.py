@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 GROUPS_A_TASK = 4
 #: The sinks a Python worker loads before the ship tasks come (the others load in their task).
 WARM_SINKS = ("thrift1", "thrift2")
+#: Spark's setting that keeps a task's Python worker for the next task (on unless set false).
+REUSE_KEY = "spark.python.worker.reuse"
 #: Seconds a lingering ship task waits between two passes.
 LINGER_IDLE = 1.0
 #: A lingering ship task ends early once its passes found nothing new for this many seconds:
@@ -251,8 +253,8 @@ class WorkerWarmUp:
     """Start the executors' Python workers, one a slot, while the driver plans: a Spark task's
     Python worker starts (forked, then importing walship) when a job first needs it, and on a
     small cluster that start took the CPU the first batches needed, inside the tasks' window.
-    Spark keeps a worker for the next task (``spark.python.worker.reuse``, on by default), so
-    the ship tasks find theirs started. A warm-up that fails only costs that head start: the
+    Spark keeps a worker for the next task (:data:`REUSE_KEY`, on by default; set false, there
+    is no warm-up), so the ship tasks find theirs started. A warm-up that fails only costs that head start: the
     ship job itself then meets, and reports, whatever stopped it."""
 
     def __init__(self, spark: Any) -> None:
@@ -262,6 +264,9 @@ class WorkerWarmUp:
         self._thread.start()
 
     def _run(self) -> None:
+        if self._sc.getConf().get(REUSE_KEY, "true").lower() == "false":
+            log.info("%s is false: each ship task starts its own Python worker", REUSE_KEY)
+            return
         slots = self._sc.defaultParallelism
         try:
             self.workers = set(self._sc.parallelize(range(slots), numSlices=slots).mapPartitions(warm_worker).collect())
