@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from walship import entrypoints
 from walship.errors import ConfigError
 from walship.peer import PeerConfig
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, create_sink, register_sink, sink_protocols
@@ -57,3 +58,7 @@ def test_a_sink_installed_after_the_entry_points_were_read_is_found(
     sink = create_sink(peer, SinkContext("/wal-root"))
     assert type(sink).__name__ == "LateSink" and sink.peer is peer  # type: ignore[attr-defined]
     assert "installed-late" in sink_protocols()
+    # the package gone again, the entry points read anew: no later test meets it
+    monkeypatch.undo()
+    entrypoints._read.cache_clear()
+    assert "installed-late" not in sink_protocols()

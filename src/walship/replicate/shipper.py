@@ -34,11 +34,12 @@ from concurrent.futures import ThreadPoolExecutor
 from kazoo.client import KazooClient
 
 from walship import defaults
-from walship.errors import BarrierUnavailableError, ConfigError, WalshipError, ZkError
+from walship.errors import BarrierUnavailableError, ConfigError, WalshipError
 from walship.peer import PeerConfig
 from walship.replicate.collector import fewer_collections
 from walship.replicate.feeds import Feed, Member, group_key
 from walship.replicate.filters import EntryFilter
+from walship.replicate.grouplocks import lock_group
 from walship.replicate.grouppass import GroupPass
 from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
 from walship.replicate.planning import Planner
@@ -51,7 +52,7 @@ from walship.replicate.walfiles import ReadStats
 from walship.replicate.walstore import WalStore
 from walship.serial.checker import SerialChecker, SerialCheckers
 from walship.sinks.base import Sink, SinkContext, create_sink
-from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock
+from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout
 from walship.zk.lastpushed import LastPushedIds
 from walship.zk.locks import Holder
 from walship.zk.progress import ProgressStore
@@ -307,40 +308,19 @@ class Shipper:
         return sibling
 
     def _ship_group(self, feeds: Sequence[Feed], max_batches: int | None = None) -> list[QueueSummary]:
-        """Ship queues over the same WALs, each under its lock (taken in one order, so two
-        shippers never wait on each other); a busy queue is reported, not waited for past the
-        lock wait. Summaries in the order of ``feeds``."""
-        out: dict[int, QueueSummary] = {}
-        held: list[int] = []
+        """Ship queues over the same WALs, each under its lock (:func:`lock_group`: a busy
+        queue is reported, not waited for past the lock wait). Summaries in the order of
+        ``feeds``."""
         with contextlib.ExitStack() as stack:
-            for i in sorted(range(len(feeds)), key=lambda i: (feeds[i].server, feeds[i].queue_id)):
-                feed = feeds[i]
-                name = f"{feed.server}/{feed.queue_id}"
-                try:
-                    lock = stack.enter_context(
-                        queue_lock(
-                            self.client,
-                            self.layout,
-                            feed.server,
-                            feed.queue_id,
-                            holder=self.holder,
-                            timeout=self.lock_timeout,
-                        )
-                    )
-                except ZkError as exc:
-                    qs = QueueSummary(feed.server, feed.queue_id)
-                    out[i] = self.book.failed(feed.peer.peer_id, qs, exc)
-                    continue
-                if lock.held:
-                    held.append(i)
-                else:
-                    out[i] = QueueSummary(
-                        feed.server,
-                        feed.queue_id,
-                        status="busy",
-                        holder=lock.holder.to_json() if lock.holder else None,
-                        message=f"queue {name} is busy: being shipped by {lock.describe()}",
-                    )
+            held, out = lock_group(
+                stack,
+                self.client,
+                self.layout,
+                feeds,
+                holder=self.holder,
+                timeout=self.lock_timeout,
+                book=self.book,
+            )
             if held:
                 for i, qs in zip(held, self.ship_held_group([feeds[i] for i in held], max_batches), strict=True):
                     out[i] = qs
