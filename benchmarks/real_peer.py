@@ -20,8 +20,8 @@ over Thrift2 and over Thrift1, two more for ``one`` over four connections and tw
   task a queue, on ``--master``) ships ``three`` to B, beside the same one-client ceiling, taken
   again; target: ship / ceiling >= 1.5. Its start-up is left out two ways: the job's time minus
   the same job's run again with its queues drained, and (steadier: no JVM start in it) the
-  window of its ship tasks (first launch to last end of the job's last stage, from Spark's event
-  log; the Python workers' warm-up before it is start-up) minus the drained job's. Beside it: the same three queues shipped by walship in this process (one pass, the
+  window of its ship tasks (first launch to last end, from Spark's event log; the Python
+  workers' warm-up before them is start-up) minus the drained job's. Beside it: the same three queues shipped by walship in this process (one pass, the
   queues at once, a thread each), and three clients at once (a process each, a third of the
   rows each, as the one-client ceiling writes them): what this machine lets three writers put
   into B while they share its cores with it.
@@ -67,6 +67,7 @@ from walship.harness import COLLECTORS, HBaseProcess
 from walship.replicate import Shipper, WalStore
 from walship.spark.entry import job_settings
 from walship.spark.ship import ShipJob
+from walship.spark.warmup import WARM_UP_GROUP
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import WalReader
@@ -388,18 +389,23 @@ def spark_ship(a: HBaseProcess, b: HBaseProcess, peer: str, master: str, cwd: Pa
             print(f"  the ship job of peer {peer}: {line.removeprefix('ship.py: ')}", flush=True)
     if proc.returncode != 0 or not summaries:
         raise RuntimeError(f"the ship job for peer {peer} failed ({proc.returncode}):\n{(out + err)[-3000:]}")
-    ended = [
+    logged = [
         event
         for log in events.rglob("events_*")  # beside them: Hadoop's .crc files
         for event in map(json.loads, log.read_text().splitlines())
-        if event.get("Event") == "SparkListenerTaskEnd"
     ]
-    # the ship tasks: the job's last stage (before it, the Python workers' warm-up)
-    last = max((event["Stage ID"] for event in ended), default=None)
+    # the ship tasks: every stage but the Python workers' warm-up's (a job group of its own)
+    warm_up = {
+        stage
+        for event in logged
+        if event.get("Event") == "SparkListenerJobStart"
+        and str((event.get("Properties") or {}).get("spark.jobGroup.id", "")).startswith(WARM_UP_GROUP)
+        for stage in event["Stage IDs"]
+    }
     tasks = [
         (event["Task Info"]["Launch Time"] / 1000, event["Task Info"]["Finish Time"] / 1000)
-        for event in ended
-        if event["Stage ID"] == last
+        for event in logged
+        if event.get("Event") == "SparkListenerTaskEnd" and event["Stage ID"] not in warm_up
     ]
     if not tasks:
         raise RuntimeError(f"the ship job for peer {peer} ran no task (its event log is in {events})")

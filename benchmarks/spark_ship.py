@@ -44,7 +44,7 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.spark.entry import job_settings
-from walship.spark.ship import REUSE_KEY
+from walship.spark.warmup import REUSE_KEY
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
@@ -200,15 +200,19 @@ def main(argv: list[str] | None = None) -> int:
             zk.stop()
 
     def median(key: Callable[[dict[str, float], dict[str, float]], float]) -> float:
-        return statistics.median(key(secs, busy) for secs, busy in rounds)
+        """The median over the rounds that give a number (``nan``: none does)."""
+        values = [v for v in (key(secs, busy) for secs, busy in rounds) if not math.isnan(v)]
+        return statistics.median(values) if values else math.nan
 
     def rate(name: str) -> float:
-        """Cells a second, a median; ``nan`` where a round's time is not above 0 (the job less
-        its start-up, when the start-up varied more than the work took)."""
+        """Cells a second, a median of the rounds whose time is above 0 (the job less its
+        start-up is not, where the start-up varied more than the work took)."""
         return median(lambda secs, _, n=name: cells / secs[n] if secs[n] > 0 else math.nan)  # type: ignore[misc]
 
     def ratio(name: str) -> float:
         return median(lambda secs, _, n=name: secs["ceiling"] / secs[n] if secs[n] > 0 else math.nan)  # type: ignore[misc]
+
+    unmeasured = sum(1 for secs, _ in rounds if secs["work"] <= 0)
 
     startup = median(lambda secs, _: secs["startup"])
     print(f"cells {cells:,} a round over {len(servers)} region servers' queues, {args.rounds} rounds; medians:")
@@ -236,7 +240,14 @@ def main(argv: list[str] | None = None) -> int:
         f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['cpu_plain']):.3f}"
     )
     print(f"spark ship job, local[2], one task a queue          : {median(lambda secs, _: secs['spark']):8.1f} s")
-    print(f"  without its start-up                             : {rate('work'):10,.0f} cells/s")
+    print(
+        f"  without its start-up                             : {rate('work'):10,.0f} cells/s"
+        + (
+            f" ({unmeasured} of {len(rounds)} rounds left out: the start-up varied more than the work)"
+            if unmeasured
+            else ""
+        )
+    )
     print(f"  with it                                          : {rate('spark'):10,.0f} cells/s")
     print(f"one process, the queues at once (a thread each)     : {rate('one'):10,.0f} cells/s")
     print(f"happybase straight into B, one client              : {rate('ceiling'):10,.0f} cells/s  <- ceiling")

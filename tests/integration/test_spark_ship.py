@@ -24,6 +24,7 @@ from waiting import wait_until
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.spark import ship as spark_ship
+from walship.spark import warmup
 from walship.spark.ship import ShipJob, plan_queues, ship_partition
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.progress import JobStore
@@ -261,22 +262,58 @@ def test_the_ship_tasks_find_their_python_workers_started(monkeypatch: pytest.Mo
     """The warm-up starts a Python worker a slot, with the Thrift sinks loaded, and the tasks of
     the job after it run in those workers: their start is out of the ship tasks' window."""
     with local_spark(monkeypatch) as spark:
-        warm_up = spark_ship.WorkerWarmUp(spark)
+        warm_up = warmup.WorkerWarmUp(spark)
         warm_up.wait()
         assert len(warm_up.workers) == 2  # one a slot, started at once
 
         def probe(_: Any) -> Any:
-            yield os.getpid(), "walship.sinks.hbase2" in sys.modules, "walship.sinks.hbase" in sys.modules
+            loaded = ("walship.spark.ship", "walship.sinks.hbase2", "walship.sinks.hbase")
+            yield os.getpid(), all(name in sys.modules for name in loaded)
 
         after = spark.sparkContext.parallelize(range(4), numSlices=4).mapPartitions(probe).collect()
-        assert {pid for pid, _, _ in after} <= warm_up.workers
-        assert all(thrift2 and thrift1 for _, thrift2, thrift1 in after)
+        assert {pid for pid, _ in after} <= warm_up.workers
+        assert all(loaded for _, loaded in after)
 
 
 def test_no_warm_up_where_spark_keeps_no_python_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """With ``spark.python.worker.reuse=false`` a started worker would serve no ship task: none is started."""
-    with local_spark(monkeypatch, **{spark_ship.REUSE_KEY: "false"}) as spark:
-        warm_up = spark_ship.WorkerWarmUp(spark)
+    with local_spark(monkeypatch, **{warmup.REUSE_KEY: "false"}) as spark:
+        warm_up = warmup.WorkerWarmUp(spark)
         warm_up.wait()
         assert warm_up.workers == set()
         assert spark.sparkContext.statusTracker().getJobIdsForGroup() == []  # no job was run
+
+
+def test_a_warm_up_that_cannot_run_is_cancelled_and_holds_nothing_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every slot busy (executors that do not come, on a cluster): the ship stage waits for
+    the warm-up only as long as it was told, and the warm-up's job is cancelled, not left queued."""
+    with local_spark(monkeypatch) as spark:
+        sc = spark.sparkContext
+
+        def fill_the_slots() -> None:
+            with contextlib.suppress(Exception):  # cancelled at the end of the test
+                sc.parallelize(range(2), 2).foreach(lambda _: time.sleep(60))
+
+        blocker = threading.Thread(target=fill_the_slots, daemon=True)
+        blocker.start()
+        wait_until(lambda: len(sc.statusTracker().getActiveStageIds()) == 1, timeout=60, what="the slots to fill")
+        warm_up = warmup.WorkerWarmUp(spark)
+        wait_until(
+            lambda: bool(sc.statusTracker().getJobIdsForGroup(warm_up.group)), timeout=30, what="the warm-up job"
+        )
+        t0 = time.monotonic()
+        warm_up.wait(timeout=0.5)
+        assert time.monotonic() - t0 < 20  # not the blocker's 60 s
+        assert warm_up.workers == set()
+        (job,) = sc.statusTracker().getJobIdsForGroup(warm_up.group)
+        info = sc.statusTracker().getJobInfo(job)
+        assert info is not None and info.status == "FAILED"  # cancelled: Spark reports it failed
+        sc.cancelAllJobs()
+        blocker.join(timeout=60)
+
+
+def test_a_failed_spark_job_is_named_by_its_python_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up's warning names what stopped its job: the Python error, not Py4J's first line."""
+    with local_spark(monkeypatch) as spark, pytest.raises(Exception) as failed:
+        spark.sparkContext.parallelize([1], 1).map(lambda _: __import__("no_such_module_here")).collect()
+    assert warmup.failure_line(failed.value) == "ModuleNotFoundError: No module named 'no_such_module_here'"

@@ -54,11 +54,13 @@ def test_a_sink_installed_after_the_entry_points_were_read_is_found(
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: late-sink\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[walship.sinks]\ninstalled-late = late_sink:LateSink\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    peer = PeerConfig("8", "zk:2181:/b", configuration={"walship.sink.protocol": "installed-late"})
-    sink = create_sink(peer, SinkContext("/wal-root"))
-    assert type(sink).__name__ == "LateSink" and sink.peer is peer  # type: ignore[attr-defined]
-    assert "installed-late" in sink_protocols()
-    # the package gone again, the entry points read anew: no later test meets it
-    monkeypatch.undo()
-    entrypoints._read.cache_clear()
+    try:
+        peer = PeerConfig("8", "zk:2181:/b", configuration={"walship.sink.protocol": "installed-late"})
+        sink = create_sink(peer, SinkContext("/wal-root"))
+        assert type(sink).__name__ == "LateSink" and sink.peer is peer  # type: ignore[attr-defined]
+        assert "installed-late" in sink_protocols()
+    finally:
+        # the package gone again, the entry points read anew: no later test meets it
+        monkeypatch.undo()
+        entrypoints._read.cache_clear()
     assert "installed-late" not in sink_protocols()

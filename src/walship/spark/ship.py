@@ -1,6 +1,8 @@
 """Ship peers' queues with Spark: the driver plans, one Spark task ships one queue (or the
 queues of several peers over the same WALs, reading each WAL once for all of them); where the
 job has more queues than Spark has slots, a task ships several at once, a thread each.
+The executors' Python workers start while the driver plans (:mod:`walship.spark.warmup`), so
+the ship tasks find them started.
 
 Queues run in parallel, each in order: a task ships its queues, holding each queue's
 ZooKeeper lock, exactly as ``walship ship --peer 1,2`` does in one process. Only plain data crosses
@@ -15,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -29,23 +30,19 @@ from walship.replicate.feeds import group_key
 from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
-from walship.sinks.base import sink_factory
+from walship.spark.warmup import WorkerWarmUp
 from walship.zk import QueueId, ZnodeLayout, zk_client
 from walship.zk.client import validate_hosts
 from walship.zk.layout import check_znode_name
 from walship.zk.locks import Holder
 from walship.zk.progress import JobStore
 
-__all__ = ["ShipJob", "WorkerWarmUp", "plan_queues", "ship_group", "ship_partition", "ship_with_spark", "warm_worker"]
+__all__ = ["ShipJob", "plan_queues", "ship_group", "ship_partition", "ship_with_spark"]
 
 log = logging.getLogger(__name__)
 
 #: At most this many groups of queues a Spark task ships at once (where groups outnumber slots).
 GROUPS_A_TASK = 4
-#: The sinks a Python worker loads before the ship tasks come (the others load in their task).
-WARM_SINKS = ("thrift1", "thrift2")
-#: Spark's setting that keeps a task's Python worker for the next task (on unless set false).
-REUSE_KEY = "spark.python.worker.reuse"
 #: Seconds a lingering ship task waits between two passes.
 LINGER_IDLE = 1.0
 #: A lingering ship task ends early once its passes found nothing new for this many seconds:
@@ -240,44 +237,6 @@ def record_summaries(job: ShipJob, summaries: list[PeerSummary], client: Any) ->
         store.put(summary.peer_id, job.job_id, summary.to_json())
 
 
-def warm_worker(_: Iterator[int]) -> Iterator[int]:
-    """On an executor: what a ship task loads before its first batch (walship's shipping
-    modules, imported with this function; the Thrift sinks; the entry points), done ahead in a
-    Python worker that the ship tasks then reuse. Its process id."""
-    for protocol in WARM_SINKS:
-        sink_factory(protocol)
-    yield os.getpid()
-
-
-class WorkerWarmUp:
-    """Start the executors' Python workers, one a slot, while the driver plans: a Spark task's
-    Python worker starts (forked, then importing walship) when a job first needs it, and on a
-    small cluster that start took the CPU the first batches needed, inside the tasks' window.
-    Spark keeps a worker for the next task (:data:`REUSE_KEY`, on by default; set false, there
-    is no warm-up), so the ship tasks find theirs started. A warm-up that fails only costs that head start: the
-    ship job itself then meets, and reports, whatever stopped it."""
-
-    def __init__(self, spark: Any) -> None:
-        self._sc = spark.sparkContext
-        self.workers: set[int] = set()
-        self._thread = threading.Thread(target=self._run, name="walship-warm-workers", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        if self._sc.getConf().get(REUSE_KEY, "true").lower() == "false":
-            log.info("%s is false: each ship task starts its own Python worker", REUSE_KEY)
-            return
-        slots = self._sc.defaultParallelism
-        try:
-            self.workers = set(self._sc.parallelize(range(slots), numSlices=slots).mapPartitions(warm_worker).collect())
-        except Exception as exc:  # only a head start is lost; the job goes on
-            first = str(exc).strip().splitlines()[:1] or [type(exc).__name__]
-            log.warning("the Python workers could not be started ahead of the ship tasks: %s", first[0])
-
-    def wait(self) -> None:
-        self._thread.join()
-
-
 def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None = None) -> list[PeerSummary]:
     """Plan on the driver while the executors' Python workers start (:class:`WorkerWarmUp`),
     ship one group of queues per Spark task, gather and record the summaries (one per peer of
@@ -287,30 +246,39 @@ def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None =
     clock = timings if timings is not None else {}
     t0 = time.perf_counter()
     warm_up = WorkerWarmUp(spark)
-    with zk_client(job.zk) as client:
-        try:
+    try:
+        with zk_client(job.zk) as client:
             summaries, groups = plan_queues(job, client)
             t1 = time.perf_counter()
             clock["plan"] = t1 - t0
-        finally:
-            warm_up.wait()  # before the ship tasks, or before a failed plan stops the session
-        clock["workers"] = time.perf_counter() - t1
-        t1 = time.perf_counter()
-        if groups:
-            # a task a group, or several groups a task (shipped at once) beyond Spark's slots,
-            # at most GROUPS_A_TASK (each holds up to two batches in memory)
-            slots = spark.sparkContext.defaultParallelism
-            slices = max(1, min(len(groups), max(slots, math.ceil(len(groups) / GROUPS_A_TASK))))
-            rdd = spark.sparkContext.parallelize(groups, numSlices=slices)
-            results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
-            by_peer = {s.peer_id: s for s in summaries}
-            for result in results:
-                qs = QueueSummary.from_json(result)
-                by_peer[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
-            for summary in summaries:
-                summary.settle()
-        t2 = time.perf_counter()
-        clock["tasks"] = t2 - t1
-        record_summaries(job, summaries, client)
-        clock["record"] = time.perf_counter() - t2
+            if groups:
+                warm_up.wait()
+            clock["workers"] = time.perf_counter() - t1
+            clock |= _ship_and_record(spark, job, client, summaries, groups)
+    finally:
+        warm_up.stop()  # nothing to ship, or a failed plan: no worker is waited for
     return summaries
+
+
+def _ship_and_record(
+    spark: Any, job: ShipJob, client: Any, summaries: list[PeerSummary], groups: list[list[tuple[str, str]]]
+) -> dict[str, float]:
+    """Ship the groups, one Spark task each (see :func:`ship_with_spark`), into ``summaries``,
+    and record them; the seconds of each step (``tasks``, ``record``)."""
+    t1 = time.perf_counter()
+    if groups:
+        # a task a group, or several groups a task (shipped at once) beyond Spark's slots,
+        # at most GROUPS_A_TASK (each holds up to two batches in memory)
+        slots = spark.sparkContext.defaultParallelism
+        slices = max(1, min(len(groups), max(slots, math.ceil(len(groups) / GROUPS_A_TASK))))
+        rdd = spark.sparkContext.parallelize(groups, numSlices=slices)
+        results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
+        by_peer = {s.peer_id: s for s in summaries}
+        for result in results:
+            qs = QueueSummary.from_json(result)
+            by_peer[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
+        for summary in summaries:
+            summary.settle()
+    t2 = time.perf_counter()
+    record_summaries(job, summaries, client)
+    return {"tasks": t2 - t1, "record": time.perf_counter() - t2}
