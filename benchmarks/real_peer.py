@@ -21,10 +21,11 @@ over Thrift2 and over Thrift1, two more for ``one`` over four connections and tw
   again; target: ship / ceiling >= 1.5. Its start-up is left out two ways: the job's time minus
   the same job's run again with its queues drained, and (steadier: no JVM start in it) the
   window of its ship tasks (first launch to last end, from Spark's event log; the Python
-  workers' warm-up before them is start-up) minus the drained job's. Beside it: the same three queues shipped by walship in this process (one pass, the
-  queues at once, a thread each), and three clients at once (a process each, a third of the
-  rows each, as the one-client ceiling writes them): what this machine lets three writers put
-  into B while they share its cores with it.
+  workers' warm-up before them is start-up) minus the drained job's. Beside it: the same three
+  queues shipped by walship in this process (one pass, the queues at once, a thread each), and
+  three clients at once (a process each, a third of the rows each, as the one-client ceiling
+  writes them): what this machine lets three writers put into B while they share its cores
+  with it.
 
 Every ratio is taken back to back in its round (which side goes first alternates by round); the
 medians over ``--rounds`` are printed with each round's ratio, and, to see what limits a figure,
