@@ -11,7 +11,9 @@ writes ``--cells`` more cells into A (100-byte values, 3 cells a row), then meas
   nothing to ship (the JVM, the driver's plan, Python workers, ZooKeeper sessions, the queues'
   locks); the driver alone (a job with no task) is printed once beside it;
   and the same drained job with ``spark.python.worker.reuse=false``: each ship task starts its
-  own Python worker, as before the workers' warm-up (its baseline);
+  own Python worker, as before the workers' warm-up (its baseline); and with Spark's own Python
+  daemon (``spark.python.daemon.module=pyspark.daemon``: pyspark compiled from Spark's source
+  archive in each Python process), the baseline of walship's (:mod:`walship.spark.daemon`);
 * ``one process``: walship ships peer 2 (A -> B, the same sink) in process, the queues at once;
 * ``ceiling``: the same cells written straight into B with happybase batches of 1,000 rows,
   one client: what one client gets out of B's Thrift1 server.
@@ -43,6 +45,7 @@ from walship.minicluster.admin import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
+from walship.spark.daemon import DAEMON_KEY
 from walship.spark.entry import job_settings
 from walship.spark.warmup import REUSE_KEY
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
@@ -174,6 +177,12 @@ def main(argv: list[str] | None = None) -> int:
                     zk.hosts, wal_root, "--peer", "1", timings=cold, extra={REUSE_KEY: "false"}
                 )
                 secs |= {f"cold_{k}": v for k, v in cold.items()}
+                # and with Spark's own Python daemon: pyspark imported from its source archive
+                spark_daemon: dict[str, float] = {}
+                secs["startup_zip"] = spark_submit(
+                    zk.hosts, wal_root, "--peer", "1", timings=spark_daemon, extra={DAEMON_KEY: "pyspark.daemon"}
+                )
+                secs |= {f"zip_{k}": v for k, v in spark_daemon.items()}
                 with zk_client(zk.hosts) as client:
                     shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(wal_root))
                     cpu0 = cpu_seconds(b.proc.pid)
@@ -234,6 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  warm-up / none: time {median(lambda secs, _: secs['startup'] / secs['startup_cold']):.3f}, "
         f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['cold_cpu']):.3f}"
+    )
+    print(
+        f"  its Python workers through Spark's own daemon ({DAEMON_KEY}=pyspark.daemon): "
+        f"{median(lambda secs, _: secs['startup_zip']):.1f} s, {median(lambda secs, _: secs['zip_cpu']):.2f} s of CPU, "
+        f"the wait for its workers {median(lambda secs, _: secs.get('zip_workers', 0.0)):.2f} s (walship's daemon: "
+        f"{median(lambda secs, _: secs.get('phase_workers', 0.0)):.2f} s)  <- baseline"
+    )
+    print(
+        f"  walship's daemon / Spark's: time {median(lambda secs, _: secs['startup'] / secs['startup_zip']):.3f}, "
+        f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['zip_cpu']):.3f}"
     )
     print(
         f"  walship's settings / Spark's: time {median(lambda secs, _: secs['startup'] / secs['startup_plain']):.3f}, "

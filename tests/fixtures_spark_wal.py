@@ -18,8 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 HOUR = dt.timedelta(hours=1)
 
 
-def spark_submit(app: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``spark-submit --master local[2] spark_jobs/APP ARGS`` with this interpreter, in ``cwd``."""
+def spark_submit(
+    app: str | Path, args: list[str], cwd: Path, conf: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``spark-submit --master local[2] spark_jobs/APP ARGS`` (``APP`` a path: that script)
+    with this interpreter, walship's job settings and ``conf``, in ``cwd``."""
     bindir = Path(sys.executable).parent
     env = {
         **os.environ,
@@ -28,7 +31,7 @@ def spark_submit(app: str, args: list[str], cwd: Path) -> subprocess.CompletedPr
         "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
         "SPARK_LOCAL_IP": "127.0.0.1",
     }
-    settings = [arg for key, value in job_settings().items() for arg in ("--conf", f"{key}={value}")]
+    settings = [arg for key, value in (job_settings() | (conf or {})).items() for arg in ("--conf", f"{key}={value}")]
     cmd = [str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.driver.memory=512m", *settings, str(ROOT / "spark_jobs" / app), *args]  # fmt: skip
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=cwd)

@@ -1,13 +1,16 @@
-"""The Spark settings walship's DAGs submit a job with: walship's JVM options for the driver and
-the executors where the Spark connection asks for them (they replace the site's own), which its
-extra ``spark_conf`` overrides."""
+"""The Spark settings walship's jobs run with: walship's JVM options for the driver and the
+executors where the Spark connection asks for them (they replace the site's own), which its
+extra ``spark_conf`` overrides; walship's Python daemon unless the job names another."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from fixtures_spark_wal import spark_submit
 
+from walship.spark.daemon import DAEMON_KEY, DAEMON_MODULE
 from walship.spark.entry import JVM_OPTIONS
 
 pytestmark = pytest.mark.integration
@@ -33,3 +36,41 @@ def test_jobs_go_with_walship_s_jvm_options_where_the_connection_asks_unless_it_
     settings = WalshipSparkHook().settings()
     assert settings["spark.driver.extraJavaOptions"] == "-Xss4m"
     assert settings["spark.executor.extraJavaOptions"] == JVM_OPTIONS
+
+
+#: A Spark job that starts its session as walship's jobs do, and prints, from its one task, the
+#: module its Python daemon runs and where the worker's pyspark came from.
+PROBE = """
+import json, os
+from walship.spark.entry import spark_session
+
+def probe(_):
+    import pyspark
+    with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+        daemon = f.read().split(b"\\0")
+    yield json.dumps({"daemon": daemon[daemon.index(b"-m") + 1].decode(), "pyspark": pyspark.__file__})
+
+with spark_session("daemon-probe") as spark:
+    print("PROBE " + spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0])
+"""
+
+
+def test_walship_s_jobs_start_their_python_workers_with_compiled_pyspark_unless_the_job_names_a_daemon(
+    tmp_path: Path,
+) -> None:
+    """A job's Python workers start through walship's daemon, which imports pyspark from the
+    installed package, not Spark's source archive; a daemon the job's configuration names is
+    the one Spark runs."""
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    seen = []
+    for conf in ({}, {DAEMON_KEY: "pyspark.daemon"}):
+        done = spark_submit(script, [], tmp_path, conf)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("PROBE ")]
+        assert done.returncode == 0 and lines, done.stdout[-2000:] + done.stderr[-3000:]
+        seen.append(json.loads(lines[0].removeprefix("PROBE ")))
+    ours, spark_s = seen
+    assert ours["daemon"] == DAEMON_MODULE
+    assert ".zip" not in ours["pyspark"] and Path(ours["pyspark"]).is_file()
+    assert spark_s["daemon"] == "pyspark.daemon"
+    assert "pyspark.zip" in spark_s["pyspark"]  # Spark's own daemon: from its source archive

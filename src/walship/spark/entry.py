@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from walship.errors import WalshipError
+from walship.spark.daemon import DAEMON_KEY, DAEMON_MODULE
 
 __all__ = ["JOB_ERRORS", "JVM_OPTIONS", "bad_job", "failed", "job_settings", "setup_logging", "spark_session"]
 
@@ -52,10 +53,19 @@ def bad_job(prog: str, why: object) -> int:
 
 @contextlib.contextmanager
 def spark_session(app_name: str) -> Iterator[Any]:
-    """A SparkSession for the block, stopped after it."""
+    """A SparkSession for the block, stopped after it. Its Python workers start through
+    walship's daemon (:mod:`walship.spark.daemon`), unless the job's configuration names
+    another."""
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.appName(app_name).getOrCreate()
+    # the JVM first (spark-submit's, or one launched here): a SparkConf made before it holds
+    # none of the job's settings, and the builder's would replace the job's own daemon
+    SparkContext._ensure_initialized()
+    builder = SparkSession.builder.appName(app_name)
+    if not SparkConf().contains(DAEMON_KEY):
+        builder = builder.config(DAEMON_KEY, DAEMON_MODULE)
+    spark = builder.getOrCreate()
     try:
         yield spark
     finally:

@@ -1,0 +1,62 @@
+"""walship's Python daemon for Spark leaves Spark's source archives off the path only where the
+same packages are installed: what it cannot check stays as Spark set it."""
+
+from __future__ import annotations
+
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pyspark
+
+from walship.spark.daemon import compiled_path
+
+SITE = sysconfig.get_paths()["purelib"]
+#: the archives Spark puts first on its Python workers' path, from the pip-installed Spark
+LIB = Path(pyspark.__file__).parent / "python" / "lib"
+
+
+def spark_archives() -> list[str]:
+    archives = [str(LIB / "pyspark.zip"), *map(str, LIB.glob("py4j-*-src.zip"))]
+    assert len(archives) == 2 and all(Path(a).is_file() for a in archives)
+    return archives
+
+
+def archive(path: Path, files: dict[str, bytes]) -> str:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return str(path)
+
+
+def test_spark_s_archives_leave_the_path_where_the_same_packages_are_installed() -> None:
+    path = ["", *spark_archives(), "/opt/app", SITE]
+    assert compiled_path(path) == ["", "/opt/app", SITE]
+
+
+def test_an_archive_stays_where_its_package_is_not_installed_on_the_rest_of_the_path() -> None:
+    path = [*spark_archives(), "/opt/app"]  # no site-packages: nothing else has pyspark or py4j
+    assert compiled_path(path) == path
+
+
+def test_an_archive_of_another_version_stays(tmp_path: Path) -> None:
+    other = archive(tmp_path / "pyspark.zip", {"pyspark/version.py": b'__version__: str = "3.0.0"\n'})
+    py4j = spark_archives()[1]
+    assert compiled_path([other, py4j, SITE]) == [other, SITE]
+
+
+def test_an_archive_that_cannot_be_read_or_tells_no_version_stays(tmp_path: Path) -> None:
+    (tmp_path / "broken").mkdir()
+    broken = tmp_path / "broken" / "pyspark.zip"
+    broken.write_bytes(b"PK\x03\x04 not a whole archive")
+    unversioned = archive(tmp_path / "py4j-0.10.9.9-src.zip", {"py4j/__init__.py": b""})
+    missing = str(tmp_path / "gone" / "pyspark.zip")
+    for path in ([str(broken), SITE], [unversioned, SITE], [missing, SITE]):
+        assert compiled_path(path) == path
+
+
+def test_the_running_interpreter_s_own_path_keeps_every_other_entry() -> None:
+    kept = compiled_path(sys.path)
+    assert kept == [entry for entry in sys.path if entry in kept]  # order kept, nothing added
+    assert set(sys.path) - set(kept) <= set(spark_archives())
