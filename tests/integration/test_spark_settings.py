@@ -45,10 +45,13 @@ import json, os
 from walship.spark.entry import spark_session
 
 def probe(_):
+    import gc, sys
+    loaded = "walship.spark.ship" in sys.modules  # before this task imports anything of walship's
     import pyspark
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
         daemon = f.read().split(b"\\0")
-    yield json.dumps({"daemon": daemon[daemon.index(b"-m") + 1].decode(), "pyspark": pyspark.__file__})
+    yield json.dumps({"daemon": daemon[daemon.index(b"-m") + 1].decode(), "pyspark": pyspark.__file__,
+                      "shipping_path_loaded": loaded, "frozen": gc.get_freeze_count()})
 
 with spark_session("daemon-probe") as spark:
     print("PROBE " + spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()[0])
@@ -59,8 +62,8 @@ def test_walship_s_jobs_start_their_python_workers_with_compiled_pyspark_unless_
     tmp_path: Path,
 ) -> None:
     """A job's Python workers start through walship's daemon, which imports pyspark from the
-    installed package, not Spark's source archive; a daemon the job's configuration names is
-    the one Spark runs."""
+    installed package, not Spark's source archive, and forks them with walship's shipping path
+    loaded and frozen; a daemon the job's configuration names is the one Spark runs."""
     script = tmp_path / "probe.py"
     script.write_text(PROBE)
     seen = []
@@ -72,5 +75,7 @@ def test_walship_s_jobs_start_their_python_workers_with_compiled_pyspark_unless_
     ours, spark_s = seen
     assert ours["daemon"] == DAEMON_MODULE
     assert ".zip" not in ours["pyspark"] and Path(ours["pyspark"]).is_file()
+    assert ours["shipping_path_loaded"] and ours["frozen"] > 0
     assert spark_s["daemon"] == "pyspark.daemon"
     assert "pyspark.zip" in spark_s["pyspark"]  # Spark's own daemon: from its source archive
+    assert not spark_s["shipping_path_loaded"] and spark_s["frozen"] == 0

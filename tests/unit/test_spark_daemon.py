@@ -3,6 +3,8 @@ same packages are installed: what it cannot check stays as Spark set it."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import sysconfig
 import zipfile
@@ -60,3 +62,36 @@ def test_the_running_interpreter_s_own_path_keeps_every_other_entry() -> None:
     kept = compiled_path(sys.path)
     assert kept == [entry for entry in sys.path if entry in kept]  # order kept, nothing added
     assert set(sys.path) - set(kept) <= set(spark_archives())
+
+
+def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_the_daemon_preloads_the_shipping_path_without_a_thread_and_freezes_it() -> None:
+    """What the daemon loads before it forks starts no thread, not even a native one: a fork
+    carries only the thread that forks."""
+    done = fresh_python(
+        "import gc, json, os, sys, threading\n"
+        "from walship.spark.daemon import preload\n"
+        "preload()\n"
+        "print(json.dumps([threading.active_count(), len(os.listdir('/proc/self/task')),\n"
+        "    'walship.spark.ship' in sys.modules, 'happybase' in sys.modules, gc.get_freeze_count()]))\n"
+    )
+    assert done.returncode == 0, done.stderr
+    python_threads, os_threads, ship, thrift1, frozen = json.loads(done.stdout)
+    assert (python_threads, os_threads, ship, thrift1) == (1, 1, True, True)
+    assert frozen > 10_000
+
+
+def test_a_shipping_path_that_cannot_be_preloaded_leaves_the_daemon_running_and_says_why() -> None:
+    done = fresh_python(
+        "import walship.spark.warmup as w\n"
+        "w.WARM_SINKS = ('no-such-sink',)\n"
+        "from walship.spark.daemon import preload\n"
+        "preload()\n"
+        "print('daemon goes on')\n"
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "daemon goes on", done.stderr
+    assert "not preloaded" in done.stderr and "no-such-sink" in done.stderr
+    assert "Traceback" not in done.stderr

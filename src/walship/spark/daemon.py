@@ -9,9 +9,12 @@ worker it forks (a worker imports Spark's worker module after the fork): about 0
 process, before the job's first task, on cores the job's tasks and the peer share. Where this
 interpreter has the same pyspark (or py4j) installed, as it has where Spark came from pip (the
 archives lie inside that package), the daemon leaves that archive out of ``sys.path`` and
-imports the installed copy, then runs Spark's daemon unchanged. An archive whose package is
-not installed here, is installed in another version, or cannot be read, stays where Spark put
-it.
+imports the installed copy. An archive whose package is not installed here, is installed in
+another version, or cannot be read, stays where Spark put it.
+
+It also loads walship's shipping path once, before it forks the workers (:func:`preload`), so
+a worker starts with it loaded instead of importing it itself; then it runs Spark's daemon
+unchanged.
 
 :func:`walship.spark.entry.spark_session` names this daemon unless the job's configuration
 names another; it needs walship on the executors, as every walship job's tasks do.
@@ -20,13 +23,14 @@ names another; it needs walship on the executors, as every walship job's tasks d
 from __future__ import annotations
 
 import fnmatch
+import gc
 import importlib.machinery
 import logging
 import sys
 import zipfile
 from pathlib import Path
 
-__all__ = ["ARCHIVES", "DAEMON_KEY", "DAEMON_MODULE", "compiled_path", "main"]
+__all__ = ["ARCHIVES", "DAEMON_KEY", "DAEMON_MODULE", "compiled_path", "main", "preload"]
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +76,30 @@ def compiled_path(path: list[str]) -> list[str]:
     ]
 
 
+def preload() -> None:
+    """Load walship's shipping path here, once, for every worker forked after
+    (:func:`~walship.spark.warmup.load_shipping_path`: none of it starts a thread, which a
+    fork would not carry over), then freeze what is loaded out of the collector's reach: a
+    worker's collections (Spark's daemon runs a full one after each task) leave the pages it
+    shares with the daemon alone. A shipping path that cannot be loaded is left to the workers,
+    whose tasks then meet, and report, what stopped it."""
+    try:
+        from walship.spark.warmup import load_shipping_path
+
+        load_shipping_path()
+    except Exception as exc:  # the daemon serves every task of the job, whatever this misses
+        log.warning("walship's daemon: the shipping path is not preloaded: %s: %s", type(exc).__name__, exc)
+    gc.collect()
+    gc.freeze()
+
+
 def main() -> None:
-    """Run Spark's Python daemon (its arguments: the worker module) on :func:`compiled_path`."""
+    """Run Spark's Python daemon (its arguments: the worker module) on :func:`compiled_path`,
+    with walship's shipping path :func:`preload`-ed."""
     sys.path[:] = compiled_path(sys.path)
     from pyspark.daemon import manager
 
+    preload()
     manager()
 
 

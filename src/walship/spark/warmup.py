@@ -1,7 +1,8 @@
 """Start the executors' Python workers while a ship job's driver plans.
 
-A Spark task's Python worker starts (forked by Spark's Python daemon, then importing walship)
-when a job first needs it. On a small cluster that start took the CPU the ship tasks' first
+A Spark task's Python worker starts (forked by Spark's Python daemon, then importing walship,
+unless walship's daemon loaded it before the fork: :mod:`walship.spark.daemon`) when a job
+first needs it. On a small cluster that start took the CPU the ship tasks' first
 batches needed, inside their stage. :class:`WorkerWarmUp` runs a small job of its own first,
 one task for each slot Spark reports (``defaultParallelism``), in a thread beside the plan;
 Spark keeps a worker for the next task (:data:`REUSE_KEY`, on by default), so the ship tasks
@@ -27,7 +28,16 @@ from typing import Any
 
 from walship.sinks.base import sink_factory
 
-__all__ = ["REUSE_KEY", "WARM_SINKS", "WARM_UP_GROUP", "WARM_UP_WAIT", "WorkerWarmUp", "failure_line", "warm_worker"]
+__all__ = [
+    "REUSE_KEY",
+    "WARM_SINKS",
+    "WARM_UP_GROUP",
+    "WARM_UP_WAIT",
+    "WorkerWarmUp",
+    "failure_line",
+    "load_shipping_path",
+    "warm_worker",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +58,19 @@ WARM_UP_GROUP = "walship-warm-up"
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 
 
-def warm_worker(_: Iterator[int]) -> Iterator[int]:
-    """On an executor: import what a ship task imports before its first batch (the shipping
-    path, the Thrift sinks, the sinks' entry points), in a Python worker the ship tasks then
-    reuse. Its process id."""
+def load_shipping_path() -> None:
+    """Import what a ship task imports before its first batch: the shipping path, the Thrift
+    sinks, the sinks' entry points. None of it starts a thread (walship's Python daemon loads
+    it before it forks the workers: :mod:`walship.spark.daemon`)."""
     importlib.import_module(SHIP_MODULE)
     for protocol in WARM_SINKS:
         sink_factory(protocol)
+
+
+def warm_worker(_: Iterator[int]) -> Iterator[int]:
+    """On an executor: :func:`load_shipping_path` in a Python worker the ship tasks then reuse
+    (nothing left to load where walship's daemon forked it). Its process id."""
+    load_shipping_path()
     yield os.getpid()
 
 
