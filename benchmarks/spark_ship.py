@@ -10,10 +10,12 @@ writes ``--cells`` more cells into A (100-byte values, 3 cells a row), then meas
 * ``spark start-up``: the same job once more, its queues now drained: what a job costs with
   nothing to ship (the JVM, the driver's plan, Python workers, ZooKeeper sessions, the queues'
   locks); the driver alone (a job with no task) is printed once beside it;
-  and the same drained job with ``spark.python.worker.reuse=false``: each ship task starts its
-  own Python worker, as before the workers' warm-up (its baseline); and with Spark's own Python
-  daemon (``spark.python.daemon.module=pyspark.daemon``: pyspark compiled from Spark's source
-  archive in each Python process), the baseline of walship's (:mod:`walship.spark.daemon`);
+  and the same drained job without the driver's class archive (:mod:`walship.spark.classes`:
+  walship's Java options only), its baseline; with ``spark.python.worker.reuse=false``: each
+  ship task starts its own Python worker, as before the workers' warm-up (its baseline); and
+  with Spark's own Python daemon (``spark.python.daemon.module=pyspark.daemon``: pyspark
+  compiled from Spark's source archive in each Python process), the baseline of walship's
+  (:mod:`walship.spark.daemon`);
 * ``one process``: walship ships peer 2 (A -> B, the same sink) in process, the queues at once;
 * ``ceiling``: the same cells written straight into B with happybase batches of 1,000 rows,
   one client: what one client gets out of B's Thrift1 server.
@@ -46,7 +48,7 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.spark.daemon import DAEMON_KEY
-from walship.spark.entry import job_settings
+from walship.spark.entry import JVM_OPTIONS, job_settings
 from walship.spark.warmup import REUSE_KEY
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
@@ -171,6 +173,13 @@ def main(argv: list[str] | None = None) -> int:
                     zk.hosts, wal_root, "--peer", "1", timings=plain, walship_settings=False
                 )
                 secs["cpu_plain"] = plain["cpu"]
+                # and with walship's Java options but not the driver's class archive
+                unarchived: dict[str, float] = {}
+                secs["startup_unarchived"] = spark_submit(
+                    zk.hosts, wal_root, "--peer", "1", timings=unarchived,
+                    extra={"spark.driver.extraJavaOptions": JVM_OPTIONS},
+                )  # fmt: skip
+                secs |= {f"unarchived_{k}": v for k, v in unarchived.items()}
                 # and with its Python workers started by the ship tasks (no reuse: no warm-up)
                 cold: dict[str, float] = {}
                 secs["startup_cold"] = spark_submit(
@@ -253,6 +262,17 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  walship's daemon / Spark's: time {median(lambda secs, _: secs['startup'] / secs['startup_zip']):.3f}, "
         f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['zip_cpu']):.3f}"
+    )
+    print(
+        f"  without the driver's class archive (walship.spark.classes): "
+        f"{median(lambda secs, _: secs['startup_unarchived']):.1f} s, "
+        f"{median(lambda secs, _: secs['unarchived_cpu']):.2f} s of CPU, its session "
+        f"{median(lambda secs, _: secs.get('unarchived_spark_session', 0.0)):.2f} s (with it: "
+        f"{median(lambda secs, _: secs.get('phase_spark_session', 0.0)):.2f} s)  <- baseline"
+    )
+    print(
+        f"  with the archive / without: time {median(lambda secs, _: secs['startup'] / secs['startup_unarchived']):.3f}, "
+        f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['unarchived_cpu']):.3f}"
     )
     print(
         f"  walship's settings / Spark's: time {median(lambda secs, _: secs['startup'] / secs['startup_plain']):.3f}, "

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from fixtures_spark_wal import spark_submit
 
+from walship.spark.classes import ARCHIVE, archive_option
 from walship.spark.daemon import DAEMON_KEY, DAEMON_MODULE
-from walship.spark.entry import JVM_OPTIONS
+from walship.spark.entry import JVM_OPTIONS, job_settings
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +31,8 @@ def test_jobs_go_with_walship_s_jvm_options_where_the_connection_asks_unless_it_
     assert "spark.driver.extraJavaOptions" not in settings  # the site's own stay
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_conn({"walship_jvm_options": True}))
     settings = WalshipSparkHook().settings()
-    assert settings["spark.driver.extraJavaOptions"] == settings["spark.executor.extraJavaOptions"] == JVM_OPTIONS
+    assert settings["spark.driver.extraJavaOptions"] == f"{JVM_OPTIONS} {archive_option()}"  # and the class archive
+    assert settings["spark.executor.extraJavaOptions"] == JVM_OPTIONS
     own = {"walship_jvm_options": "true", "spark_conf": {"spark.driver.extraJavaOptions": "-Xss4m"}}
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_conn(own))
     settings = WalshipSparkHook().settings()
@@ -79,3 +81,28 @@ def test_walship_s_jobs_start_their_python_workers_with_compiled_pyspark_unless_
     assert spark_s["daemon"] == "pyspark.daemon"
     assert "pyspark.zip" in spark_s["pyspark"]  # Spark's own daemon: from its source archive
     assert not spark_s["shipping_path_loaded"] and spark_s["frozen"] == 0
+
+
+def test_the_driver_maps_spark_s_classes_from_the_archive_make_setup_built(tmp_path: Path) -> None:
+    """``make setup`` built the class archive of this environment's Spark; a job submitted with
+    walship's settings has its driver take Spark's classes from it, not from Spark's jars."""
+    archive = archive_option()
+    assert archive is not None, f"no class archive at {ARCHIVE}: make setup builds it"
+    settings = job_settings()
+    assert archive in settings["spark.driver.extraJavaOptions"]
+    assert "SharedArchiveFile" not in settings["spark.executor.extraJavaOptions"]
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    loaded = tmp_path / "classes.log"
+    driver = f"{settings['spark.driver.extraJavaOptions']} -Xlog:class+load=info:file={loaded}"
+    done = spark_submit(script, [], tmp_path, {"spark.driver.extraJavaOptions": driver})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    sources = {}
+    for line in loaded.read_text().splitlines():
+        # Spark's classes, not the lambdas' classes the JVM makes as it runs
+        if " org.apache.spark." in line and " source: " in line and "$$Lambda" not in line:
+            name, source = line.split(" org.apache.spark.", 1)[1].split(" source: ", 1)
+            sources[name] = source
+    assert sources["SparkContext"] == "shared objects file (top)"
+    shared = sum(1 for source in sources.values() if source.startswith("shared objects file"))
+    assert shared >= 0.9 * len(sources) > 1000  # nearly all of Spark's classes: mapped, not read from a jar

@@ -34,11 +34,17 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 def job_settings() -> dict[str, str]:
     """The Spark settings walship recommends for its jobs: :data:`JVM_OPTIONS` for the driver
-    and the executors. They must be given to spark-submit (``--conf``: a driver's JVM options
-    cannot change once it runs), and they replace a site's own ``extraJavaOptions`` (and
-    ``UseSerialGC`` conflicts with another collector in its ``defaultJavaOptions``), so the
-    Airflow hook adds them only where the Spark connection asks (``walship_jvm_options``)."""
-    return {"spark.driver.extraJavaOptions": JVM_OPTIONS, "spark.executor.extraJavaOptions": JVM_OPTIONS}
+    and the executors, and for the driver, the class archive ``make setup`` built for this
+    environment's Spark (:mod:`walship.spark.classes`), where it is built. They must be given
+    to spark-submit (``--conf``: a driver's JVM options cannot change once it runs), and they
+    replace a site's own ``extraJavaOptions`` (and ``UseSerialGC`` conflicts with another
+    collector in its ``defaultJavaOptions``), so the Airflow hook adds them only where the
+    Spark connection asks (``walship_jvm_options``)."""
+    from walship.spark.classes import archive_option
+
+    archive = archive_option()
+    driver = f"{JVM_OPTIONS} {archive}" if archive else JVM_OPTIONS
+    return {"spark.driver.extraJavaOptions": driver, "spark.executor.extraJavaOptions": JVM_OPTIONS}
 
 
 def setup_logging() -> None:
