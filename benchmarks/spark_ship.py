@@ -10,7 +10,7 @@ writes ``--cells`` more cells into A (100-byte values, 3 cells a row), then meas
 * ``spark start-up``: the same job once more, its queues now drained: what a job costs with
   nothing to ship (the JVM, the driver's plan, Python workers, ZooKeeper sessions, the queues'
   locks); the driver alone (a job with no task) is printed once beside it;
-  and the same drained job without the driver's class archive (:mod:`walship.spark.classes`:
+  and the same drained job without the driver's class archive (:mod:`walship.spark.jvm`:
   walship's Java options only), its baseline; with ``spark.python.worker.reuse=false``: each
   ship task starts its own Python worker, as before the workers' warm-up (its baseline); and
   with Spark's own Python daemon (``spark.python.daemon.module=pyspark.daemon``: pyspark
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['zip_cpu']):.3f}"
     )
     print(
-        f"  without the driver's class archive (walship.spark.classes): "
+        f"  without the driver's class archive (walship.spark.jvm): "
         f"{median(lambda secs, _: secs['startup_unarchived']):.1f} s, "
         f"{median(lambda secs, _: secs['unarchived_cpu']):.2f} s of CPU, its session "
         f"{median(lambda secs, _: secs.get('unarchived_spark_session', 0.0)):.2f} s (with it: "

@@ -156,11 +156,12 @@ fi
 #    sources in PyPI's pydoop sdist against the JDK above (no registry serves it built)
 VENV="$VENV" scripts/libhdfs.sh "$VENV/libhdfs"
 
-# 10. The class archive of the Spark driver's JVM (walship.spark.classes): a small job run once
+# 10. The class archive of the Spark driver's JVM (walship.spark.jvm): a small job run once
 #     with this Java and Spark; walship's job settings map it, and a driver starts about 3 s
-#     sooner. Rebuilt when the Java, Spark or walship's Java options change.
-log="$VENV/spark-classes.log"
-if ! "$VENV/bin/python" -m walship.spark.classes >"$log" 2>&1; then
-  tail -20 "$log"; say "the Spark driver's class archive did not build (full log: $log)"; exit 1
+#     sooner. Rebuilt when the Java, Spark or walship's Java options change. Without it jobs
+#     run as before (its test in `make test` says it is missing).
+log="$VENV/spark-jvm.log"
+if ! "$VENV/bin/python" -m walship.spark.jvm >"$log" 2>&1; then
+  tail -20 "$log"; say "warning: the Spark driver's class archive did not build (full log: $log); jobs start without it"
 fi
 say "ok: $("$VENV/bin/python" --version), java $(java_major), zookeeper $(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo present), docker-compose $(dpkg-query -W -f '${Version}' docker-compose 2>/dev/null || echo present), chromium $(dpkg-query -W -f '${Version}' chromium 2>/dev/null || echo present), HBase harness $(sed -n 's:.*<hbase.version>\(.*\)</hbase.version>.*:\1:p' harness/pom.xml)"

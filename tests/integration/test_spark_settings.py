@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from fixtures_spark_wal import spark_submit
 
-from walship.spark.classes import ARCHIVE, archive_option
 from walship.spark.daemon import DAEMON_KEY, DAEMON_MODULE
 from walship.spark.entry import JVM_OPTIONS, job_settings
+from walship.spark.jvm import ARCHIVE, archive_option
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,8 @@ def test_jobs_go_with_walship_s_jvm_options_where_the_connection_asks_unless_it_
     assert "spark.driver.extraJavaOptions" not in settings  # the site's own stay
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_conn({"walship_jvm_options": True}))
     settings = WalshipSparkHook().settings()
-    assert settings["spark.driver.extraJavaOptions"] == f"{JVM_OPTIONS} {archive_option()}"  # and the class archive
+    # and the class archive, where make setup built it (tests/unit/test_spark_jvm.py)
+    assert settings["spark.driver.extraJavaOptions"] == " ".join(filter(None, (JVM_OPTIONS, archive_option())))
     assert settings["spark.executor.extraJavaOptions"] == JVM_OPTIONS
     own = {"walship_jvm_options": "true", "spark_conf": {"spark.driver.extraJavaOptions": "-Xss4m"}}
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_conn(own))

@@ -48,6 +48,15 @@ def test_an_archive_of_another_version_stays(tmp_path: Path) -> None:
     assert compiled_path([other, py4j, SITE]) == [other, SITE]
 
 
+def test_an_archive_whose_worker_protocol_differs_stays_though_its_version_is_the_same(tmp_path: Path) -> None:
+    """A Spark whose Python side was patched under the same version keeps its own archive."""
+    with zipfile.ZipFile(spark_archives()[0]) as zf:
+        files = {name: zf.read(name) for name in zf.namelist() if name.count("/") == 1}
+    files["pyspark/worker.py"] += b"\n# patched\n"
+    patched = archive(tmp_path / "pyspark.zip", files)
+    assert compiled_path([patched, SITE]) == [patched, SITE]
+
+
 def test_an_archive_that_cannot_be_read_or_tells_no_version_stays(tmp_path: Path) -> None:
     (tmp_path / "broken").mkdir()
     broken = tmp_path / "broken" / "pyspark.zip"
@@ -56,12 +65,6 @@ def test_an_archive_that_cannot_be_read_or_tells_no_version_stays(tmp_path: Path
     missing = str(tmp_path / "gone" / "pyspark.zip")
     for path in ([str(broken), SITE], [unversioned, SITE], [missing, SITE]):
         assert compiled_path(path) == path
-
-
-def test_the_running_interpreter_s_own_path_keeps_every_other_entry() -> None:
-    kept = compiled_path(sys.path)
-    assert kept == [entry for entry in sys.path if entry in kept]  # order kept, nothing added
-    assert set(sys.path) - set(kept) <= set(spark_archives())
 
 
 def fresh_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -73,6 +76,7 @@ def test_the_daemon_preloads_the_shipping_path_without_a_thread_and_freezes_it()
     carries only the thread that forks."""
     done = fresh_python(
         "import gc, json, os, sys, threading\n"
+        "import pyspark.daemon\n"  # as the daemon runs it: Spark's daemon first
         "from walship.spark.daemon import preload\n"
         "preload()\n"
         "print(json.dumps([threading.active_count(), len(os.listdir('/proc/self/task')),\n"

@@ -14,6 +14,7 @@ from typing import Any
 
 from walship.errors import WalshipError
 from walship.spark.daemon import DAEMON_KEY, DAEMON_MODULE
+from walship.spark.jvm import JVM_OPTIONS, archive_option
 
 __all__ = ["JOB_ERRORS", "JVM_OPTIONS", "bad_job", "failed", "job_settings", "setup_logging", "spark_session"]
 
@@ -24,24 +25,14 @@ log = logging.getLogger(__name__)
 JOB_ERRORS: tuple[type[Exception], ...] = (WalshipError, argparse.ArgumentTypeError)
 
 
-#: Java options for the JVMs of walship's Spark jobs: the Python tasks do the work and the JVM
-#: lives for one short job, so compiling only with the quick compiler (C1) and collecting
-#: garbage in one thread spend far less of the machine on the JVM itself: measured on a
-#: ``local[2]`` ship job, half the JVM's CPU and 2.5 s less to start (``benchmarks/spark_ship.py``
-#: prints the job both ways).
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
 def job_settings() -> dict[str, str]:
-    """The Spark settings walship recommends for its jobs: :data:`JVM_OPTIONS` for the driver
-    and the executors, and for the driver, the class archive ``make setup`` built for this
-    environment's Spark (:mod:`walship.spark.classes`), where it is built. They must be given
-    to spark-submit (``--conf``: a driver's JVM options cannot change once it runs), and they
+    """The Spark settings walship recommends for its jobs: :data:`~walship.spark.jvm.JVM_OPTIONS`
+    for the driver and the executors, and for the driver, the class archive ``make setup`` built
+    for this environment's Java and Spark (:mod:`walship.spark.jvm`), where it fits. They must
+    be given to spark-submit (``--conf``: a driver's JVM options cannot change once it runs), and they
     replace a site's own ``extraJavaOptions`` (and ``UseSerialGC`` conflicts with another
     collector in its ``defaultJavaOptions``), so the Airflow hook adds them only where the
     Spark connection asks (``walship_jvm_options``)."""
-    from walship.spark.classes import archive_option
-
     archive = archive_option()
     driver = f"{JVM_OPTIONS} {archive}" if archive else JVM_OPTIONS
     return {"spark.driver.extraJavaOptions": driver, "spark.executor.extraJavaOptions": JVM_OPTIONS}
