@@ -67,6 +67,7 @@ import happybase
 from walship.harness import COLLECTORS, HBaseProcess
 from walship.replicate import Shipper, WalStore
 from walship.spark.entry import job_settings
+from walship.spark.jvm import local_submit_env
 from walship.spark.ship import ShipJob
 from walship.spark.warmup import WARM_UP_GROUP
 from walship.thrift.conn import open_thrift2
@@ -359,13 +360,7 @@ def spark_ship(a: HBaseProcess, b: HBaseProcess, peer: str, master: str, cwd: Pa
     whole job as a :class:`Step`, and the window of its tasks (first launch to last end, from
     Spark's event log) as another."""
     bindir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
+    env = local_submit_env()
     events = Path(tempfile.mkdtemp(prefix="events-", dir=cwd))
     job = ShipJob(zk=a.zk_hosts, znode_parent=a.znode_parent, wal_root=a.wal_root, peer_id=peer)
     cmd = [

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from walship.servername import ServerName
 from walship.spark.entry import job_settings
+from walship.spark.jvm import local_submit_env
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,13 +25,7 @@ def spark_submit(
     """``spark-submit --master local[2] spark_jobs/APP ARGS`` (``APP`` a path: that script)
     with this interpreter, walship's job settings and ``conf``, in ``cwd``."""
     bindir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PATH": f"{bindir}:{os.environ.get('PATH', '')}",
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
+    env = local_submit_env()
     settings = [arg for key, value in (job_settings() | (conf or {})).items() for arg in ("--conf", f"{key}={value}")]
     cmd = [str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.driver.memory=512m", *settings, str(ROOT / "spark_jobs" / app), *args]  # fmt: skip

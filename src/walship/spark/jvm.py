@@ -32,7 +32,7 @@ from pathlib import Path
 
 from walship.errors import ConfigError
 
-__all__ = ["ARCHIVE", "JVM_OPTIONS", "archive_option", "build", "fingerprint", "main"]
+__all__ = ["ARCHIVE", "JVM_OPTIONS", "archive_option", "build", "fingerprint", "local_submit_env", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,20 @@ with spark_session("walship-class-archive") as spark:
     sc.parallelize(range(2), 2).mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
     sc.cancelJobGroup("walship-class-archive")
 """
+
+
+def local_submit_env() -> dict[str, str]:
+    """The environment of a ``spark-submit`` on this host with this interpreter: it runs the
+    driver and the Python workers, its folder (``spark-submit``'s) leads the path, and Spark
+    binds to the loopback address."""
+    bindir = Path(sys.executable).parent
+    return {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
 
 
 def _java() -> str | None:
@@ -133,13 +147,7 @@ def build(force: bool = False) -> bool:
         return False
     ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
     bindir = Path(sys.executable).parent
-    env = {
-        **os.environ,
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
-    }
+    env = local_submit_env()
     with tempfile.TemporaryDirectory(prefix="walship-classes-", dir=ARCHIVE.parent) as tmp:
         written = Path(tmp, ARCHIVE.name)
         script = Path(tmp, "probe.py")
