@@ -40,6 +40,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import happybase
 
@@ -116,6 +117,14 @@ def spark_submit(
     return took
 
 
+def drained(secs: dict[str, float], zk: str, wal_root: str, name: str, **how: Any) -> None:
+    """The drained job once more, submitted ``how`` (see :func:`spark_submit`): its seconds
+    into ``secs`` as ``startup_<name>``, what it printed (and ``cpu``) as ``<name>_<phase>``."""
+    timings: dict[str, float] = {}
+    secs[f"startup_{name}"] = spark_submit(zk, wal_root, "--peer", "1", timings=timings, **how)
+    secs |= {f"{name}_{k}": v for k, v in timings.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cells", type=int, default=600_000)
@@ -167,31 +176,15 @@ def main(argv: list[str] | None = None) -> int:
                 phases: dict[str, float] = {}
                 secs["startup"] = spark_submit(zk.hosts, wal_root, "--peer", "1", timings=phases)
                 secs |= {f"phase_{k}": v for k, v in phases.items()}
-                # and with Spark's own JVM settings: the baseline of walship's
-                plain: dict[str, float] = {}
-                secs["startup_plain"] = spark_submit(
-                    zk.hosts, wal_root, "--peer", "1", timings=plain, walship_settings=False
-                )
-                secs["cpu_plain"] = plain["cpu"]
-                # and with walship's Java options but not the driver's class archive
-                unarchived: dict[str, float] = {}
-                secs["startup_unarchived"] = spark_submit(
-                    zk.hosts, wal_root, "--peer", "1", timings=unarchived,
-                    extra={"spark.driver.extraJavaOptions": JVM_OPTIONS},
-                )  # fmt: skip
-                secs |= {f"unarchived_{k}": v for k, v in unarchived.items()}
-                # and with its Python workers started by the ship tasks (no reuse: no warm-up)
-                cold: dict[str, float] = {}
-                secs["startup_cold"] = spark_submit(
-                    zk.hosts, wal_root, "--peer", "1", timings=cold, extra={REUSE_KEY: "false"}
-                )
-                secs |= {f"cold_{k}": v for k, v in cold.items()}
-                # and with Spark's own Python daemon: pyspark imported from its source archive
-                spark_daemon: dict[str, float] = {}
-                secs["startup_zip"] = spark_submit(
-                    zk.hosts, wal_root, "--peer", "1", timings=spark_daemon, extra={DAEMON_KEY: "pyspark.daemon"}
-                )
-                secs |= {f"zip_{k}": v for k, v in spark_daemon.items()}
+                # and its baselines, each the drained job changed in one way
+                # Spark's own JVM settings
+                drained(secs, zk.hosts, wal_root, "plain", walship_settings=False)
+                # walship's Java options, not the driver's class archive
+                drained(secs, zk.hosts, wal_root, "unarchived", extra={"spark.driver.extraJavaOptions": JVM_OPTIONS})
+                # the Python workers started by the ship tasks (no reuse: no warm-up)
+                drained(secs, zk.hosts, wal_root, "cold", extra={REUSE_KEY: "false"})
+                # Spark's own Python daemon: pyspark imported from its source archive
+                drained(secs, zk.hosts, wal_root, "zip", extra={DAEMON_KEY: "pyspark.daemon"})
                 with zk_client(zk.hosts) as client:
                     shipper = Shipper(client, ZnodeLayout("/hbase-a"), WalStore(wal_root))
                     cpu0 = cpu_seconds(b.proc.pid)
@@ -241,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  the same with Spark's own JVM settings           : {median(lambda secs, _: secs['startup_plain']):8.1f} s, "
-        f"{median(lambda secs, _: secs['cpu_plain']):.2f} s of CPU  <- baseline"
+        f"{median(lambda secs, _: secs['plain_cpu']):.2f} s of CPU  <- baseline"
     )
     print(
         f"  its Python workers started by its tasks (no warm-up: {REUSE_KEY}=false): "
@@ -276,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  walship's settings / Spark's: time {median(lambda secs, _: secs['startup'] / secs['startup_plain']):.3f}, "
-        f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['cpu_plain']):.3f}"
+        f"CPU {median(lambda secs, _: secs['phase_cpu'] / secs['plain_cpu']):.3f}"
     )
     print(f"spark ship job, local[2], one task a queue          : {median(lambda secs, _: secs['spark']):8.1f} s")
     print(
