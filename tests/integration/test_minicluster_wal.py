@@ -88,7 +88,16 @@ def test_rolls_add_wals_to_every_peer_queue_first(minicluster: MiniClusterProces
     queues = ReplicationQueues(zk, layout)
     for peer in ("1", "2"):
         assert current in [w.name for w in queues.wals(server, peer)]
-    assert all(len(q.wals) >= 1 for q in queues.list_queues())
+    # The other servers enqueue their WALs for a new peer on their own, a moment later, as
+    # HBase's do (each creates the queue's znode, then the WAL's): wait for every live
+    # server's queue of both peers to hold that server's current WAL.
+    currents = {rs["name"]: rs["wal"] for rs in info["regionservers"] if rs["alive"]}
+
+    def every_queue_holds_current() -> bool:
+        held = {(q.server, q.queue_id.peer_id): [w.name for w in q.wals] for q in queues.list_queues()}
+        return all(currents[s] in held.get((s, p), []) for s in currents for p in ("1", "2"))
+
+    wait_until(every_queue_holds_current, what="every live server's queues of peers 1 and 2 to hold its current WAL")
     with open(minicluster.data_dir / "oldWALs" / before, "rb") as f:
         reader = WalReader(f, before)
         list(reader.entries())
