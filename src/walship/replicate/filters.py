@@ -26,6 +26,11 @@ __all__ = ["EntryFilter", "FilteredEntry", "TableRule", "table_rule"]
 
 _GLOBAL = int(ScopeType.GLOBAL)
 
+try:  # the compiled filter (an optional ext-module; EntryFilter.apply_py otherwise)
+    from walship.sinks._fastpath import filter_entry as _filter_entry
+except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
+    _filter_entry = None  # type: ignore[assignment]
+
 
 @dataclass(frozen=True)
 class TableRule:
@@ -121,6 +126,17 @@ class EntryFilter:
 
     def apply(self, entry: WalEntry) -> FilteredEntry | None:
         """The entry's replicable part, or ``None`` when nothing of it goes to this peer."""
+        if _filter_entry is not None:
+            kept = _filter_entry(
+                entry, self._table_cache, self._own_ids, self.source_id, self.peer_cluster_id, FilteredEntry
+            )
+            if kept is not NotImplemented:
+                return kept  # type: ignore[no-any-return]
+        return self.apply_py(entry)
+
+    def apply_py(self, entry: WalEntry) -> FilteredEntry | None:
+        """:meth:`apply` in Python: what the compiled filter gives, and what it leaves to this
+        (a table not seen yet, scopes of another mapping type)."""
         key = entry.key
         if key.table.startswith(b"hbase:"):
             return None

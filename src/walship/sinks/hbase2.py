@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,11 @@ from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
 from walship.thrift.encoded import EncodedCall, encode_call, encode_put_multiple
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
+
+try:  # the compiled filter and put rows (an optional ext-module; the Python code below otherwise)
+    from walship.sinks import _fastpath
+except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
+    _fastpath = None  # type: ignore[assignment]
 
 __all__ = ["Thrift2Sink"]
 
@@ -72,6 +77,36 @@ class _Call:
 
     def full(self) -> bool:
         return len(self.mutations) >= MUTATIONS_PER_CALL or self.size >= CALL_BYTES
+
+
+def _compiled_puts(
+    put_rows: Any,
+    entries: Sequence[FilteredEntry],
+    i: int,
+    open_calls: list[_Call | None],
+    table: bytes,
+    ids: tuple[uuid.UUID, ...],
+    attributes: dict[bytes, bytes],
+    stats: ApplyStats,
+) -> Generator[_Call, None, int]:
+    """:meth:`Thrift2Sink.calls`' way with entries of puts only, over one stream, compiled
+    (:func:`walship.sinks._fastpath.put_rows`, the same rows and sizes): from ``entries[i]``,
+    while they are of puts only, of ``table`` and from ``ids``; yields each call it fills.
+    Returns the index of the first entry it did not take (``i``: not even that one)."""
+    call = open_calls[0]
+    if call is None:
+        call = open_calls[0] = _Call(table, False, attributes)
+    ci = 0
+    while True:
+        i, ci, call.size, cells, tags, full = put_rows(
+            entries, i, ci, table, ids, call.mutations, call.size, MUTATIONS_PER_CALL, CALL_BYTES
+        )
+        stats.cells += cells
+        stats.tags_dropped += tags
+        if not full:
+            return i
+        yield call
+        call = open_calls[0] = _Call(table, False, attributes)
 
 
 def _flush(open_calls: list[_Call | None]) -> Iterator[_Call]:
@@ -111,13 +146,24 @@ class Thrift2Sink(PooledSink):
         key: tuple[bytes, tuple[uuid.UUID, ...], bool] | None = None
         attributes: dict[bytes, bytes] = {}
         put = CellType.Put
-        for fe in entries:
+        fast = _fastpath.put_rows if _fastpath is not None and streams == 1 else None
+        at, n = 0, len(entries)
+        while at < n:
+            fe = entries[at]
+            at += 1
             cells = fe.cells
             if not cells:
                 continue
             entry = fe.entry
             table = entry.key.table
             ids = fe.cluster_ids
+            if fast is not None and key == (table, ids, False):
+                # the compiled way for this entry and the puts of this table and origin after it
+                this = at - 1
+                at = yield from _compiled_puts(fast, entries, this, open_calls, table, ids, attributes, stats)
+                if at > this:
+                    continue
+                at += 1  # not of puts only: the way below
             if key is None or key[0] != table or key[1] != ids:
                 attributes = {b"_cs.id": encode_cluster_ids(ids)}
             stats.cells += len(cells)

@@ -1,0 +1,350 @@
+/*
+ * walship.sinks._fastpath: the two per-entry steps of shipping that ran as Python loops over
+ * every cell, compiled: the peer's entry filter and the Thrift2 sink's grouping of put cells
+ * into a call's rows. Each gives what its Python original gives, to the same objects; the
+ * Python originals stay for whatever these decline and where this module is not built.
+ *
+ * filter_entry(entry, rules, own_ids, source_id, peer_cluster_id, filtered_type)
+ *     walship.replicate.filters.EntryFilter.apply for one WalEntry: None (nothing of it goes to
+ *     the peer), a FilteredEntry (filtered_type) of the entry, its kept cells (the entry's own
+ *     tuple when every cell is kept) and its cluster ids, or NotImplemented where the Python
+ *     method must decide: the table has no rule in `rules` yet (dict table -> TableRule), or
+ *     the entry's scopes are neither a dict nor a read-only view of one (mappingproxy, as the
+ *     reader gives them).
+ *
+ * put_rows(entries, i, ci, table, ids, mutations, size, max_mutations, max_bytes)
+ *     walship.sinks.hbase2.Thrift2Sink.calls' way with an entry of puts only, over one stream,
+ *     for entries[i:] from cell ci of entries[i]: each run of cells of one row becomes a
+ *     (row, [cells]) in `mutations` (a list: the open call's), and the call's size grows by the
+ *     rows' share of their entries' WAL bytes. It stops at the first entry (from its first
+ *     cell) that is not of puts only or not of `table` with cluster ids `ids` (empty entries
+ *     are passed over, as in Python), or before a row when the call is full (max_mutations
+ *     rows, or max_bytes): returns (i, ci, size, cells, tags, full), where to go on, the
+ *     call's size, the cells and the cells with tags it took from entries it began, and
+ *     whether it stopped because the call is full.
+ *
+ * Entries, keys and cells are walship's named tuples, read by position. tests/unit/
+ * test_fastpath.py checks both against the Python code on the same entries.
+ *
+ * Plain CPython C API, no dependency; an optional ext-module declared in pyproject.toml.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+/* positions in walship.wal.model's named tuples and walship.sinks.base.FilteredEntry */
+enum { ENTRY_KEY = 0, ENTRY_CELLS = 1, ENTRY_OFFSET = 2, ENTRY_END = 3, ENTRY_SIZE = 4 };
+enum { KEY_TABLE = 1, KEY_CLUSTER_IDS = 4, KEY_SCOPES = 5, KEY_SIZE = 6 };
+enum { CELL_ROW = 0, CELL_FAMILY = 1, CELL_TYPE = 4, CELL_TAGS = 6, CELL_SIZE = 7 };
+enum { FE_ENTRY = 0, FE_CELLS = 1, FE_IDS = 2 };
+enum { CELL_PUT = 4, SCOPE_GLOBAL = 1 };
+
+static PyObject *str_replicate, *str_include, *str_exclude, *long_global;
+
+/* a tuple (or named tuple) of at least n items, or a TypeError naming what it should be */
+static int check_tuple(PyObject *o, Py_ssize_t n, const char *what) {
+    if (!PyTuple_Check(o) || PyTuple_GET_SIZE(o) < n) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple of at least %zd items, not %.100s", what, n,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* the tuple subclass `type` holding the three items (a FilteredEntry), as tuple.__new__ makes it */
+static PyObject *make_filtered(PyTypeObject *type, PyObject *entry, PyObject *cells, PyObject *ids) {
+    PyObject *out = type->tp_alloc(type, 3);
+    if (out == NULL) return NULL;
+    Py_INCREF(entry);
+    Py_INCREF(cells);
+    Py_INCREF(ids);
+    PyTuple_SET_ITEM(out, FE_ENTRY, entry);
+    PyTuple_SET_ITEM(out, FE_CELLS, cells);
+    PyTuple_SET_ITEM(out, FE_IDS, ids);
+    return out;
+}
+
+/* whether a cell of `family` goes: scoped GLOBAL, included (or no include list), not excluded;
+ * -1 on error */
+static int kept(PyObject *family, PyObject *scopes, PyObject *include, PyObject *exclude) {
+    PyObject *scope;
+    int r;
+    if (PyDict_Check(scopes)) {
+        scope = PyDict_GetItemWithError(scopes, family); /* borrowed */
+        if (scope == NULL) return PyErr_Occurred() ? -1 : 0;
+        r = PyObject_RichCompareBool(scope, long_global, Py_EQ);
+    } else { /* the reader's read-only view of its dict */
+        scope = PyObject_GetItem(scopes, family);
+        if (scope == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
+            PyErr_Clear();
+            return 0;
+        }
+        r = PyObject_RichCompareBool(scope, long_global, Py_EQ);
+        Py_DECREF(scope);
+    }
+    if (r <= 0) return r;
+    if (include != Py_None) {
+        r = PySet_Contains(include, family);
+        if (r <= 0) return r;
+    }
+    if (exclude != Py_None) {
+        r = PySet_Contains(exclude, family);
+        if (r != 0) return r < 0 ? -1 : 0;
+    }
+    return 1;
+}
+
+static PyObject *filter_entry(PyObject *module, PyObject *args) {
+    PyObject *entry, *rules, *own_ids, *source_id, *peer_cluster_id;
+    PyTypeObject *type;
+    if (!PyArg_ParseTuple(args, "OO!O!OOO!:filter_entry", &entry, &PyDict_Type, &rules, &PyTuple_Type, &own_ids,
+                          &source_id, &peer_cluster_id, &PyType_Type, &type))
+        return NULL;
+    if (!PyType_IsSubtype(type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "filter_entry: filtered_type must be a tuple type");
+        return NULL;
+    }
+    if (check_tuple(entry, ENTRY_SIZE, "filter_entry: an entry") < 0) return NULL;
+    PyObject *key = PyTuple_GET_ITEM(entry, ENTRY_KEY);
+    PyObject *cells = PyTuple_GET_ITEM(entry, ENTRY_CELLS);
+    if (check_tuple(key, KEY_SIZE, "filter_entry: a WAL key") < 0) return NULL;
+    if (!PyTuple_Check(cells)) {
+        PyErr_SetString(PyExc_TypeError, "filter_entry: an entry's cells must be a tuple");
+        return NULL;
+    }
+    PyObject *table = PyTuple_GET_ITEM(key, KEY_TABLE);
+    if (!PyBytes_Check(table)) {
+        PyErr_SetString(PyExc_TypeError, "filter_entry: a WAL key's table must be bytes");
+        return NULL;
+    }
+    if (PyBytes_GET_SIZE(table) >= 6 && memcmp(PyBytes_AS_STRING(table), "hbase:", 6) == 0) Py_RETURN_NONE;
+    PyObject *scopes = PyTuple_GET_ITEM(key, KEY_SCOPES);
+    if (!PyDict_Check(scopes) && !Py_IS_TYPE(scopes, &PyDictProxy_Type)) Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t nscopes = PyObject_Length(scopes);
+    if (nscopes < 0) return NULL;
+    if (nscopes == 0) Py_RETURN_NONE;
+    PyObject *rule = PyDict_GetItemWithError(rules, table); /* borrowed */
+    if (rule == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    Py_INCREF(rule);
+    PyObject *include = NULL, *exclude = NULL, *kept_cells = NULL, *result = NULL;
+    PyObject *replicate = PyObject_GetAttr(rule, str_replicate);
+    if (replicate == NULL) goto done;
+    int yes = PyObject_IsTrue(replicate);
+    Py_DECREF(replicate);
+    if (yes < 0) goto done;
+    if (!yes) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    include = PyObject_GetAttr(rule, str_include);
+    if (include == NULL) goto done;
+    exclude = PyObject_GetAttr(rule, str_exclude);
+    if (exclude == NULL) goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(cells), first_dropped = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *cell = PyTuple_GET_ITEM(cells, i);
+        if (check_tuple(cell, CELL_SIZE, "filter_entry: a cell") < 0) goto done;
+        int k = kept(PyTuple_GET_ITEM(cell, CELL_FAMILY), scopes, include, exclude);
+        if (k < 0) goto done;
+        if (!k) {
+            first_dropped = i;
+            break;
+        }
+    }
+    if (first_dropped < 0) {
+        kept_cells = Py_NewRef(cells); /* most entries keep every cell: the entry's own tuple */
+    } else {
+        PyObject *list = PyList_New(0);
+        if (list == NULL) goto done;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *cell = PyTuple_GET_ITEM(cells, i);
+            int k = i < first_dropped ? 1 : 0;
+            if (i > first_dropped) {
+                if (check_tuple(cell, CELL_SIZE, "filter_entry: a cell") < 0) {
+                    Py_DECREF(list);
+                    goto done;
+                }
+                k = kept(PyTuple_GET_ITEM(cell, CELL_FAMILY), scopes, include, exclude);
+            }
+            if (k < 0 || (k && PyList_Append(list, cell) < 0)) {
+                Py_DECREF(list);
+                goto done;
+            }
+        }
+        kept_cells = PyList_AsTuple(list);
+        Py_DECREF(list);
+        if (kept_cells == NULL) goto done;
+    }
+    if (PyTuple_GET_SIZE(kept_cells) == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    PyObject *ids = PyTuple_GET_ITEM(key, KEY_CLUSTER_IDS);
+    int truth = PyObject_IsTrue(ids);
+    if (truth < 0) goto done;
+    if (!truth) {
+        result = make_filtered(type, entry, kept_cells, own_ids);
+        goto done;
+    }
+    int r = PySequence_Contains(ids, peer_cluster_id);
+    if (r < 0) goto done;
+    if (r) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    r = PySequence_Contains(ids, source_id);
+    if (r < 0) goto done;
+    if (r) {
+        result = make_filtered(type, entry, kept_cells, ids);
+    } else {
+        PyObject *one = PyTuple_Pack(1, source_id), *more = NULL;
+        if (one != NULL) more = PySequence_Concat(ids, one);
+        Py_XDECREF(one);
+        if (more == NULL) goto done;
+        result = make_filtered(type, entry, kept_cells, more);
+        Py_DECREF(more);
+    }
+done:
+    Py_DECREF(rule);
+    Py_XDECREF(include);
+    Py_XDECREF(exclude);
+    Py_XDECREF(kept_cells);
+    return result;
+}
+
+/* whether every cell is a Put (-1 on error), counting those with tags into *tags */
+static int puts_only(PyObject *cells, Py_ssize_t *tags) {
+    Py_ssize_t n = PyTuple_GET_SIZE(cells), with_tags = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *cell = PyTuple_GET_ITEM(cells, i);
+        if (check_tuple(cell, CELL_SIZE, "put_rows: a cell") < 0) return -1;
+        PyObject *type = PyTuple_GET_ITEM(cell, CELL_TYPE);
+        long t = PyLong_Check(type) ? PyLong_AsLong(type) : -1;
+        if (t == -1 && PyErr_Occurred()) return -1;
+        if (t != CELL_PUT) return 0;
+        int r = PyObject_IsTrue(PyTuple_GET_ITEM(cell, CELL_TAGS));
+        if (r < 0) return -1;
+        with_tags += r;
+    }
+    *tags = with_tags;
+    return 1;
+}
+
+/* whether the filtered entry is of `table` with cluster ids `ids` (-1 on error) */
+static int same_origin(PyObject *fe, PyObject *table, PyObject *ids) {
+    PyObject *key = PyTuple_GET_ITEM(PyTuple_GET_ITEM(fe, FE_ENTRY), ENTRY_KEY);
+    if (check_tuple(key, KEY_SIZE, "put_rows: a WAL key") < 0) return -1;
+    int r = PyObject_RichCompareBool(PyTuple_GET_ITEM(key, KEY_TABLE), table, Py_EQ);
+    if (r <= 0) return r;
+    return PyObject_RichCompareBool(PyTuple_GET_ITEM(fe, FE_IDS), ids, Py_EQ);
+}
+
+static PyObject *put_rows(PyObject *module, PyObject *args) {
+    PyObject *entries, *table, *ids, *mutations;
+    Py_ssize_t i, ci, max_mutations;
+    double size, max_bytes;
+    if (!PyArg_ParseTuple(args, "OnnOOO!dnd:put_rows", &entries, &i, &ci, &table, &ids, &PyList_Type, &mutations,
+                          &size, &max_mutations, &max_bytes))
+        return NULL;
+    PyObject *seq = PySequence_Fast(entries, "put_rows: entries must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), cells_taken = 0, tags_taken = 0, pending_cells = 0, pending_tags = 0;
+    int full = 0;
+    for (; i < n; i++, ci = 0) {
+        PyObject *fe = PySequence_Fast_GET_ITEM(seq, i);
+        if (check_tuple(fe, 3, "put_rows: a filtered entry") < 0) goto fail;
+        PyObject *entry = PyTuple_GET_ITEM(fe, FE_ENTRY), *cells = PyTuple_GET_ITEM(fe, FE_CELLS);
+        if (check_tuple(entry, ENTRY_SIZE, "put_rows: an entry") < 0) goto fail;
+        if (!PyTuple_Check(cells)) {
+            PyErr_SetString(PyExc_TypeError, "put_rows: a filtered entry's cells must be a tuple");
+            goto fail;
+        }
+        Py_ssize_t ncells = PyTuple_GET_SIZE(cells);
+        if (ncells == 0) continue;
+        if (ci == 0) {
+            int r = same_origin(fe, table, ids);
+            if (r < 0) goto fail;
+            if (!r) break;
+            Py_ssize_t tags = 0;
+            r = puts_only(cells, &tags);
+            if (r < 0) goto fail;
+            if (!r) break;
+            pending_cells = ncells; /* counted once its first row is taken */
+            pending_tags = tags;
+        }
+        long long off = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, ENTRY_OFFSET));
+        if (off == -1 && PyErr_Occurred()) goto fail;
+        long long end = PyLong_AsLongLong(PyTuple_GET_ITEM(entry, ENTRY_END));
+        if (end == -1 && PyErr_Occurred()) goto fail;
+        /* a row's share of the call's bytes: its cells' share of the entry, as the WAL holds it */
+        double unit = (double)(end - off) / (double)ncells;
+        PyObject *row = NULL, *group = NULL; /* borrowed: `mutations` holds them */
+        for (; ci < ncells; ci++) {
+            PyObject *cell = PyTuple_GET_ITEM(cells, ci);
+            PyObject *cell_row = PyTuple_GET_ITEM(cell, CELL_ROW);
+            int same = 0;
+            if (row != NULL) {
+                same = PyObject_RichCompareBool(cell_row, row, Py_EQ);
+                if (same < 0) goto fail;
+            }
+            if (!same) {
+                if (group != NULL) size += unit * (double)PyList_GET_SIZE(group);
+                if (PyList_GET_SIZE(mutations) >= max_mutations || size >= max_bytes) {
+                    full = 1;
+                    goto out;
+                }
+                cells_taken += pending_cells;
+                tags_taken += pending_tags;
+                pending_cells = pending_tags = 0;
+                group = PyList_New(0);
+                if (group == NULL) goto fail;
+                PyObject *pair = PyTuple_Pack(2, cell_row, group);
+                Py_DECREF(group);
+                if (pair == NULL || PyList_Append(mutations, pair) < 0) {
+                    Py_XDECREF(pair);
+                    goto fail;
+                }
+                Py_DECREF(pair);
+                row = cell_row;
+            }
+            if (PyList_Append(group, cell) < 0) goto fail;
+        }
+        if (group != NULL) size += unit * (double)PyList_GET_SIZE(group);
+    }
+out:
+    Py_DECREF(seq);
+    return Py_BuildValue("nndnnO", i, ci, size, cells_taken, tags_taken, full ? Py_True : Py_False);
+fail:
+    Py_DECREF(seq);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"filter_entry", filter_entry, METH_VARARGS,
+     "filter_entry(entry, rules, own_ids, source_id, peer_cluster_id, filtered_type)\n\n"
+     "EntryFilter.apply for one entry: None, a filtered entry, or NotImplemented where the\n"
+     "Python method must decide (no rule for the table yet, scopes of another mapping type)."},
+    {"put_rows", put_rows, METH_VARARGS,
+     "put_rows(entries, i, ci, table, ids, mutations, size, max_mutations, max_bytes)\n"
+     "    -> (i, ci, size, cells, tags, full)\n\n"
+     "Thrift2Sink.calls' rows of put cells for one stream, into the open call's mutations."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "walship.sinks._fastpath", "The entry filter and the Thrift2 sink's put rows, compiled.",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fastpath(void) {
+    str_replicate = PyUnicode_InternFromString("replicate");
+    str_include = PyUnicode_InternFromString("include");
+    str_exclude = PyUnicode_InternFromString("exclude");
+    long_global = PyLong_FromLong(SCOPE_GLOBAL);
+    if (str_replicate == NULL || str_include == NULL || str_exclude == NULL || long_global == NULL) return NULL;
+    return PyModule_Create(&module_def);
+}

@@ -1,0 +1,27 @@
+# the entry filter and the Thrift2 sink's put rows, compiled (src/walship/sinks/_fastpath.c),
+# used by walship.replicate.filters and walship.sinks.hbase2.
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+def filter_entry(
+    entry: Any,
+    rules: dict[bytes, Any],
+    own_ids: tuple[uuid.UUID, ...],
+    source_id: uuid.UUID,
+    peer_cluster_id: uuid.UUID,
+    filtered_type: type[Any],
+    /,
+) -> Any: ...
+def put_rows(
+    entries: Sequence[Any],
+    i: int,
+    ci: int,
+    table: bytes,
+    ids: tuple[uuid.UUID, ...],
+    mutations: list[Any],
+    size: float,
+    max_mutations: int,
+    max_bytes: float,
+    /,
+) -> tuple[int, int, float, int, int, bool]: ...
