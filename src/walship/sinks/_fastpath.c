@@ -9,7 +9,7 @@
  *     the peer), a FilteredEntry (filtered_type) of the entry, its kept cells (the entry's own
  *     tuple when every cell is kept) and its cluster ids, or NotImplemented where the Python
  *     method must decide: the table has no rule in `rules` yet (dict table -> TableRule), or
- *     the entry's scopes are neither a dict nor a read-only view of one (mappingproxy, as the
+ *     the entry's scopes are neither a plain dict nor a read-only view of one (mappingproxy, as the
  *     reader gives them).
  *
  * put_rows(entries, i, ci, table, ids, mutations, size, max_mutations, max_bytes)
@@ -69,7 +69,7 @@ static PyObject *make_filtered(PyTypeObject *type, PyObject *entry, PyObject *ce
 static int kept(PyObject *family, PyObject *scopes, PyObject *include, PyObject *exclude) {
     PyObject *scope;
     int r;
-    if (PyDict_Check(scopes)) {
+    if (PyDict_CheckExact(scopes)) {
         scope = PyDict_GetItemWithError(scopes, family); /* borrowed */
         if (scope == NULL) return PyErr_Occurred() ? -1 : 0;
         r = PyObject_RichCompareBool(scope, long_global, Py_EQ);
@@ -120,7 +120,7 @@ static PyObject *filter_entry(PyObject *module, PyObject *args) {
     }
     if (PyBytes_GET_SIZE(table) >= 6 && memcmp(PyBytes_AS_STRING(table), "hbase:", 6) == 0) Py_RETURN_NONE;
     PyObject *scopes = PyTuple_GET_ITEM(key, KEY_SCOPES);
-    if (!PyDict_Check(scopes) && !Py_IS_TYPE(scopes, &PyDictProxy_Type)) Py_RETURN_NOTIMPLEMENTED;
+    if (!PyDict_CheckExact(scopes) && !Py_IS_TYPE(scopes, &PyDictProxy_Type)) Py_RETURN_NOTIMPLEMENTED;
     Py_ssize_t nscopes = PyObject_Length(scopes);
     if (nscopes < 0) return NULL;
     if (nscopes == 0) Py_RETURN_NONE;

@@ -1,0 +1,182 @@
+"""The compiled entry filter and Thrift2 rows of puts (walship.sinks._fastpath) give what the
+Python code gives, on the same entries: the same filtered entries, the same calls (rows, cells,
+sizes, splits) and counts; and they decline what they leave to Python."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+import walship.sinks.hbase2 as hbase2_sink
+from walship.peer import PeerConfig
+from walship.replicate.filters import EntryFilter
+from walship.sinks import _fastpath
+from walship.sinks.base import ApplyStats, FilteredEntry
+from walship.wal import Cell, CellType, WalEntry, WalKey
+from walship.wal.model import METAFAMILY
+
+SOURCE, PEER, OTHER = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+FAMILIES = (b"r", b"l", b"x", METAFAMILY)
+TABLES = (b"t", b"u", b"hbase:meta", b"ns:v")
+TYPES = (CellType.Put, CellType.Put, CellType.Put, CellType.Delete, CellType.DeleteColumn, CellType.DeleteFamily)
+
+
+def random_entries(rng: random.Random, n: int, *, puts_share: float = 0.8) -> Iterator[WalEntry]:
+    """Entries of several tables, scopes, origins, rows, families and cell types, some with tags."""
+    offset = 100
+    for seq in range(n):
+        table = rng.choice(TABLES)
+        scope_kind = rng.random()
+        scopes: Any
+        if scope_kind < 0.05:
+            scopes = MappingProxyType({})
+        elif scope_kind < 0.1:
+            scopes = {}
+        else:
+            raw = {f: rng.choice((0, 1, 1, 1)) for f in FAMILIES[:3] if rng.random() < 0.9}
+            scopes = MappingProxyType(raw) if rng.random() < 0.7 else raw
+        ids = rng.choice(((), (), (), (OTHER,), (PEER,), (SOURCE,), (OTHER, SOURCE)))
+        puts = rng.random() < puts_share
+        cells = []
+        rows = [b"row-%03d" % rng.randrange(50) for _ in range(rng.randint(1, 3))]
+        for _ in range(rng.choice((0, 1, 3, 3, 3, 7)) if seq else 3):
+            row = rng.choice(rows)
+            kind = CellType.Put if puts else rng.choice(TYPES)
+            tags = ((1, b"t"),) if rng.random() < 0.05 else ()
+            family = rng.choice(FAMILIES[:3]) if rng.random() < 0.97 else METAFAMILY
+            cells.append(
+                Cell(row, family, b"q%d" % rng.randrange(4), 1000 + seq, int(kind), b"v" * rng.randrange(300), tags)
+            )
+        size = rng.randrange(60, 4000)
+        key = WalKey(b"region", table, seq + 1, 1000 + seq, cluster_ids=ids, scopes=scopes)
+        yield WalEntry(key, tuple(sorted(cells, key=lambda c: c.row)), offset, offset + size)
+        offset += size
+
+
+PEERS = [
+    PeerConfig("1", "127.0.0.1:2181:/hbase-b"),
+    PeerConfig("2", "127.0.0.1:2181:/hbase-b", replicate_all=False, table_cfs={"t": ["r"], "ns:v": []}),
+    PeerConfig("3", "127.0.0.1:2181:/hbase-b", exclude_table_cfs={"u": ["l"], "ns:v": []}),
+]
+
+
+@pytest.mark.parametrize("peer", PEERS, ids=lambda p: p.peer_id)
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_filter_keeps_what_python_keeps(peer: PeerConfig, seed: int) -> None:
+    entry_filter = EntryFilter(peer, SOURCE, PEER)
+    compiled = 0
+    for entry in random_entries(random.Random(seed), 3000):
+        expected = entry_filter.apply_py(entry)  # also fills the table's rule, as apply does
+        direct = _fastpath.filter_entry(
+            entry, entry_filter._table_cache, entry_filter._own_ids, SOURCE, PEER, FilteredEntry
+        )
+        if direct is not NotImplemented:
+            compiled += 1
+            assert direct == expected, entry
+            assert direct is None or type(direct) is FilteredEntry
+        assert entry_filter.apply(entry) == expected
+    assert compiled == 3000  # every entry's table had its rule by then; both scope types are taken
+
+
+def test_the_compiled_filter_keeps_the_entrys_own_cells_and_ids_where_it_can() -> None:
+    entry_filter = EntryFilter(PEERS[0], SOURCE, PEER)
+    cells = (Cell(b"a", b"r", b"q", 1, int(CellType.Put), b"v"), Cell(b"a", b"l", b"q", 1, int(CellType.Put), b"v"))
+    kept_all = WalEntry(WalKey(b"region", b"t", 1, 1, scopes=MappingProxyType({b"r": 1, b"l": 1})), cells, 0, 10)
+    entry_filter.apply_py(kept_all)
+    fe = entry_filter.apply(kept_all)
+    assert fe is not None and fe.cells is cells and fe.cluster_ids is entry_filter._own_ids
+    came = WalEntry(WalKey(b"region", b"t", 1, 1, (OTHER, SOURCE), MappingProxyType({b"r": 1})), cells, 0, 10)
+    fe = entry_filter.apply(came)
+    assert fe is not None and fe.cells == cells[:1] and fe.cluster_ids is came.key.cluster_ids
+    fe = entry_filter.apply(came._replace(key=came.key._replace(cluster_ids=(OTHER,))))
+    assert fe is not None and fe.cluster_ids == (OTHER, SOURCE)
+
+
+def test_the_compiled_filter_declines_a_table_without_its_rule_and_other_scope_types() -> None:
+    entry_filter = EntryFilter(PEERS[0], SOURCE, PEER)
+    cell = Cell(b"a", b"r", b"q", 1, int(CellType.Put), b"v")
+    entry = WalEntry(WalKey(b"region", b"new", 1, 1, scopes={b"r": 1}), (cell,), 0, 10)
+    args = (entry_filter._table_cache, entry_filter._own_ids, SOURCE, PEER, FilteredEntry)
+    assert _fastpath.filter_entry(entry, *args) is NotImplemented
+    assert entry_filter.apply(entry) is not None and b"new" in entry_filter._table_cache  # Python decided, cached
+    assert _fastpath.filter_entry(entry, *args) == entry_filter.apply_py(entry)
+
+    class Scopes(dict):  # type: ignore[type-arg]
+        pass
+
+    odd = entry._replace(key=entry.key._replace(scopes=Scopes({b"r": 1})))
+    assert _fastpath.filter_entry(odd, *args) is NotImplemented
+    assert entry_filter.apply(odd) == entry_filter.apply_py(odd) != None  # noqa: E711
+    with pytest.raises(TypeError, match="filter_entry: an entry must be a tuple"):
+        _fastpath.filter_entry(object(), *args)
+
+
+def calls_of(entries: list[FilteredEntry], streams: int = 1) -> tuple[list[Any], ApplyStats]:
+    stats = ApplyStats()
+    calls = [
+        (
+            c.table,
+            c.deletes,
+            c.attributes,
+            c.stream,
+            [m if c.deletes else (m[0], list(m[1])) for m in c.mutations],
+            c.size,
+        )
+        for c in hbase2_sink.Thrift2Sink.calls(entries, stats, streams)
+    ]
+    return calls, stats
+
+
+@pytest.mark.parametrize(("mutations", "call_bytes"), [(1000, 2 << 20), (7, 2 << 20), (1000, 5000), (1, 1)])
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_put_rows_make_the_calls_python_makes(
+    monkeypatch: pytest.MonkeyPatch, seed: int, mutations: int, call_bytes: int
+) -> None:
+    monkeypatch.setattr(hbase2_sink, "MUTATIONS_PER_CALL", mutations)
+    monkeypatch.setattr(hbase2_sink, "CALL_BYTES", call_bytes)
+    rng = random.Random(seed)
+    own = (SOURCE,)
+    # long runs of puts of table t from this cluster, broken now and then by deletes, another
+    # table or origin, and empty entries
+    entries = []
+    for e in random_entries(rng, 4000, puts_share=0.97):
+        table = b"t" if rng.random() < 0.9 else e.key.table
+        origin = (OTHER,) if rng.random() < 0.03 else own
+        entries.append(FilteredEntry(e._replace(key=e.key._replace(table=table)), e.cells, origin))
+    compiled = calls_of(entries)
+    monkeypatch.setattr(hbase2_sink, "_fastpath", None)
+    python = calls_of(entries)
+    assert compiled[1] == python[1]
+    assert len(compiled[0]) == len(python[0]) > 1
+    for got, want in zip(compiled[0], python[0], strict=True):
+        assert got == want
+
+
+def test_compiled_put_rows_stop_at_the_first_entry_they_do_not_take() -> None:
+    put = Cell(b"a", b"r", b"q", 1, int(CellType.Put), b"v")
+    tagged = put._replace(row=b"b", tags=((1, b"x"),))
+    delete = put._replace(type=int(CellType.DeleteColumn))
+    ids = (SOURCE,)
+    key = WalKey(b"region", b"t", 1, 1)
+
+    def fe(*cells: Cell, table: bytes = b"t", origin: tuple[uuid.UUID, ...] = ids) -> FilteredEntry:
+        return FilteredEntry(WalEntry(key._replace(table=table), cells, 0, 30 * len(cells)), cells, origin)
+
+    entries = [fe(put, tagged), fe(), fe(put), fe(put, delete), fe(put)]
+    mutations: list[Any] = []
+    i, ci, size, cells, tags, full = _fastpath.put_rows(entries, 0, 0, b"t", ids, mutations, 0.0, 1000, 1e9)
+    assert (i, ci, cells, tags, full) == (3, 0, 3, 1, False) and size == 90.0
+    assert [(row, list(group)) for row, group in mutations] == [(b"a", [put]), (b"b", [tagged]), (b"a", [put])]
+    assert _fastpath.put_rows(entries, 4, 0, b"u", ids, [], 0.0, 1000, 1e9)[:2] == (4, 0)  # another table
+    assert _fastpath.put_rows(entries, 4, 0, b"t", (OTHER,), [], 0.0, 1000, 1e9)[:2] == (4, 0)  # another origin
+    # full before a row: where to go on, the cells counted once
+    mutations = []
+    i, ci, size, cells, tags, full = _fastpath.put_rows(entries, 0, 0, b"t", ids, mutations, 0.0, 1, 1e9)
+    assert (i, ci, cells, full) == (0, 1, 2, True) and len(mutations) == 1
+    i, ci, size, cells, tags, full = _fastpath.put_rows(entries, i, ci, b"t", ids, [], 0.0, 1, 1e9)
+    assert (i, ci, cells, full) == (2, 0, 0, True)
