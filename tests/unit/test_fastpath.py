@@ -7,16 +7,20 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import pytest
 
+import walship.sinks.hbase as thrift1_module
 import walship.sinks.hbase2 as hbase2_sink
+from walship.errors import IncompatibleEditError
 from walship.peer import PeerConfig
 from walship.replicate.filters import EntryFilter
 from walship.sinks import _fastpath
-from walship.sinks.base import ApplyStats, FilteredEntry
+from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, FilteredEntry, SinkContext
+from walship.sinks.hbase import ThriftSink
 from walship.wal import Cell, CellType, WalEntry, WalKey
 from walship.wal.model import METAFAMILY
 
@@ -180,3 +184,57 @@ def test_compiled_put_rows_stop_at_the_first_entry_they_do_not_take() -> None:
     assert (i, ci, cells, full) == (0, 1, 2, True) and len(mutations) == 1
     i, ci, size, cells, tags, full = _fastpath.put_rows(entries, i, ci, b"t", ids, [], 0.0, 1, 1e9)
     assert (i, ci, cells, full) == (2, 0, 0, True)
+
+
+def thrift1_sink(tmp_path: Path, mode: str) -> ThriftSink:
+    """A Thrift1 sink that never connects (its grouping is all these tests use)."""
+    config = {SINK_THRIFT_KEY: "127.0.0.1:9", INCOMPATIBLE_KEY: mode}
+    sink = ThriftSink(PeerConfig("1", "127.0.0.1:2181:/hbase-b", configuration=config), SinkContext(str(tmp_path)))
+    sink.configure(SinkContext(str(tmp_path)))
+    return sink
+
+
+def grouped(sink: ThriftSink, entries: list[FilteredEntry]) -> tuple[Any, ...]:
+    stats = ApplyStats()
+    groups, letters, applied = sink.group(entries, "wal.1", stats)
+    # the groups, their rows and cells in the order they were made
+    flat = [(key, list(rows.items())) for key, rows in groups.items()]
+    return flat, [(d.wal, d.offset, d.cell_index) for d in letters], applied, stats
+
+
+@pytest.mark.parametrize("mode", ["skip", "deadletter"])
+@pytest.mark.parametrize("seed", range(3))
+def test_compiled_thrift1_grouping_groups_what_python_groups(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, seed: int, mode: str
+) -> None:
+    rng = random.Random(seed)
+    origins = ((SOURCE,), (OTHER, SOURCE))
+    entries = [FilteredEntry(e, e.cells, rng.choice(origins)) for e in random_entries(rng, 3000, puts_share=0.9)]
+    assert any(c.type in (CellType.Delete, CellType.DeleteFamilyVersion) for fe in entries for c in fe.cells)
+    sink = thrift1_sink(tmp_path, mode)
+    compiled = grouped(sink, entries)
+    monkeypatch.setattr(thrift1_module, "_fastpath", None)
+    python = grouped(sink, entries)
+    assert compiled == python
+    assert compiled[2] > 0 and len(compiled[0]) > 1
+
+
+def test_compiled_thrift1_grouping_leaves_an_incompatible_cell_to_fail_as_python_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    put = Cell(b"a", b"r", b"q", 5, int(CellType.Put), b"v")
+    delete = Cell(b"b", b"r", b"q", 6, int(CellType.Delete))
+    key = WalKey(b"region", b"t", 1, 1)
+    entries = [
+        FilteredEntry(WalEntry(key, cells, offset, offset + 50), cells, (SOURCE,))
+        for offset, cells in ((0, (put,)), (50, (put, delete)), (100, (delete,)))
+    ]
+    sink = thrift1_sink(tmp_path, "fail")
+    with pytest.raises(IncompatibleEditError) as compiled:
+        sink.group(entries, "wal.1", ApplyStats())
+    monkeypatch.setattr(thrift1_module, "_fastpath", None)
+    with pytest.raises(IncompatibleEditError) as python:
+        sink.group(entries, "wal.1", ApplyStats())
+    assert str(compiled.value) == str(python.value)
+    assert "wal.1 at byte offset 50: a Delete cell of table t" in str(compiled.value)
+    assert _fastpath.group_rows(entries, 0, {}) == (1, 1, 0)  # it stops at the entry with the Delete

@@ -1,7 +1,7 @@
 /*
- * walship.sinks._fastpath: the two per-entry steps of shipping that ran as Python loops over
- * every cell, compiled: the peer's entry filter and the Thrift2 sink's grouping of put cells
- * into a call's rows. Each gives what its Python original gives, to the same objects; the
+ * walship.sinks._fastpath: the per-entry steps of shipping that ran as Python loops over every
+ * cell, compiled: the peer's entry filter, the Thrift2 sink's grouping of put cells into a
+ * call's rows and the Thrift1 sink's grouping of cells by timestamp and row. Each gives what its Python original gives, to the same objects; the
  * Python originals stay for whatever these decline and where this module is not built.
  *
  * filter_entry(entry, rules, own_ids, source_id, peer_cluster_id, filtered_type)
@@ -22,6 +22,13 @@
  *     rows, or max_bytes): returns (i, ci, size, cells, tags, full), where to go on, the
  *     call's size, the cells and the cells with tags it took from entries it began, and
  *     whether it stopped because the call is full.
+ *
+ * group_rows(entries, i, groups)
+ *     walship.sinks.hbase.ThriftSink.apply's grouping for Thrift1, for entries[i:]: each cell
+ *     goes to groups[(table, cluster ids, timestamp)][row] (dicts and lists made as needed, in
+ *     the order Python makes them), up to the first entry holding a cell Thrift1 cannot express
+ *     (a Delete or a DeleteFamilyVersion), which is left whole to Python. Returns (i, cells,
+ *     tags): where it stopped, the cells grouped and those of them with tags.
  *
  * Entries, keys and cells are walship's named tuples, read by position. tests/unit/
  * test_fastpath.py checks both against the Python code on the same entries.
@@ -323,7 +330,103 @@ fail:
     return NULL;
 }
 
+/* walship.wal.model.CellType's values Thrift1 cannot express */
+enum { CELL_DELETE = 8, CELL_DELETE_FAMILY_VERSION = 10 };
+
+static PyObject *group_rows(PyObject *module, PyObject *args) {
+    PyObject *entries, *groups;
+    Py_ssize_t i;
+    if (!PyArg_ParseTuple(args, "OnO!:group_rows", &entries, &i, &PyDict_Type, &groups)) return NULL;
+    PyObject *seq = PySequence_Fast(entries, "group_rows: entries must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), applied = 0, tags = 0;
+    PyObject *group_key = NULL; /* (table, ids, timestamp) */
+    for (; i < n; i++) {
+        PyObject *fe = PySequence_Fast_GET_ITEM(seq, i);
+        if (check_tuple(fe, 3, "group_rows: a filtered entry") < 0) goto fail;
+        PyObject *entry = PyTuple_GET_ITEM(fe, FE_ENTRY), *cells = PyTuple_GET_ITEM(fe, FE_CELLS);
+        if (check_tuple(entry, ENTRY_SIZE, "group_rows: an entry") < 0) goto fail;
+        PyObject *key = PyTuple_GET_ITEM(entry, ENTRY_KEY);
+        if (check_tuple(key, KEY_SIZE, "group_rows: a WAL key") < 0) goto fail;
+        if (!PyTuple_Check(cells)) {
+            PyErr_SetString(PyExc_TypeError, "group_rows: a filtered entry's cells must be a tuple");
+            goto fail;
+        }
+        Py_ssize_t ncells = PyTuple_GET_SIZE(cells);
+        int stop = 0;
+        for (Py_ssize_t ci = 0; ci < ncells; ci++) { /* an entry with a cell Thrift1 cannot carry: Python's */
+            PyObject *cell = PyTuple_GET_ITEM(cells, ci);
+            if (check_tuple(cell, CELL_SIZE, "group_rows: a cell") < 0) goto fail;
+            long t = PyLong_AsLong(PyTuple_GET_ITEM(cell, CELL_TYPE));
+            if (t == -1 && PyErr_Occurred()) goto fail;
+            if (t == CELL_DELETE || t == CELL_DELETE_FAMILY_VERSION) {
+                stop = 1;
+                break;
+            }
+        }
+        if (stop) break;
+        PyObject *table = PyTuple_GET_ITEM(key, KEY_TABLE), *ids = PyTuple_GET_ITEM(fe, FE_IDS);
+        for (Py_ssize_t ci = 0; ci < ncells; ci++) {
+            PyObject *cell = PyTuple_GET_ITEM(cells, ci);
+            int r = PyObject_IsTrue(PyTuple_GET_ITEM(cell, CELL_TAGS));
+            if (r < 0) goto fail;
+            tags += r;
+            PyObject *ts = PyTuple_GET_ITEM(cell, 3);
+            /* consecutive cells mostly share the group: compare before building a new key */
+            int same = 0;
+            if (group_key != NULL) {
+                same = PyTuple_GET_ITEM(group_key, 0) == table && PyTuple_GET_ITEM(group_key, 1) == ids;
+                if (same) {
+                    same = PyObject_RichCompareBool(PyTuple_GET_ITEM(group_key, 2), ts, Py_EQ);
+                    if (same < 0) goto fail;
+                }
+            }
+            if (!same) {
+                Py_XDECREF(group_key);
+                group_key = PyTuple_Pack(3, table, ids, ts);
+                if (group_key == NULL) goto fail;
+            }
+            PyObject *rows = PyDict_GetItemWithError(groups, group_key); /* borrowed */
+            if (rows == NULL) {
+                if (PyErr_Occurred()) goto fail;
+                rows = PyDict_New();
+                if (rows == NULL) goto fail;
+                if (PyDict_SetItem(groups, group_key, rows) < 0) {
+                    Py_DECREF(rows);
+                    goto fail;
+                }
+                Py_DECREF(rows); /* the dict holds it */
+            }
+            PyObject *row = PyTuple_GET_ITEM(cell, CELL_ROW);
+            PyObject *list = PyDict_GetItemWithError(rows, row); /* borrowed */
+            if (list == NULL) {
+                if (PyErr_Occurred()) goto fail;
+                list = PyList_New(0);
+                if (list == NULL) goto fail;
+                if (PyDict_SetItem(rows, row, list) < 0) {
+                    Py_DECREF(list);
+                    goto fail;
+                }
+                Py_DECREF(list);
+            }
+            if (PyList_Append(list, cell) < 0) goto fail;
+            applied++;
+        }
+    }
+    Py_XDECREF(group_key);
+    Py_DECREF(seq);
+    return Py_BuildValue("nnn", i, applied, tags);
+fail:
+    Py_XDECREF(group_key);
+    Py_DECREF(seq);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"group_rows", group_rows, METH_VARARGS,
+     "group_rows(entries, i, groups) -> (i, cells, tags)\n\n"
+     "ThriftSink.apply's grouping of cells by (table, cluster ids, timestamp), then row, into\n"
+     "groups, from entries[i] up to the first entry with a cell Thrift1 cannot express."},
     {"filter_entry", filter_entry, METH_VARARGS,
      "filter_entry(entry, rules, own_ids, source_id, peer_cluster_id, filtered_type)\n\n"
      "EntryFilter.apply for one entry: None, a filtered entry, or NotImplemented where the\n"
@@ -336,7 +439,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "walship.sinks._fastpath", "The entry filter and the Thrift2 sink's put rows, compiled.",
+    PyModuleDef_HEAD_INIT, "walship.sinks._fastpath", "The entry filter and the Thrift sinks' grouping of cells, compiled.",
     -1, methods,
 };
 

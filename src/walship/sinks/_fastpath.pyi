@@ -25,3 +25,6 @@ def put_rows(
     max_bytes: float,
     /,
 ) -> tuple[int, int, float, int, int, bool]: ...
+def group_rows(
+    entries: Sequence[Any], i: int, groups: dict[Any, dict[bytes, list[Any]]], /
+) -> tuple[int, int, int]: ...

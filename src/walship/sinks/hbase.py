@@ -35,6 +35,11 @@ from walship.thrift.conn1 import THRIFT1_REFUSALS, open_connection
 from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts
 from walship.wal.model import Cell, CellType
 
+try:  # the compiled grouping (an optional ext-module; the Python loop below otherwise)
+    from walship.sinks import _fastpath
+except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
+    _fastpath = None  # type: ignore[assignment]
+
 __all__ = ["ThriftSink"]
 
 log = logging.getLogger(__name__)
@@ -42,6 +47,8 @@ log = logging.getLogger(__name__)
 #: Peer configuration key naming the peer's Thrift servers: ``host:port[,host:port...]``.
 SINK_KEY_HINT = f"{SINK_THRIFT_KEY}=host:port[,host:port...] configuration"
 _INCOMPATIBLE = (int(CellType.Delete), int(CellType.DeleteFamilyVersion))
+#: a batch's cells by (table, cluster ids, timestamp), then row
+_Groups = dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Cell]]]
 #: rows per mutateRowsTs call: small enough that building the next call overlaps this one
 _ROWS_PER_CALL = 1000
 
@@ -74,23 +81,56 @@ class ThriftSink(PooledSink):
         :raises SinkUnavailableError: no server answered.
         """
         stats = ApplyStats()
-        if self.mode == "fail":
-            for fe in entries:
-                for cell in fe.cells:
-                    if cell.type in _INCOMPATIBLE:
-                        raise IncompatibleEditError(
-                            f"{wal} at byte offset {fe.entry.offset}: a {CellType(cell.type).name} cell of table "
-                            f"{fe.entry.key.table.decode(errors='replace')} cannot be applied over Thrift1 "
-                            f"(peer {self.peer.peer_id}, {INCOMPATIBLE_KEY}=fail; set skip or deadletter to go on)"
-                        )
-        groups: dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Cell]]] = {}
+        groups, letters, applied = self.group(entries, wal, stats)
+        # durable before the batch counts as applied (and so before the position moves)
+        written = self.deadletters.write(wal, letters)
+        streams = self.streams_for(applied)
+        self.send(stats, self._calls(groups, streams), streams)
+        if stats.incompatible_skipped or stats.deadlettered:
+            log.warning(
+                "peer %s: %s: %d incompatible cells skipped, %d dead-lettered to %s",
+                self.peer.peer_id,
+                wal,
+                stats.incompatible_skipped,
+                stats.deadlettered,
+                written or "-",
+            )
+        return stats
+
+    def group(
+        self, entries: Sequence[FilteredEntry], wal: str, stats: ApplyStats
+    ) -> tuple[_Groups, list[DeadLetter], int]:
+        """The entries' cells by (table, cluster ids, timestamp), then row, in WAL order (compiled
+        up to an entry with a cell Thrift1 cannot carry, which takes the Python way), the dead
+        letters of the batch and the number of cells grouped; ``stats`` counts the cells, tags,
+        skipped and dead-lettered cells and entries passed over.
+
+        :raises IncompatibleEditError: the first inexpressible cell under ``walship.incompatible=fail``.
+        """
+        groups: _Groups = {}
         letters: list[DeadLetter] = []
         applied = tags = 0
-        for fe in entries:
+        group_rows = _fastpath.group_rows if _fastpath is not None else None
+        at, n = 0, len(entries)
+        while at < n:
+            if group_rows is not None:  # compiled, up to an entry with a cell Thrift1 cannot carry
+                at, cells, with_tags = group_rows(entries, at, groups)
+                applied += cells
+                tags += with_tags
+                if at >= n:
+                    break
+            fe = entries[at]
+            at += 1
             table, cluster_ids = fe.entry.key.table, fe.cluster_ids
             before = applied
             for i, cell in enumerate(fe.cells):
                 if cell.type in _INCOMPATIBLE:
+                    if self.mode == "fail":  # nothing of the batch was sent yet
+                        raise IncompatibleEditError(
+                            f"{wal} at byte offset {fe.entry.offset}: a {CellType(cell.type).name} cell of table "
+                            f"{table.decode(errors='replace')} cannot be applied over Thrift1 "
+                            f"(peer {self.peer.peer_id}, {INCOMPATIBLE_KEY}=fail; set skip or deadletter to go on)"
+                        )
                     if self.mode == "deadletter":
                         reason = f"Thrift1 cannot express a {CellType(cell.type).name} cell"
                         letters.append(DeadLetter.of(self.peer.peer_id, wal, fe, i, reason))
@@ -114,24 +154,9 @@ class ThriftSink(PooledSink):
                 stats.passed_over += 1
         stats.cells += applied
         stats.tags_dropped += tags
-        # durable before the batch counts as applied (and so before the position moves)
-        written = self.deadletters.write(wal, letters)
-        streams = self.streams_for(applied)
-        self.send(stats, self._calls(groups, streams), streams)
-        if stats.incompatible_skipped or stats.deadlettered:
-            log.warning(
-                "peer %s: %s: %d incompatible cells skipped, %d dead-lettered to %s",
-                self.peer.peer_id,
-                wal,
-                stats.incompatible_skipped,
-                stats.deadlettered,
-                written or "-",
-            )
-        return stats
+        return groups, letters, applied
 
-    def _calls(
-        self, groups: dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Cell]]], streams: int
-    ) -> Iterator[tuple[int, EncodedCall, str]]:
+    def _calls(self, groups: _Groups, streams: int) -> Iterator[tuple[int, EncodedCall, str]]:
         """Each group's rows as ``mutateRowsTs`` calls of up to :data:`_ROWS_PER_CALL` rows, a
         row's cells in its stream's calls; the streams' calls alternate."""
         protocol = self.options.protocol
