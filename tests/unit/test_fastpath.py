@@ -53,12 +53,13 @@ def random_entries(rng: random.Random, n: int, *, puts_share: float = 0.8) -> It
             kind = CellType.Put if puts else rng.choice(TYPES)
             tags = ((1, b"t"),) if rng.random() < 0.05 else ()
             family = rng.choice(FAMILIES[:3]) if rng.random() < 0.97 else METAFAMILY
-            cells.append(
-                Cell(row, family, b"q%d" % rng.randrange(4), 1000 + seq, int(kind), b"v" * rng.randrange(300), tags)
-            )
+            ts = 1000 + seq if rng.random() < 0.8 else 1000 + seq + rng.randrange(3)  # a few timestamps an entry
+            cells.append(Cell(row, family, b"q%d" % rng.randrange(4), ts, int(kind), b"v" * rng.randrange(300), tags))
         size = rng.randrange(60, 4000)
         key = WalKey(b"region", table, seq + 1, 1000 + seq, cluster_ids=ids, scopes=scopes)
-        yield WalEntry(key, tuple(sorted(cells, key=lambda c: c.row)), offset, offset + size)
+        if rng.random() < 0.7:  # mostly a row's cells together; now and then a row comes back
+            cells.sort(key=lambda c: c.row)
+        yield WalEntry(key, tuple(cells), offset, offset + size)
         offset += size
 
 
@@ -238,3 +239,42 @@ def test_compiled_thrift1_grouping_leaves_an_incompatible_cell_to_fail_as_python
     assert str(compiled.value) == str(python.value)
     assert "wal.1 at byte offset 50: a Delete cell of table t" in str(compiled.value)
     assert _fastpath.group_rows(entries, 0, {}) == (1, 1, 0)  # it stops at the entry with the Delete
+
+
+def test_the_compiled_filter_reads_a_read_only_view_of_scopes_as_python_does() -> None:
+    """Through the view's get(), as Python: a mapping that makes missing keys (a defaultdict)
+    neither keeps a cell Python drops nor grows."""
+    from collections import defaultdict
+
+    entry_filter = EntryFilter(PEERS[0], SOURCE, PEER)
+    raw: defaultdict[bytes, int] = defaultdict(lambda: 1, {b"r": 1})
+    cells = (Cell(b"a", b"r", b"q", 1, int(CellType.Put), b"v"), Cell(b"a", b"l", b"q", 1, int(CellType.Put), b"v"))
+    entry = WalEntry(WalKey(b"region", b"t", 1, 1, scopes=MappingProxyType(raw)), cells, 0, 10)
+    expected = entry_filter.apply_py(entry)
+    assert expected is not None and expected.cells == cells[:1]
+    args = (entry_filter._table_cache, entry_filter._own_ids, SOURCE, PEER, FilteredEntry)
+    assert _fastpath.filter_entry(entry, *args) == expected
+    assert dict(raw) == {b"r": 1}
+
+
+def test_compiled_put_rows_refuse_bad_places_and_never_yield_an_empty_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    put = Cell(b"a", b"r", b"q", 1, int(CellType.Put), b"v")
+    entries = [
+        FilteredEntry(
+            WalEntry(WalKey(b"region", b"t", 1, 1), (put, put._replace(row=b"b")), 0, 20),
+            (put, put._replace(row=b"b")),
+            (SOURCE,),
+        )
+    ]
+    with pytest.raises(ValueError, match="i and ci must be >= 0"):
+        _fastpath.put_rows(entries, -1, 0, b"t", (SOURCE,), [], 0.0, 10, 1e9)
+    with pytest.raises(ValueError, match="entry 0 has 2 cells, none at 2"):
+        _fastpath.put_rows(entries, 0, 2, b"t", (SOURCE,), [], 0.0, 10, 1e9)
+    with pytest.raises(ValueError, match="i must be >= 0"):
+        _fastpath.group_rows(entries, -1, {})
+    # limits of nothing: every call holds one row, as in Python, and the calls end
+    monkeypatch.setattr(hbase2_sink, "MUTATIONS_PER_CALL", 0)
+    compiled = calls_of(entries * 3)
+    monkeypatch.setattr(hbase2_sink, "_fastpath", None)
+    assert compiled == calls_of(entries * 3)
+    assert [len(call[4]) for call in compiled[0]] == [1] * 6

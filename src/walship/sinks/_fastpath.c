@@ -24,7 +24,7 @@
  *     whether it stopped because the call is full.
  *
  * group_rows(entries, i, groups)
- *     walship.sinks.hbase.ThriftSink.apply's grouping for Thrift1, for entries[i:]: each cell
+ *     walship.sinks.hbase.ThriftSink.group's grouping for Thrift1, for entries[i:]: each cell
  *     goes to groups[(table, cluster ids, timestamp)][row] (dicts and lists made as needed, in
  *     the order Python makes them), up to the first entry holding a cell Thrift1 cannot express
  *     (a Delete or a DeleteFamilyVersion), which is left whole to Python. Returns (i, cells,
@@ -46,7 +46,7 @@ enum { CELL_ROW = 0, CELL_FAMILY = 1, CELL_TYPE = 4, CELL_TAGS = 6, CELL_SIZE = 
 enum { FE_ENTRY = 0, FE_CELLS = 1, FE_IDS = 2 };
 enum { CELL_PUT = 4, SCOPE_GLOBAL = 1 };
 
-static PyObject *str_replicate, *str_include, *str_exclude, *long_global;
+static PyObject *str_replicate, *str_include, *str_exclude, *str_get, *long_global;
 
 /* a tuple (or named tuple) of at least n items, or a TypeError naming what it should be */
 static int check_tuple(PyObject *o, Py_ssize_t n, const char *what) {
@@ -58,16 +58,15 @@ static int check_tuple(PyObject *o, Py_ssize_t n, const char *what) {
     return 0;
 }
 
-/* the tuple subclass `type` holding the three items (a FilteredEntry), as tuple.__new__ makes it */
+/* the tuple subclass `type` holding the three items (a FilteredEntry), made by tuple.__new__ */
 static PyObject *make_filtered(PyTypeObject *type, PyObject *entry, PyObject *cells, PyObject *ids) {
-    PyObject *out = type->tp_alloc(type, 3);
-    if (out == NULL) return NULL;
-    Py_INCREF(entry);
-    Py_INCREF(cells);
-    Py_INCREF(ids);
-    PyTuple_SET_ITEM(out, FE_ENTRY, entry);
-    PyTuple_SET_ITEM(out, FE_CELLS, cells);
-    PyTuple_SET_ITEM(out, FE_IDS, ids);
+    PyObject *items = PyTuple_Pack(3, entry, cells, ids);
+    if (items == NULL) return NULL;
+    PyObject *args = PyTuple_Pack(1, items);
+    Py_DECREF(items);
+    if (args == NULL) return NULL;
+    PyObject *out = PyTuple_Type.tp_new(type, args, NULL);
+    Py_DECREF(args);
     return out;
 }
 
@@ -77,19 +76,15 @@ static int kept(PyObject *family, PyObject *scopes, PyObject *include, PyObject 
     PyObject *scope;
     int r;
     if (PyDict_CheckExact(scopes)) {
-        scope = PyDict_GetItemWithError(scopes, family); /* borrowed */
+        scope = PyDict_GetItemWithError(scopes, family);
         if (scope == NULL) return PyErr_Occurred() ? -1 : 0;
-        r = PyObject_RichCompareBool(scope, long_global, Py_EQ);
-    } else { /* the reader's read-only view of its dict */
-        scope = PyObject_GetItem(scopes, family);
-        if (scope == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_KeyError)) return -1;
-            PyErr_Clear();
-            return 0;
-        }
-        r = PyObject_RichCompareBool(scope, long_global, Py_EQ);
-        Py_DECREF(scope);
+        Py_INCREF(scope);
+    } else { /* the reader's read-only view of its dict: its get(), as Python calls it */
+        scope = PyObject_CallMethodOneArg(scopes, str_get, family);
+        if (scope == NULL) return -1;
     }
+    r = PyObject_RichCompareBool(scope, long_global, Py_EQ);
+    Py_DECREF(scope);
     if (r <= 0) return r;
     if (include != Py_None) {
         r = PySet_Contains(include, family);
@@ -257,12 +252,18 @@ static PyObject *put_rows(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OnnOOO!dnd:put_rows", &entries, &i, &ci, &table, &ids, &PyList_Type, &mutations,
                           &size, &max_mutations, &max_bytes))
         return NULL;
+    if (i < 0 || ci < 0) {
+        PyErr_SetString(PyExc_ValueError, "put_rows: i and ci must be >= 0");
+        return NULL;
+    }
     PyObject *seq = PySequence_Fast(entries, "put_rows: entries must be a sequence");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), cells_taken = 0, tags_taken = 0, pending_cells = 0, pending_tags = 0;
     int full = 0;
+    PyObject *fe = NULL; /* held while it is read: comparing cluster ids runs Python code */
     for (; i < n; i++, ci = 0) {
-        PyObject *fe = PySequence_Fast_GET_ITEM(seq, i);
+        Py_XDECREF(fe);
+        fe = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
         if (check_tuple(fe, 3, "put_rows: a filtered entry") < 0) goto fail;
         PyObject *entry = PyTuple_GET_ITEM(fe, FE_ENTRY), *cells = PyTuple_GET_ITEM(fe, FE_CELLS);
         if (check_tuple(entry, ENTRY_SIZE, "put_rows: an entry") < 0) goto fail;
@@ -271,6 +272,10 @@ static PyObject *put_rows(PyObject *module, PyObject *args) {
             goto fail;
         }
         Py_ssize_t ncells = PyTuple_GET_SIZE(cells);
+        if (ci >= ncells && ci > 0) {
+            PyErr_Format(PyExc_ValueError, "put_rows: entry %zd has %zd cells, none at %zd", i, ncells, ci);
+            goto fail;
+        }
         if (ncells == 0) continue;
         if (ci == 0) {
             int r = same_origin(fe, table, ids);
@@ -292,6 +297,7 @@ static PyObject *put_rows(PyObject *module, PyObject *args) {
         PyObject *row = NULL, *group = NULL; /* borrowed: `mutations` holds them */
         for (; ci < ncells; ci++) {
             PyObject *cell = PyTuple_GET_ITEM(cells, ci);
+            if (check_tuple(cell, CELL_SIZE, "put_rows: a cell") < 0) goto fail;
             PyObject *cell_row = PyTuple_GET_ITEM(cell, CELL_ROW);
             int same = 0;
             if (row != NULL) {
@@ -300,7 +306,8 @@ static PyObject *put_rows(PyObject *module, PyObject *args) {
             }
             if (!same) {
                 if (group != NULL) size += unit * (double)PyList_GET_SIZE(group);
-                if (PyList_GET_SIZE(mutations) >= max_mutations || size >= max_bytes) {
+                Py_ssize_t held = PyList_GET_SIZE(mutations);
+                if (held > 0 && (held >= max_mutations || size >= max_bytes)) {
                     full = 1;
                     goto out;
                 }
@@ -323,9 +330,11 @@ static PyObject *put_rows(PyObject *module, PyObject *args) {
         if (group != NULL) size += unit * (double)PyList_GET_SIZE(group);
     }
 out:
+    Py_XDECREF(fe);
     Py_DECREF(seq);
     return Py_BuildValue("nndnnO", i, ci, size, cells_taken, tags_taken, full ? Py_True : Py_False);
 fail:
+    Py_XDECREF(fe);
     Py_DECREF(seq);
     return NULL;
 }
@@ -337,12 +346,18 @@ static PyObject *group_rows(PyObject *module, PyObject *args) {
     PyObject *entries, *groups;
     Py_ssize_t i;
     if (!PyArg_ParseTuple(args, "OnO!:group_rows", &entries, &i, &PyDict_Type, &groups)) return NULL;
+    if (i < 0) {
+        PyErr_SetString(PyExc_ValueError, "group_rows: i must be >= 0");
+        return NULL;
+    }
     PyObject *seq = PySequence_Fast(entries, "group_rows: entries must be a sequence");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), applied = 0, tags = 0;
     PyObject *group_key = NULL; /* (table, ids, timestamp) */
+    PyObject *fe = NULL; /* held while it is read: comparing timestamps may run Python code */
     for (; i < n; i++) {
-        PyObject *fe = PySequence_Fast_GET_ITEM(seq, i);
+        Py_XDECREF(fe);
+        fe = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
         if (check_tuple(fe, 3, "group_rows: a filtered entry") < 0) goto fail;
         PyObject *entry = PyTuple_GET_ITEM(fe, FE_ENTRY), *cells = PyTuple_GET_ITEM(fe, FE_CELLS);
         if (check_tuple(entry, ENTRY_SIZE, "group_rows: an entry") < 0) goto fail;
@@ -413,10 +428,12 @@ static PyObject *group_rows(PyObject *module, PyObject *args) {
             applied++;
         }
     }
+    Py_XDECREF(fe);
     Py_XDECREF(group_key);
     Py_DECREF(seq);
     return Py_BuildValue("nnn", i, applied, tags);
 fail:
+    Py_XDECREF(fe);
     Py_XDECREF(group_key);
     Py_DECREF(seq);
     return NULL;
@@ -425,7 +442,7 @@ fail:
 static PyMethodDef methods[] = {
     {"group_rows", group_rows, METH_VARARGS,
      "group_rows(entries, i, groups) -> (i, cells, tags)\n\n"
-     "ThriftSink.apply's grouping of cells by (table, cluster ids, timestamp), then row, into\n"
+     "ThriftSink.group's grouping of cells by (table, cluster ids, timestamp), then row, into\n"
      "groups, from entries[i] up to the first entry with a cell Thrift1 cannot express."},
     {"filter_entry", filter_entry, METH_VARARGS,
      "filter_entry(entry, rules, own_ids, source_id, peer_cluster_id, filtered_type)\n\n"
@@ -447,7 +464,9 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     str_replicate = PyUnicode_InternFromString("replicate");
     str_include = PyUnicode_InternFromString("include");
     str_exclude = PyUnicode_InternFromString("exclude");
+    str_get = PyUnicode_InternFromString("get");
     long_global = PyLong_FromLong(SCOPE_GLOBAL);
-    if (str_replicate == NULL || str_include == NULL || str_exclude == NULL || long_global == NULL) return NULL;
+    if (str_replicate == NULL || str_include == NULL || str_exclude == NULL || str_get == NULL || long_global == NULL)
+        return NULL;
     return PyModule_Create(&module_def);
 }
