@@ -4,6 +4,7 @@ sizes, splits) and counts; and they decline what they leave to Python."""
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import Iterator
@@ -63,6 +64,15 @@ def random_entries(rng: random.Random, n: int, *, puts_share: float = 0.8) -> It
         offset += size
 
 
+DECLINED = object()  # what the tests' fallback returns: the compiled filter left the entry to Python
+
+
+def compiled_args(entry_filter: EntryFilter) -> tuple[Any, ...]:
+    """The compiled filter's arguments before the entry, as the filter binds them, but with a
+    fallback that says the entry was declined."""
+    return (entry_filter._table_cache, entry_filter._own_ids, SOURCE, PEER, FilteredEntry, lambda _: DECLINED)
+
+
 PEERS = [
     PeerConfig("1", "127.0.0.1:2181:/hbase-b"),
     PeerConfig("2", "127.0.0.1:2181:/hbase-b", replicate_all=False, table_cfs={"t": ["r"], "ns:v": []}),
@@ -74,13 +84,12 @@ PEERS = [
 @pytest.mark.parametrize("seed", range(4))
 def test_the_compiled_filter_keeps_what_python_keeps(peer: PeerConfig, seed: int) -> None:
     entry_filter = EntryFilter(peer, SOURCE, PEER)
+    assert isinstance(entry_filter.apply, functools.partial)  # the filter applies the compiled code
     compiled = 0
     for entry in random_entries(random.Random(seed), 3000):
         expected = entry_filter.apply_py(entry)  # also fills the table's rule, as apply does
-        direct = _fastpath.filter_entry(
-            entry, entry_filter._table_cache, entry_filter._own_ids, SOURCE, PEER, FilteredEntry
-        )
-        if direct is not NotImplemented:
+        direct = _fastpath.filter_entry(*compiled_args(entry_filter), entry)
+        if direct is not DECLINED:
             compiled += 1
             assert direct == expected, entry
             assert direct is None or type(direct) is FilteredEntry
@@ -106,19 +115,21 @@ def test_the_compiled_filter_declines_a_table_without_its_rule_and_other_scope_t
     entry_filter = EntryFilter(PEERS[0], SOURCE, PEER)
     cell = Cell(b"a", b"r", b"q", 1, int(CellType.Put), b"v")
     entry = WalEntry(WalKey(b"region", b"new", 1, 1, scopes={b"r": 1}), (cell,), 0, 10)
-    args = (entry_filter._table_cache, entry_filter._own_ids, SOURCE, PEER, FilteredEntry)
-    assert _fastpath.filter_entry(entry, *args) is NotImplemented
+    args = compiled_args(entry_filter)
+    assert _fastpath.filter_entry(*args, entry) is DECLINED
     assert entry_filter.apply(entry) is not None and b"new" in entry_filter._table_cache  # Python decided, cached
-    assert _fastpath.filter_entry(entry, *args) == entry_filter.apply_py(entry)
+    assert _fastpath.filter_entry(*args, entry) == entry_filter.apply_py(entry)
 
     class Scopes(dict):  # type: ignore[type-arg]
         pass
 
     odd = entry._replace(key=entry.key._replace(scopes=Scopes({b"r": 1})))
-    assert _fastpath.filter_entry(odd, *args) is NotImplemented
+    assert _fastpath.filter_entry(*args, odd) is DECLINED
     assert entry_filter.apply(odd) == entry_filter.apply_py(odd) != None  # noqa: E711
     with pytest.raises(TypeError, match="filter_entry: an entry must be a tuple"):
-        _fastpath.filter_entry(object(), *args)
+        _fastpath.filter_entry(*args, object())
+    with pytest.raises(TypeError, match="filter_entry takes 7 arguments, not 6"):
+        _fastpath.filter_entry(*args)
 
 
 def calls_of(entries: list[FilteredEntry], streams: int = 1) -> tuple[list[Any], ApplyStats]:
@@ -252,8 +263,7 @@ def test_the_compiled_filter_reads_a_read_only_view_of_scopes_as_python_does() -
     entry = WalEntry(WalKey(b"region", b"t", 1, 1, scopes=MappingProxyType(raw)), cells, 0, 10)
     expected = entry_filter.apply_py(entry)
     assert expected is not None and expected.cells == cells[:1]
-    args = (entry_filter._table_cache, entry_filter._own_ids, SOURCE, PEER, FilteredEntry)
-    assert _fastpath.filter_entry(entry, *args) == expected
+    assert _fastpath.filter_entry(*compiled_args(entry_filter), entry) == expected
     assert dict(raw) == {b"r": 1}
 
 

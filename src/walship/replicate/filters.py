@@ -13,8 +13,9 @@ says when one concerns the peer, so that it is counted and logged, never dropped
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from walship.peer import PeerConfig
@@ -99,12 +100,30 @@ class EntryFilter:
     :param peer_id: the peer cluster's id (edits that carry it are dropped).
     """
 
+    #: The entry's replicable part, or ``None`` when nothing of it goes to this peer: the
+    #: compiled filter (a partial of :func:`walship.sinks._fastpath.filter_entry`, no Python
+    #: frame an entry), which leaves to :meth:`apply_py` what it does not decide; where the
+    #: module is not built, :meth:`apply_py` itself.
+    apply: Callable[[WalEntry], FilteredEntry | None]
+
     def __init__(self, peer: PeerConfig, source_id: uuid.UUID, peer_cluster_id: uuid.UUID) -> None:
         self.peer = peer
         self.source_id = source_id
         self.peer_cluster_id = peer_cluster_id
         self._table_cache: dict[bytes, TableRule] = {}
         self._own_ids = (source_id,)  # the cluster ids of an edit written here: one tuple for all
+        if _filter_entry is not None:
+            self.apply = functools.partial(
+                _filter_entry,
+                self._table_cache,
+                self._own_ids,
+                source_id,
+                peer_cluster_id,
+                FilteredEntry,
+                self.apply_py,
+            )
+        else:
+            self.apply = self.apply_py
 
     def _table_rule(self, table: bytes) -> TableRule:
         """Whether the table replicates at all, and which of its families do (cached)."""
@@ -124,18 +143,8 @@ class EntryFilter:
             and self.peer_cluster_id not in key.cluster_ids
         )
 
-    def apply(self, entry: WalEntry) -> FilteredEntry | None:
-        """The entry's replicable part, or ``None`` when nothing of it goes to this peer."""
-        if _filter_entry is not None:
-            kept = _filter_entry(
-                entry, self._table_cache, self._own_ids, self.source_id, self.peer_cluster_id, FilteredEntry
-            )
-            if kept is not NotImplemented:
-                return kept  # type: ignore[no-any-return]
-        return self.apply_py(entry)
-
     def apply_py(self, entry: WalEntry) -> FilteredEntry | None:
-        """:meth:`apply` in Python: what the compiled filter gives, and what it leaves to this
+        """:attr:`apply` in Python: what the compiled filter gives, and what it leaves to this
         (a table not seen yet, scopes of another mapping type)."""
         key = entry.key
         if key.table.startswith(b"hbase:"):

@@ -4,11 +4,12 @@
  * call's rows and the Thrift1 sink's grouping of cells by timestamp and row. Each gives what its Python original gives, to the same objects; the
  * Python originals stay for whatever these decline and where this module is not built.
  *
- * filter_entry(entry, rules, own_ids, source_id, peer_cluster_id, filtered_type)
- *     walship.replicate.filters.EntryFilter.apply for one WalEntry: None (nothing of it goes to
- *     the peer), a FilteredEntry (filtered_type) of the entry, its kept cells (the entry's own
- *     tuple when every cell is kept) and its cluster ids, or NotImplemented where the Python
- *     method must decide: the table has no rule in `rules` yet (dict table -> TableRule), or
+ * filter_entry(rules, own_ids, source_id, peer_cluster_id, filtered_type, fallback, entry)
+ *     walship.replicate.filters.EntryFilter.apply for one WalEntry (the entry last, so that a
+ *     functools.partial of the rest is the filter's apply): None (nothing of it goes to the
+ *     peer), a FilteredEntry (filtered_type) of the entry, its kept cells (the entry's own
+ *     tuple when every cell is kept) and its cluster ids, or fallback(entry) (the Python
+ *     method) where Python must decide: the table has no rule in `rules` yet (dict table -> TableRule), or
  *     the entry's scopes are neither a plain dict nor a read-only view of one (mappingproxy, as the
  *     reader gives them).
  *
@@ -71,16 +72,16 @@ static PyObject *make_filtered(PyTypeObject *type, PyObject *entry, PyObject *ce
 }
 
 /* whether a cell of `family` goes: scoped GLOBAL, included (or no include list), not excluded;
- * -1 on error */
-static int kept(PyObject *family, PyObject *scopes, PyObject *include, PyObject *exclude) {
+ * -1 on error. `get` is the bound get() of scopes that are not a plain dict (else NULL). */
+static int kept(PyObject *family, PyObject *scopes, PyObject *get, PyObject *include, PyObject *exclude) {
     PyObject *scope;
     int r;
-    if (PyDict_CheckExact(scopes)) {
+    if (get == NULL) {
         scope = PyDict_GetItemWithError(scopes, family);
         if (scope == NULL) return PyErr_Occurred() ? -1 : 0;
         Py_INCREF(scope);
     } else { /* the reader's read-only view of its dict: its get(), as Python calls it */
-        scope = PyObject_CallMethodOneArg(scopes, str_get, family);
+        scope = PyObject_CallOneArg(get, family);
         if (scope == NULL) return -1;
     }
     r = PyObject_RichCompareBool(scope, long_global, Py_EQ);
@@ -97,16 +98,9 @@ static int kept(PyObject *family, PyObject *scopes, PyObject *include, PyObject 
     return 1;
 }
 
-static PyObject *filter_entry(PyObject *module, PyObject *args) {
-    PyObject *entry, *rules, *own_ids, *source_id, *peer_cluster_id;
-    PyTypeObject *type;
-    if (!PyArg_ParseTuple(args, "OO!O!OOO!:filter_entry", &entry, &PyDict_Type, &rules, &PyTuple_Type, &own_ids,
-                          &source_id, &peer_cluster_id, &PyType_Type, &type))
-        return NULL;
-    if (!PyType_IsSubtype(type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "filter_entry: filtered_type must be a tuple type");
-        return NULL;
-    }
+/* the entry's filtered part, None, or NotImplemented where Python must decide */
+static PyObject *filter_one(PyObject *entry, PyObject *rules, PyObject *own_ids, PyObject *source_id,
+                            PyObject *peer_cluster_id, PyTypeObject *type) {
     if (check_tuple(entry, ENTRY_SIZE, "filter_entry: an entry") < 0) return NULL;
     PyObject *key = PyTuple_GET_ITEM(entry, ENTRY_KEY);
     PyObject *cells = PyTuple_GET_ITEM(entry, ENTRY_CELLS);
@@ -132,7 +126,7 @@ static PyObject *filter_entry(PyObject *module, PyObject *args) {
         Py_RETURN_NOTIMPLEMENTED;
     }
     Py_INCREF(rule);
-    PyObject *include = NULL, *exclude = NULL, *kept_cells = NULL, *result = NULL;
+    PyObject *include = NULL, *exclude = NULL, *get = NULL, *kept_cells = NULL, *result = NULL;
     PyObject *replicate = PyObject_GetAttr(rule, str_replicate);
     if (replicate == NULL) goto done;
     int yes = PyObject_IsTrue(replicate);
@@ -146,11 +140,15 @@ static PyObject *filter_entry(PyObject *module, PyObject *args) {
     if (include == NULL) goto done;
     exclude = PyObject_GetAttr(rule, str_exclude);
     if (exclude == NULL) goto done;
+    if (!PyDict_CheckExact(scopes)) {
+        get = PyObject_GetAttr(scopes, str_get); /* once an entry */
+        if (get == NULL) goto done;
+    }
     Py_ssize_t n = PyTuple_GET_SIZE(cells), first_dropped = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *cell = PyTuple_GET_ITEM(cells, i);
         if (check_tuple(cell, CELL_SIZE, "filter_entry: a cell") < 0) goto done;
-        int k = kept(PyTuple_GET_ITEM(cell, CELL_FAMILY), scopes, include, exclude);
+        int k = kept(PyTuple_GET_ITEM(cell, CELL_FAMILY), scopes, get, include, exclude);
         if (k < 0) goto done;
         if (!k) {
             first_dropped = i;
@@ -170,7 +168,7 @@ static PyObject *filter_entry(PyObject *module, PyObject *args) {
                     Py_DECREF(list);
                     goto done;
                 }
-                k = kept(PyTuple_GET_ITEM(cell, CELL_FAMILY), scopes, include, exclude);
+                k = kept(PyTuple_GET_ITEM(cell, CELL_FAMILY), scopes, get, include, exclude);
             }
             if (k < 0 || (k && PyList_Append(list, cell) < 0)) {
                 Py_DECREF(list);
@@ -214,20 +212,40 @@ done:
     Py_DECREF(rule);
     Py_XDECREF(include);
     Py_XDECREF(exclude);
+    Py_XDECREF(get);
     Py_XDECREF(kept_cells);
     return result;
 }
 
 #include "_fastpath_rows.h"
 
+/* filter_entry(rules, own_ids, source_id, peer_cluster_id, filtered_type, fallback, entry) */
+static PyObject *filter_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "filter_entry takes 7 arguments, not %zd", nargs);
+        return NULL;
+    }
+    PyObject *rules = args[0], *own_ids = args[1], *type = args[4], *fallback = args[5], *entry = args[6];
+    if (!PyDict_Check(rules) || !PyTuple_Check(own_ids) || !PyType_Check(type) ||
+        !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "filter_entry: rules must be a dict, own_ids a tuple and filtered_type a tuple type");
+        return NULL;
+    }
+    PyObject *out = filter_one(entry, rules, own_ids, args[2], args[3], (PyTypeObject *)type);
+    if (out != Py_NotImplemented) return out;
+    Py_DECREF(out);
+    return PyObject_CallOneArg(fallback, entry);
+}
+
 static PyMethodDef methods[] = {
     {"group_rows", group_rows, METH_VARARGS,
      "group_rows(entries, i, groups) -> (i, cells, tags)\n\n"
      "ThriftSink.group's grouping of cells by (table, cluster ids, timestamp), then row, into\n"
      "groups, from entries[i] up to the first entry with a cell Thrift1 cannot express."},
-    {"filter_entry", filter_entry, METH_VARARGS,
-     "filter_entry(entry, rules, own_ids, source_id, peer_cluster_id, filtered_type)\n\n"
-     "EntryFilter.apply for one entry: None, a filtered entry, or NotImplemented where the\n"
+    {"filter_entry", (PyCFunction)(void (*)(void))filter_entry, METH_FASTCALL,
+     "filter_entry(rules, own_ids, source_id, peer_cluster_id, filtered_type, fallback, entry)\n\n"
+     "EntryFilter.apply for one entry: None or a filtered entry; fallback(entry) where the\n"
      "Python method must decide (no rule for the table yet, scopes of another mapping type)."},
     {"put_rows", put_rows, METH_VARARGS,
      "put_rows(entries, i, ci, table, ids, mutations, size, max_mutations, max_bytes)\n"

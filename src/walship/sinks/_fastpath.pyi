@@ -1,16 +1,17 @@
 # the entry filter and the Thrift2 sink's put rows, compiled (src/walship/sinks/_fastpath.c),
 # used by walship.replicate.filters and walship.sinks.hbase2.
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 def filter_entry(
-    entry: Any,
     rules: dict[bytes, Any],
     own_ids: tuple[uuid.UUID, ...],
     source_id: uuid.UUID,
     peer_cluster_id: uuid.UUID,
     filtered_type: type[Any],
+    fallback: Callable[[Any], Any],
+    entry: Any,
     /,
 ) -> Any: ...
 def put_rows(
