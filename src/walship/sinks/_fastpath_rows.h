@@ -139,7 +139,7 @@ static PyObject *group_rows(PyObject *module, PyObject *args) {
     PyObject *seq = PySequence_Fast(entries, "group_rows: entries must be a sequence");
     if (seq == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), applied = 0, tags = 0;
-    PyObject *group_key = NULL; /* (table, ids, timestamp) */
+    PyObject *group_key = NULL, *rows = NULL; /* (table, ids, timestamp) and its rows, held */
     PyObject *fe = NULL; /* held while it is read: comparing timestamps may run Python code */
     for (; i < n; i++) {
         Py_XDECREF(fe);
@@ -173,10 +173,15 @@ static PyObject *group_rows(PyObject *module, PyObject *args) {
             if (r < 0) goto fail;
             tags += r;
             PyObject *ts = PyTuple_GET_ITEM(cell, 3);
-            /* consecutive cells mostly share the group: compare before building a new key */
+            /* consecutive cells mostly share the group: compare before building and hashing a
+             * new key (hashing one runs UUID.__hash__, in Python, for each cluster id) */
             int same = 0;
-            if (group_key != NULL) {
-                same = PyTuple_GET_ITEM(group_key, 0) == table && PyTuple_GET_ITEM(group_key, 1) == ids;
+            if (group_key != NULL && PyTuple_GET_ITEM(group_key, 1) == ids) {
+                PyObject *t = PyTuple_GET_ITEM(group_key, 0);
+                same = t == table || (PyBytes_CheckExact(t) && PyBytes_CheckExact(table) &&
+                                      PyBytes_GET_SIZE(t) == PyBytes_GET_SIZE(table) &&
+                                      memcmp(PyBytes_AS_STRING(t), PyBytes_AS_STRING(table),
+                                             (size_t)PyBytes_GET_SIZE(t)) == 0);
                 if (same) {
                     same = PyObject_RichCompareBool(PyTuple_GET_ITEM(group_key, 2), ts, Py_EQ);
                     if (same < 0) goto fail;
@@ -184,19 +189,17 @@ static PyObject *group_rows(PyObject *module, PyObject *args) {
             }
             if (!same) {
                 Py_XDECREF(group_key);
+                Py_CLEAR(rows);
                 group_key = PyTuple_Pack(3, table, ids, ts);
                 if (group_key == NULL) goto fail;
-            }
-            PyObject *rows = PyDict_GetItemWithError(groups, group_key); /* borrowed */
-            if (rows == NULL) {
-                if (PyErr_Occurred()) goto fail;
-                rows = PyDict_New();
-                if (rows == NULL) goto fail;
-                if (PyDict_SetItem(groups, group_key, rows) < 0) {
-                    Py_DECREF(rows);
-                    goto fail;
+                rows = PyDict_GetItemWithError(groups, group_key); /* borrowed, then held */
+                if (rows != NULL) {
+                    Py_INCREF(rows);
+                } else {
+                    if (PyErr_Occurred()) goto fail;
+                    rows = PyDict_New();
+                    if (rows == NULL || PyDict_SetItem(groups, group_key, rows) < 0) goto fail;
                 }
-                Py_DECREF(rows); /* the dict holds it */
             }
             PyObject *row = PyTuple_GET_ITEM(cell, CELL_ROW);
             PyObject *list = PyDict_GetItemWithError(rows, row); /* borrowed */
@@ -216,11 +219,13 @@ static PyObject *group_rows(PyObject *module, PyObject *args) {
     }
     Py_XDECREF(fe);
     Py_XDECREF(group_key);
+    Py_XDECREF(rows);
     Py_DECREF(seq);
     return Py_BuildValue("nnn", i, applied, tags);
 fail:
     Py_XDECREF(fe);
     Py_XDECREF(group_key);
+    Py_XDECREF(rows);
     Py_DECREF(seq);
     return NULL;
 }
