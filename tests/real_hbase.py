@@ -31,7 +31,14 @@ from walship.zk.progress import ProgressStore
 A_CONF = {
     "hbase.master.logcleaner.ttl": "2000",
     "hbase.master.cleaner.interval": "1000",
+    # an aborted region server's abort timeout task runs this long after the abort (HBase never
+    # cancels its timer): the harness's task warns, where HBase's would halt the cluster's JVM
+    "hbase.regionserver.abort.timeout": "3000",
 }
+#: what the harness logs when an aborted region server's abort timeout task runs
+ABORT_TIMEOUT_WARNING = (
+    "walship-harness: an aborted region server has not stopped within hbase.regionserver.abort.timeout"
+)
 #: A's region servers: the tests that abort one start another in its place (``keep_servers``).
 A_SERVERS = 3
 #: Peer B: one region server is enough to receive.

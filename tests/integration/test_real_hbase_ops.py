@@ -14,6 +14,7 @@ from typing import Any
 import happybase
 import pytest
 from real_hbase import (
+    ABORT_TIMEOUT_WARNING,
     cluster,
     create_table,
     keep_servers,
@@ -181,6 +182,14 @@ def test_an_aborted_region_server_loses_no_acknowledged_write(servers_kept: tupl
         assert any(victim in key for key in summary.queues), (victim, list(summary.queues))
         assert len(acknowledged) >= 200
         assert contents(b) == contents(a, b"r")
+        # the aborted server's abort timeout ran (3 s after the abort): the cluster's JVM, which
+        # holds every server, lives on (HBase's own task would have halted it)
+        wait_until(
+            lambda: ABORT_TIMEOUT_WARNING in a_hb.log_file.read_text(errors="replace"),
+            timeout=60,
+            what="the abort timeout task's warning in A's log",
+        )
+        assert a_hb.servers()  # it answers
 
 
 def test_a_sep_listener_gets_every_row_event_in_order(

@@ -262,7 +262,8 @@ class HBaseProcess:
         except HarnessError as e:
             log.warning("%s", e)
         if self.proc.stdin is not None:
-            self.proc.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # the JVM is gone: nothing more reaches it
+                self.proc.stdin.close()
         code = wait_or_kill(self.proc, timeout)
         self._close()
         return code

@@ -146,6 +146,11 @@ public final class Launcher {
     conf.setInt("hbase.regionserver.handler.count", 10);
     conf.setInt("hbase.regionserver.metahandler.count", 5);
     conf.set("zookeeper.znode.parent", opts.getOrDefault("znode-parent", "/hbase"));
+    // An aborted region server that has not stopped within hbase.regionserver.abort.timeout
+    // (20 min) runs HBase's abort timeout task, which by default halts the JVM: right for a
+    // region server in a process of its own, but this JVM holds the whole cluster (master,
+    // every region server, the Thrift servers), so the harness's task only says so
+    conf.set("hbase.regionserver.abort.timeout.task", AbortTimeoutWarning.class.getName());
     String zk = opts.get("zk");
     if (zk != null) {
       int colon = zk.lastIndexOf(':');
@@ -616,6 +621,21 @@ public final class Launcher {
       } catch (Throwable t) {
         System.err.println("walship-harness: shutdown: " + t);
       }
+    }
+  }
+
+  /**
+   * What an aborted region server runs when it has not stopped within its abort timeout: a
+   * warning in the harness's log, instead of HBase's default, which halts the JVM (the cluster).
+   */
+  public static final class AbortTimeoutWarning extends java.util.TimerTask {
+    public AbortTimeoutWarning() {
+    }
+
+    @Override
+    public void run() {
+      System.err.println("walship-harness: an aborted region server has not stopped within "
+        + "hbase.regionserver.abort.timeout; the cluster's JVM keeps running");
     }
   }
 
