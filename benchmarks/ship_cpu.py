@@ -116,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             write_wal(path, 0, entries_wanted=max(1, args.cells // 3))
         else:
             write_rows(path, args.cells, args.rows_per_entry)
-        figures: dict[str, dict[str, list[float]]] = {"compiled": {s: [] for s in STEPS}, "python": {}}
-        figures["python"] = {s: [] for s in STEPS}
+        figures: dict[str, dict[str, list[float]]] = {way: {s: [] for s in STEPS} for way in ("compiled", "python")}
         sums: dict[str, list[float]] = {"compiled": [], "python": []}
         ratios = []
         for r in range(args.rounds):

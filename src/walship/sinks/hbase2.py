@@ -37,7 +37,7 @@ from walship.thrift.encoded import EncodedCall, encode_call, encode_put_multiple
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import CellType
 
-try:  # the compiled filter and put rows (an optional ext-module; the Python code below otherwise)
+try:  # the compiled put rows (an optional ext-module; the Python code below otherwise)
     from walship.sinks import _fastpath
 except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
     _fastpath = None  # type: ignore[assignment]
