@@ -75,3 +75,21 @@ def test_local_wals_are_probed_by_default_others_not(zk: KazooClient, layout: Zn
     assert Tailer(zk, layout, WalStore("memory://walship-probe"), "1", probe_interval=0.05).probe_interval == 0.05
     with pytest.raises(ConfigError, match="probe interval"):
         Tailer(zk, layout, WalStore(str(tmp_path)), "1", probe_interval=-1)
+
+
+def test_the_probe_lists_what_the_file_system_lists(tmp_path: Path) -> None:
+    """On a local disk the probe scans the folder itself: the same paths and sizes as fsspec's
+    listing (a WAL that grows or appears changes it), and a missing folder says so."""
+    store = WalStore(str(tmp_path))
+    folder = tmp_path / "WALs" / "rs1,16020,1"
+    folder.mkdir(parents=True)
+    (folder / "rs1%2C16020%2C1.1700000000000").write_bytes(b"x" * 10)
+    (folder / "rs1%2C16020%2C1.1700000000001").write_bytes(b"")
+    listed = {(e["name"], int(e["size"])) for e in store.fs.ls(str(folder), detail=True)}
+    first = set(store.file_sizes(str(folder)))
+    assert first == listed and len(first) == 2
+    with open(folder / "rs1%2C16020%2C1.1700000000001", "ab") as f:
+        f.write(b"grown")
+    assert set(store.file_sizes(str(folder))) - first == {(str(folder / "rs1%2C16020%2C1.1700000000001"), 5)}
+    with pytest.raises(FileNotFoundError):
+        store.file_sizes(str(tmp_path / "WALs" / "gone"))

@@ -25,10 +25,13 @@ from walship.errors import (
     ZkUnavailableError,
 )
 from walship.peer import PeerConfig
+from walship.replicate import WalStore
+from walship.replicate.planning import Planner
 from walship.zk import (
     QueueId,
     ReplicationPeers,
     ReplicationQueues,
+    WalPosition,
     ZnodeLayout,
     connect,
     ensure_cluster_id,
@@ -137,6 +140,50 @@ def test_positions_move_forward_only(zk: KazooClient, layout: ZnodeLayout) -> No
     queues.remove_wals(server, "1", [w])
     with pytest.raises(QueueNotFoundError):
         queues.set_position(server, "1", w, 700)
+
+
+def test_a_known_position_is_written_at_its_version_and_read_again_once_changed(
+    zk: KazooClient, layout: ZnodeLayout
+) -> None:
+    """The lock holder's commit writes at the version it knows; a znode changed since (by
+    anyone) is read again, so a position still never moves backwards and nothing is lost."""
+    server = server_name(1)
+    w, w2 = _queues_with_wals(zk, layout, server, ["1"], 2)
+    queues = ReplicationQueues(zk, layout)
+    first = queues.wals(server, "1")[0]
+    v1 = queues.set_position(server, "1", w, 100, known=first)
+    assert queues.get_position(server, "1", w) == (100, v1)
+    known = WalPosition(w, 100, v1)
+    v2 = queues.set_position(server, "1", w, 200, known=known)
+    assert v2 == v1 + 1 and queues.get_position(server, "1", w) == (200, v2)
+    # changed behind the caller's back: its stale version is not written over blindly
+    zk.set(layout.wal(server, "1", w), encode_position(900))
+    with pytest.raises(PositionBackwardsError, match="position 300 is behind the stored 900"):
+        queues.set_position(server, "1", w, 300, known=WalPosition(w, 200, v2))
+    assert queues.get_position(server, "1", w)[0] == 900
+    v4 = queues.set_position(server, "1", w, 950, known=WalPosition(w, 200, v2))  # ahead: written
+    assert queues.get_position(server, "1", w) == (950, v4)
+    # listing with what the caller knows: those znodes are not read again, the others are
+    zk.set(layout.wal(server, "1", w2), encode_position(77))
+    listed = queues.wals(server, "1", {w: WalPosition(w, 950, v4)})
+    assert [(p.name, p.position) for p in listed] == [(w, 950), (w2, 77)]
+    queues.remove_wals(server, "1", [w])
+    with pytest.raises(QueueNotFoundError):
+        queues.set_position(server, "1", w, 999, known=WalPosition(w, 950, v4))
+    assert [p.name for p in queues.wals(server, "1", {w: WalPosition(w, 950, v4)})] == [w2]
+
+
+def test_a_servers_liveness_is_read_again_once_older_than_asked(zk: KazooClient, layout: ZnodeLayout) -> None:
+    """A tailer asks many times a second: an answer younger than ``max_age`` is reused, an
+    older one (or any, without ``max_age``) is read again, so a death shows a moment later."""
+    server = server_name(3)
+    path = register_server(zk, layout, server)
+    planner = Planner(zk, layout, WalStore("memory://walship-live"))
+    assert planner.server_live(server, max_age=600)
+    zk.delete(path)
+    assert planner.server_live(server, max_age=600)  # seen live a moment ago: taken as it was
+    assert not planner.server_live(server)  # no age allowed: read now
+    assert not planner.server_live(server, max_age=600)
 
 
 def test_concurrent_position_writers_never_go_backwards(zk_hosts: str, layout: ZnodeLayout) -> None:

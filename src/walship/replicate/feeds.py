@@ -25,9 +25,12 @@ from walship.wal.names import parse_wal_name, wal_group
 from walship.zk import QueueId, QueueInfo
 from walship.zk.queues import WalPosition
 
-__all__ = ["Batch", "Feed", "Member", "group_key", "wal_order"]
+__all__ = ["Batch", "Feed", "KnownPositions", "Member", "group_key", "wal_order"]
 
 log = logging.getLogger(__name__)
+
+#: (server, queue id) -> the queue's WAL znodes (position and version) as its lock holder left them.
+KnownPositions = dict[tuple[str, str], dict[str, WalPosition]]
 
 
 def group_key(server: str, queue_id: str) -> tuple[str, tuple[str, ...]]:
@@ -83,6 +86,7 @@ class Member:
     grace: float
     serial: SerialChecker | None = None  # a serial peer's queue: which entries may go now
     index: dict[str, int] = field(default_factory=dict)
+    known: dict[str, WalPosition] = field(default_factory=dict)
     stopped: bool = False  # at the batch limit, or failed
     held: set[str] = field(default_factory=set)  # WAL groups at a WAL that may still grow
     wal: WalPosition | None = None
@@ -93,6 +97,9 @@ class Member:
     last_write_time: int | None = None
     wire: int = 0  # estimated bytes the sink sends for the batch
     started: int = 0  # batches handed to the sink this pass
+    max_read: int = 0  # the batch limits (see limit())
+    max_wire: int = 0
+    max_size: int = 0
     inflight: tuple[Future[ApplyStats], Batch] | None = None
     last_pushed: dict[str, int] = field(default_factory=dict)
     blocked: Blocked | None = None  # serial: the entry it must not send yet
@@ -101,6 +108,8 @@ class Member:
 
     def __post_init__(self) -> None:
         self.index = {wp.name: i for i, wp in enumerate(self.queue.wals)}
+        # each WAL znode as last read or written: a commit writes at its version, no read first
+        self.known = {wp.name: wp for wp in self.queue.wals}
 
     def wants(self, wal: str) -> bool:
         """Whether the pass reads ``wal`` for this queue: one of its WALs, in a WAL group not
@@ -122,10 +131,15 @@ class Member:
         self.batch, self.read, self.size, self.wire, self.last_write_time = [], 0, 0, 0, None
         self.last_pushed = {}
 
-    def full(self, entries: int, wire_bytes: int) -> bool:
-        """The batch holds ``entries`` entries, or about ``wire_bytes`` for the sink to send,
-        or four times that in WAL bytes (a queue whose filter drops most still moves on)."""
-        return self.read >= entries or self.wire >= wire_bytes or self.size >= 4 * wire_bytes
+    def limit(self, entries: int, wire_bytes: int) -> None:
+        """The batches from now on: full at ``entries`` entries, or about ``wire_bytes`` for
+        the sink to send, or four times that in WAL bytes (a queue whose filter drops most
+        still moves on)."""
+        self.max_read, self.max_wire, self.max_size = entries, wire_bytes, 4 * wire_bytes
+
+    def full(self) -> bool:
+        """The batch has reached its limits (:meth:`limit`)."""
+        return self.read >= self.max_read or self.wire >= self.max_wire or self.size >= self.max_size
 
     def cut(self) -> Batch:
         """The batch read so far; the member starts a new one at its position."""

@@ -22,6 +22,7 @@ from walship.replicate.walfiles import ReadStats
 from walship.replicate.walstore import WalLocation, WalStore
 from walship.sinks.base import ApplyStats
 from walship.wal.reader import WalReader
+from walship.zk.queueid import WalPosition
 
 __all__ = ["GroupPass"]
 
@@ -32,6 +33,10 @@ log = logging.getLogger(__name__)
 RAMP = 4
 RAMP_ENTRIES = 1000
 RAMP_BYTES = 1 << 20
+
+#: Seconds a region server's liveness, once read, answers for the WALs read after (a tailer
+#: passes many times a second; a server that died meanwhile has its WAL finished a pass later).
+LIVE_MAX_AGE = 1.0
 
 
 class GroupPass:
@@ -92,6 +97,8 @@ class GroupPass:
         A queue's WAL groups (multiwal) go on past each other: one held at a WAL that may still
         grow holds back only its own later WALs."""
         names = sorted({wp.name for m in members for wp in m.queue.wals}, key=wal_order)
+        for m in members:
+            m.limit(*self._limits(m))
         for name in names:
             part = [m for m in members if m.wants(name)]
             for m in part:
@@ -138,7 +145,7 @@ class GroupPass:
         # what finishes a WAL is looked at before it is read: what the read sees is then all there
         # is (an archived WAL, or a recovered queue's, is finished whatever its server does)
         servers = set() if loc.archived else {m.queue.server for m in part if not m.queue.recovered}
-        running = {server: self.planner.server_live(server) for server in servers}
+        running = {server: self.planner.server_live(server, max_age=LIVE_MAX_AGE) for server in servers}
         read_at = time.time()
         with self.walstore.open(loc, self.read_stats) as f:
             reader = self.readers.reader(f, loc.path)
@@ -158,7 +165,7 @@ class GroupPass:
                                 self.stop(m, exc)
                             continue
                         if took:
-                            if m.full(*self._limits(m)):
+                            if m.full():
                                 self._hand_over(m, background=self.pipeline)
                                 if self._enough(m, max_batches):
                                     m.stopped = True
@@ -249,7 +256,9 @@ class GroupPass:
         self._settle(m)
         if m.stopped:
             return  # the batch before failed: this one is dropped, read again next time
-        m.started += 1 if batch.read else 0
+        if batch.read:
+            m.started += 1
+            m.limit(*self._limits(m))
         if background and batch.entries:
             m.inflight = (self._applier().submit(m.feed.sink.apply, batch.entries, batch.wal.name), batch)
             return
@@ -273,9 +282,15 @@ class GroupPass:
     def _commit(self, m: Member, batch: Batch, stats: ApplyStats) -> None:
         """The batch is applied: only now may the queue's position move past it."""
         feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
-        self.queues.set_position(
-            feed.server, feed.queue_id, wal.name, batch.position, last_pushed=batch.last_pushed or None
+        version = self.queues.set_position(
+            feed.server,
+            feed.queue_id,
+            wal.name,
+            batch.position,
+            last_pushed=batch.last_pushed or None,
+            known=m.known.get(wal.name),
         )
+        m.known[wal.name] = WalPosition(wal.name, batch.position, version)
         if batch.read:  # a move past a header alone is no batch
             qs.batches += 1
             progress.add("batches", 1)

@@ -70,6 +70,7 @@ class Planner:
         self.peers = ReplicationPeers(client, layout)
         self._peer_ids: dict[str, uuid.UUID] = {}
         self._source_id: uuid.UUID | None = None
+        self._live: dict[str, tuple[float, bool]] = {}  # server -> (when seen, live)
 
     # -- cluster ids -------------------------------------------------------------------------
 
@@ -174,9 +175,19 @@ class Planner:
                 return f"unchanged for {idle:.0f} s while a later WAL of its group has entries"
         return None
 
-    def server_live(self, server: str) -> bool:
-        """Whether the region server's ephemeral znode is there (it runs)."""
-        return is_live(self.client, self.layout, server)
+    def server_live(self, server: str, *, max_age: float = 0.0) -> bool:
+        """Whether the region server's ephemeral znode is there (it runs), as seen at most
+        ``max_age`` seconds ago (a tailer asks many times a second). An answer seen earlier is
+        still one seen before what the caller reads next, which is all :meth:`wal_finished`
+        needs.
+        """
+        now = time.monotonic()
+        seen = self._live.get(server)
+        if seen is not None and now - seen[0] <= max_age:
+            return seen[1]
+        live = is_live(self.client, self.layout, server)
+        self._live[server] = (now, live)
+        return live
 
     def _has_entries(self, wal: str) -> bool:
         try:

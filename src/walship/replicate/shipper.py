@@ -37,7 +37,7 @@ from walship import defaults
 from walship.errors import BarrierUnavailableError, ConfigError, WalshipError
 from walship.peer import PeerConfig
 from walship.replicate.collector import fewer_collections
-from walship.replicate.feeds import Feed, Member, group_key
+from walship.replicate.feeds import Feed, KnownPositions, Member, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.grouplocks import lock_group
 from walship.replicate.grouppass import GroupPass
@@ -327,7 +327,12 @@ class Shipper:
         return [out[i] for i in range(len(feeds))]
 
     def ship_held_group(
-        self, feeds: Sequence[Feed], max_batches: int | None = None, *, flush_progress: bool = True
+        self,
+        feeds: Sequence[Feed],
+        max_batches: int | None = None,
+        *,
+        flush_progress: bool = True,
+        known: KnownPositions | None = None,
     ) -> list[QueueSummary]:
         """Ship queues over the same WALs whose locks the caller holds (see
         :func:`~walship.zk.queue_lock`), reading each WAL once for all of them. Each queue
@@ -336,6 +341,10 @@ class Shipper:
 
         :param flush_progress: write the queues' progress records now; a tailer, which calls
             this many times a second, passes ``False`` and has them written once a second.
+        :param known: (server, queue id) -> the queue's WAL znodes as this shipper left them; a
+            caller that keeps the locks from one call to the next (a tailer) passes the same
+            dict each time and saves reading every position again. A queue that failed or
+            moved is left out (read again next time); drop a queue's record with its lock.
         """
         group = GroupPass(
             self.walstore,
@@ -355,7 +364,8 @@ class Shipper:
             summaries.append(qs)
             progress = self.book.pending(feed.peer.peer_id, feed.server, feed.queue_id)
             try:
-                wals = self.queues.wals(feed.server, feed.queue_id)
+                key = (feed.server, feed.queue_id)
+                wals = self.queues.wals(*key, known.pop(key, None) if known is not None else None)
                 queue = QueueInfo(feed.server, QueueId.parse(feed.queue_id), tuple(wals))
                 serial = self.serial_checker(feed)
                 members.append(Member(feed, qs, progress, queue, close_grace(feed.peer), serial))
@@ -372,6 +382,10 @@ class Shipper:
                 self.book.write(m.feed.peer.peer_id, m.progress, m.qs, final=flush_progress)
             except WalshipError as exc:
                 group.stop(m, exc)
+                continue
+            if known is not None and not m.qs.queue_removed:
+                removed = set(m.qs.wals_removed)
+                known[m.feed.server, m.feed.queue_id] = {n: wp for n, wp in m.known.items() if n not in removed}
         return summaries
 
     def serial_checker(self, feed: Feed) -> SerialChecker | None:

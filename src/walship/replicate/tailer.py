@@ -50,7 +50,7 @@ from walship.errors import (
     ZkUnavailableError,
 )
 from walship.peer import PeerConfig
-from walship.replicate.feeds import Feed, group_key
+from walship.replicate.feeds import Feed, KnownPositions, group_key
 from walship.replicate.filters import EntryFilter
 from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import Shipper
@@ -146,6 +146,7 @@ class Tailer:
         self.stop = stop or threading.Event()  # set it to end the run early (a signal, a test)
         self.idle = threading.Event()  # set while it waits after a pass that found nothing new
         self._locks: dict[tuple[str, str], Any] = {}
+        self._known: KnownPositions = {}  # the held queues' positions, as this tailer wrote them
         self._tailed: dict[str, _Tailed] = {}
         self._session_lost = False
         client.add_listener(self._on_state)
@@ -174,6 +175,7 @@ class Tailer:
 
     def _release(self, key: tuple[str, str]) -> None:
         lock = self._locks.pop(key, None)
+        self._known.pop(key, None)
         if lock is not None:
             release_lock(lock)
 
@@ -260,7 +262,7 @@ class Tailer:
         shipped = 0
         retry = False
         for key in sorted(groups):
-            for qs in self.shipper.ship_held_group(groups[key], flush_progress=False):
+            for qs in self.shipper.ship_held_group(groups[key], flush_progress=False, known=self._known):
                 summary.add(qs)
                 shipped += qs.entries_read
                 lock_key = (qs.server, qs.queue_id)
@@ -290,14 +292,12 @@ class Tailer:
         for server in sorted({server for server, _ in self._locks}):
             folder = f"{walstore.base}/WALs/{server}"
             try:
-                entries = walstore.fs.ls(folder, detail=True)
+                out.update(walstore.file_sizes(folder))
             except FileNotFoundError:
                 out.add((folder, -1))  # not there (yet): its appearance is a change
-                continue
             except OSError as exc:  # an unreachable file system: no probe, as before
                 log.debug("cannot list %s (%s): waiting the idle sleep", folder, exc)
                 return None
-            out.update((e["name"], int(e.get("size") or 0)) for e in entries)
         return frozenset(out)
 
     def _idle(self, before: _Listing | None, deadline: float) -> None:

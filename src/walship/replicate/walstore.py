@@ -302,6 +302,25 @@ class WalStore:
         out.update(live)
         return out
 
+    def file_sizes(self, folder: str) -> list[tuple[str, int]]:
+        """(path, size) of every entry of ``folder``: a tailer's probe for growth, many times
+        a second, so on a local disk one directory scan (the sizes from its entries), not a
+        file system's listing with every detail of each file.
+
+        :raises FileNotFoundError: no such folder.
+        :raises OSError: it cannot be listed.
+        """
+        if not isinstance(self.fs, LocalFileSystem):
+            return [(e["name"], int(e.get("size") or 0)) for e in self.fs.ls(folder, detail=True)]
+        out: list[tuple[str, int]] = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    out.append((entry.path, entry.stat().st_size))
+                except FileNotFoundError:
+                    continue  # removed as it was listed: as if listed a moment later
+        return out
+
     def wal_files(self) -> list[tuple[str, bool]]:
         """Every file under ``WALs/*/`` and ``oldWALs/`` with whether it is archived."""
         out: list[tuple[str, bool]] = []

@@ -16,6 +16,7 @@ writes a checksum file ``.<name>.crc`` beside every file: never a WAL, deleted w
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
@@ -69,6 +70,7 @@ def checksum_file_of(name: str) -> str:
     return f".{name}.crc"
 
 
+@functools.lru_cache(maxsize=4096)  # a tailer parses its queues' few names many times a second
 def parse_wal_name(name: str) -> WalName:
     """Parse a WAL file name (the last path component).
 

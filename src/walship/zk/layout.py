@@ -27,11 +27,12 @@ __all__ = ["DEFAULT_PARENT", "ZnodeLayout", "check_znode_name"]
 
 DEFAULT_PARENT = "/hbase"
 _PARENT_RE = re.compile(r"^(/[^/\x00-\x1f]+)+$")
+_UNSAFE_IN_NAME = re.compile(r"[/\x00-\x1f\x7f]")
 
 
 def check_znode_name(name: str, what: str) -> str:
     """A single znode name: non-empty, no ``/``, not ``.`` or ``..``, no control characters."""
-    if not name or "/" in name or name in (".", "..") or any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+    if not name or name in (".", "..") or _UNSAFE_IN_NAME.search(name):
         raise ConfigError(f"invalid {what}: {name!r}")
     return name
 

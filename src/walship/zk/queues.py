@@ -68,8 +68,10 @@ class ReplicationQueues:
         except NoNodeError:
             return []
 
-    def wals(self, server: str, queue_id: str) -> list[WalPosition]:
-        """The WALs of a queue with their positions, ordered by WAL timestamp.
+    def wals(self, server: str, queue_id: str, known: Mapping[str, WalPosition] | None = None) -> list[WalPosition]:
+        """The WALs of a queue with their positions, ordered by WAL timestamp. ``known``: WAL
+        znodes as the caller last read or wrote them, not read again (the holder of the
+        queue's lock, the only one to move its positions, keeps them, as HBase's sources do).
 
         :raises QueueNotFoundError: the queue does not exist.
         :raises ZkDataError: a child is not a WAL name, or a position is malformed.
@@ -86,6 +88,9 @@ class ReplicationQueues:
                 parsed = parse_wal_name(name)
             except InvalidWalNameError as exc:
                 raise ZkDataError(wpath, str(exc)) from None
+            if known is not None and name in known:
+                out.append((parsed.timestamp, name, known[name]))
+                continue
             try:
                 data, stat = self.client.get(wpath)
             except NoNodeError:
@@ -209,6 +214,7 @@ class ReplicationQueues:
         *,
         version: int | None = None,
         last_pushed: Mapping[str, int] | None = None,
+        known: WalPosition | None = None,
     ) -> int:
         """Move a WAL's position forward; return the znode's new version.
 
@@ -216,7 +222,10 @@ class ReplicationQueues:
         shipper's check that nobody else moved the queue); without, it re-reads and retries.
         With ``last_pushed`` (a serial peer's batch: encoded region -> highest sequence id
         shipped), those ids move forward in the same multi as the position, as HBase's
-        ``setWALPosition`` writes them (see :mod:`walship.zk.lastpushed`).
+        ``setWALPosition`` writes them (see :mod:`walship.zk.lastpushed`). ``known`` is the
+        znode as the caller last read or wrote it (its position and version): a position past
+        it is written at that version in one round trip, and read again (as without it) only
+        when the znode changed since.
 
         :raises PositionBackwardsError: ``position`` is below the stored one.
         :raises QueueNotFoundError: the WAL znode is gone (removed, or the queue was claimed).
@@ -224,6 +233,13 @@ class ReplicationQueues:
         """
         path = self.layout.wal(server, queue_id, wal)
         data_out = encode_position(position)
+        if known is not None and version is None and not last_pushed and position > known.position:
+            try:
+                return int(self.client.set(path, data_out, version=known.version).version)
+            except BadVersionError:
+                pass  # changed since: read it, as without ``known``
+            except NoNodeError:
+                raise QueueNotFoundError(f"WAL znode {path} does not exist (claimed or removed)") from None
         while True:
             try:
                 data, stat = self.client.get(path)
