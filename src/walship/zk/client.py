@@ -36,6 +36,7 @@ from kazoo.retry import KazooRetry
 
 from walship.defaults import zk_session_timeout
 from walship.errors import ConfigError, ZkAuthError, ZkError, ZkUnavailableError
+from walship.zk.handler import PollingHandler
 
 __all__ = [
     "DEFAULT_ZK",
@@ -214,6 +215,7 @@ def connect(
         command_retry=KazooRetry(max_tries=5, delay=0.1, max_delay=2),
         auth_data=auth_data,
         sasl_options=sasl_options,
+        handler=PollingHandler(),
     )
     try:
         _start(client, hosts, timeout)
