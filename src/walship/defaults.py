@@ -18,6 +18,7 @@ __all__ = [
     "TAIL_GATHER",
     "TAIL_GATHER_ENTRIES",
     "TAIL_IDLE_SLEEP",
+    "TAIL_PROBED_IDLE_SLEEP",
     "TAIL_REDISCOVER",
     "ZK_SESSION_TIMEOUT",
     "zk_session_timeout",
@@ -42,6 +43,11 @@ MAX_PARALLEL_GROUPS = 64
 TAIL_DURATION = 600.0
 #: Seconds a tailer sleeps when no queue had anything new.
 TAIL_IDLE_SLEEP = 0.1
+#: The same where it probes its WAL folders (a local disk): a WAL that grows or appears ends
+#: the wait at once, so the sleep is only the net for what a listing does not show (a WAL's
+#: grace running out, a serial peer's barriers), and an idle tailer does not pass ten times a
+#: second.
+TAIL_PROBED_IDLE_SLEEP = 1.0
 #: Seconds between a tailer's looks for new queues (and dead servers' queues to claim).
 TAIL_REDISCOVER = 2.0
 #: Seconds a tailer lets new edits gather after a pass that read fewer than

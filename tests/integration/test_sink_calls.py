@@ -4,6 +4,7 @@ calls (with one connection, the rest of its batch); every row's calls keep to on
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 
@@ -15,7 +16,7 @@ from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate.filters import EntryFilter
 from walship.sinks.base import FilteredEntry, SinkContext, create_sink
-from walship.sinks.pooled import PooledSink
+from walship.sinks.pooled import INLINE_CELLS, PooledSink
 from walship.thrift.conn import THRIFT_CONNECTIONS_KEY
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
@@ -90,6 +91,44 @@ def test_a_refused_call_stops_the_rest_of_its_connection(
         sink.close()
     assert stats.cells == AFTER and stats.calls == 1
     assert len(set(contents(b))) == BEFORE + AFTER
+
+
+@pytest.mark.parametrize("protocol", SINK_PROTOCOLS)
+def test_a_small_batch_is_sent_from_the_caller_and_stops_at_a_refused_call(
+    minicluster_factory: Factory, zk_hosts: str, protocol: str
+) -> None:
+    """A batch under INLINE_CELLS cells (a tailer's) is sent from the applying thread, no sender
+    thread started, with the same order and the same stop at a refused call."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=1)
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b, protocol=protocol)
+    conn = a.conn()
+    conn.create_table("other", {"r": {"max_versions": 1}})  # replicated, but B has no such table
+    AdminClient(a.mc.admin).set_scope("other", "r", 1)
+    with conn.table(TABLE).batch(batch_size=10, timestamp=1000) as t:
+        for i in range(40):
+            t.put(b"before-%05d" % i, {b"r:q": b"v"})
+    conn.table("other").put(b"x", {b"r:q": b"v"}, timestamp=2000)
+    with conn.table(TABLE).batch(batch_size=10, timestamp=3000) as t:
+        for i in range(20):
+            t.put(b"late-%05d" % i, {b"r:q": b"v"})
+    conn.close()
+    batch = filtered_wal(a, "1", b)
+    assert len(batch) == 61 < INLINE_CELLS
+    with zk_client(a.zk_hosts) as client:
+        peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
+    sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
+    try:
+        with pytest.raises(SinkError, match=r"peer 1 refused .*table other"):
+            sink.apply(batch, "A's WALs")
+        assert set(contents(b)) == {b"before-%05d" % i for i in range(40)}  # nothing after the refusal
+        late = [fe for fe in batch if fe.cells[0].row.startswith(b"late-")]
+        stats = sink.apply(late, "A's WALs")
+        assert not [t.name for t in threading.enumerate() if t.name.startswith("walship-thrift")]
+    finally:
+        sink.close()
+    assert stats.cells == 20 and stats.calls == 1
+    assert len(set(contents(b))) == 60
 
 
 @pytest.mark.parametrize("protocol", SINK_PROTOCOLS)

@@ -13,6 +13,7 @@ from kazoo.client import KazooClient
 from replication_helpers import Cluster, contents, tail_in_thread
 from waiting import wait_until
 
+from walship.defaults import TAIL_IDLE_SLEEP, TAIL_PROBED_IDLE_SLEEP
 from walship.errors import ConfigError
 from walship.replicate import WalStore
 from walship.replicate.summary import TailSummary
@@ -72,6 +73,12 @@ def test_the_deadline_ends_the_idle_wait(ab: tuple[Cluster, Cluster]) -> None:
 def test_local_wals_are_probed_by_default_others_not(zk: KazooClient, layout: ZnodeLayout, tmp_path: Path) -> None:
     assert Tailer(zk, layout, WalStore(str(tmp_path)), "1").probe_interval == PROBE_INTERVAL
     assert Tailer(zk, layout, WalStore("memory://walship-probe"), "1").probe_interval == 0
+    # probed, a write ends the idle wait: the sleep itself is long; unprobed it stays short
+    assert Tailer(zk, layout, WalStore(str(tmp_path)), "1").idle_sleep == TAIL_PROBED_IDLE_SLEEP
+    assert Tailer(zk, layout, WalStore("memory://walship-probe"), "1").idle_sleep == TAIL_IDLE_SLEEP
+    given = Tailer(zk, layout, WalStore(str(tmp_path)), "1", idle_sleep=0.02)
+    assert given.idle_sleep == 0.02 and given.first_backoff == 0.02
+    assert Tailer(zk, layout, WalStore(str(tmp_path)), "1").first_backoff == TAIL_IDLE_SLEEP  # outages: as before
     assert Tailer(zk, layout, WalStore("memory://walship-probe"), "1", probe_interval=0.05).probe_interval == 0.05
     with pytest.raises(ConfigError, match="probe interval"):
         Tailer(zk, layout, WalStore(str(tmp_path)), "1", probe_interval=-1)

@@ -159,9 +159,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECONDS",
         help="then stop (default %(default)g)",
     )
-    tail.add_argument(
-        "--idle-sleep", type=seconds, default=defaults.TAIL_IDLE_SLEEP, metavar="SECONDS", help=argparse.SUPPRESS
-    )
+    tail.add_argument("--idle-sleep", type=seconds, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
     tail.set_defaults(func=cmd_tail)
 
     rp = sub.add_parser("replay", help="ship every edit written in a time window, from all WALs still present")

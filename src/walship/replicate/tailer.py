@@ -12,10 +12,13 @@ When a pass found nothing new it waits for the next one at most ``idle_sleep`` s
 less as soon as a WAL grows: meanwhile it lists the WAL folders of the servers whose queues it
 holds every ``probe_interval`` seconds (a listing each, no ZooKeeper read) and starts the next
 pass once a file there grew or appeared since the last pass began. So a write waits for a
-listing, not for the idle sleep; and an idle tailer does not read ZooKeeper more often than
-before. WALs on a local disk are probed by default; on HDFS a listing shows a WAL being
-written only as its blocks complete, so there the tailer waits ``idle_sleep``, as it always did
-(unless given a ``probe_interval``), and spares the NameNode the listings.
+listing, not for the idle sleep, and the idle sleep is only the net for what a listing does not
+show (a rolled WAL's grace running out): probed, it is a second by default, so an idle tailer
+passes once a second, not ten times (a pass that left a serial peer waiting for another
+queue's progress is followed by the short sleep, as without the probe). WALs on a local disk
+are probed by default; on HDFS a listing shows a WAL being written only as its blocks
+complete, so there the tailer waits ``idle_sleep`` (0.1 s by default), as it always did (unless
+given a ``probe_interval``), and spares the NameNode the listings.
 
 Each rediscovery re-reads the peer: a peer changed meanwhile (``walship peer set``) gets a new
 filter chain and sink, built between two passes, when every batch read has been applied and its
@@ -70,8 +73,11 @@ log = logging.getLogger(__name__)
 _RETRIED = (SinkUnavailableError, ZkUnavailableError, SubscriberError, BarrierUnavailableError)
 
 #: Seconds between two listings of the WAL folders while a tailer waits for new entries
-#: (the default for WALs on a local disk).
+#: (the default for WALs on a local disk), doubling while nothing changes up to
+#: PROBE_MAX_INTERVAL: a write soon after a pass is seen at once, one after a quiet spell
+#: within a few hundredths of a second, and a quiet tailer wakes 25 times a second, not 200.
 PROBE_INTERVAL = 0.005
+PROBE_MAX_INTERVAL = 0.04
 
 #: What the WAL folders held when a pass began: (path, size) of every file.
 _Listing = frozenset[tuple[str, int]]
@@ -101,7 +107,7 @@ class Tailer:
         peer_id: str | Sequence[str],
         *,
         duration: float = defaults.TAIL_DURATION,
-        idle_sleep: float = defaults.TAIL_IDLE_SLEEP,
+        idle_sleep: float | None = None,
         rediscover: float = defaults.TAIL_REDISCOVER,
         probe_interval: float | None = None,
         max_backoff: float = 5.0,
@@ -122,10 +128,9 @@ class Tailer:
         if not (math.isfinite(duration) and duration > 0):
             raise ConfigError(f"tail: the duration must be a finite number of seconds > 0, got {duration!r}")
         for name, value in (("idle sleep", idle_sleep), ("rediscover", rediscover), ("gather", gather)):
-            if not (math.isfinite(value) and value >= 0):
+            if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ConfigError(f"tail: the {name} must be a finite number of seconds >= 0, got {value!r}")
         self.duration = duration
-        self.idle_sleep = idle_sleep
         self.rediscover = rediscover
         self.gather = gather
         if probe_interval is not None and probe_interval < 0:
@@ -143,6 +148,11 @@ class Tailer:
             local = isinstance(self.shipper.walstore.fs, LocalFileSystem)
             probe_interval = PROBE_INTERVAL if local else 0.0
         self.probe_interval = probe_interval  # 0: no probe, wait idle_sleep after an idle pass
+        if idle_sleep is None:
+            idle_sleep = defaults.TAIL_PROBED_IDLE_SLEEP if probe_interval else defaults.TAIL_IDLE_SLEEP
+        self.idle_sleep = idle_sleep
+        #: the first wait after a peer or ZooKeeper outage (doubling up to ``max_backoff``)
+        self.first_backoff = min(idle_sleep, defaults.TAIL_IDLE_SLEEP)
         self.stop = stop or threading.Event()  # set it to end the run early (a signal, a test)
         self.idle = threading.Event()  # set while it waits after a pass that found nothing new
         self._locks: dict[tuple[str, str], Any] = {}
@@ -250,8 +260,9 @@ class Tailer:
                 return False
         return True
 
-    def _pass(self, enabled: dict[str, PeerConfig], summary: TailSummary) -> tuple[int, bool]:
-        """Ship every held queue of an enabled peer once: (entries read, whether to back off)."""
+    def _pass(self, enabled: dict[str, PeerConfig], summary: TailSummary) -> tuple[int, bool, bool]:
+        """Ship every held queue of an enabled peer once: (entries read, whether to back off,
+        whether a serial peer's queue waits for another's progress)."""
         groups: dict[tuple[str, tuple[str, ...]], list[Feed]] = {}
         for server, qid in self._locks:
             tailed = self._tailed.get(QueueId.parse(qid).peer_id)
@@ -260,11 +271,12 @@ class Tailer:
             feed = Feed(tailed.peer, server, qid, tailed.entry_filter, tailed.sink)
             groups.setdefault(group_key(server, qid), []).append(feed)
         shipped = 0
-        retry = False
+        retry = waiting = False
         for key in sorted(groups):
             for qs in self.shipper.ship_held_group(groups[key], flush_progress=False, known=self._known):
                 summary.add(qs)
                 shipped += qs.entries_read
+                waiting = waiting or qs.status == "waiting-serial"
                 lock_key = (qs.server, qs.queue_id)
                 if qs.status == "moved" or qs.queue_removed:
                     self._release(lock_key)
@@ -275,7 +287,7 @@ class Tailer:
                     summary.errors.append(qs.error or "")
                     summary.status = "error"
                     self._release(lock_key)  # stop tailing it; the error stands in the summary
-        return shipped, retry
+        return shipped, retry, waiting
 
     def _sleep(self, seconds: float, deadline: float) -> None:
         self.stop.wait(min(seconds, max(0.0, deadline - time.monotonic())))
@@ -300,13 +312,13 @@ class Tailer:
                 return None
         return frozenset(out)
 
-    def _idle(self, before: _Listing | None, deadline: float) -> None:
-        """After a pass that found nothing new: wait at most ``idle_sleep`` seconds, less when
-        a WAL grew or appeared since ``before`` (the listing taken as that pass began, so a
-        write made during the pass ends the wait at once)."""
+    def _idle(self, before: _Listing | None, deadline: float, sleep: float) -> None:
+        """After a pass that found nothing new: wait at most ``sleep`` seconds, less when a WAL
+        grew or appeared since ``before`` (the listing taken as that pass began, so a write
+        made during the pass ends the wait at once)."""
         self.idle.set()
         try:
-            self._wait_for_change(before, min(time.monotonic() + self.idle_sleep, deadline))
+            self._wait_for_change(before, min(time.monotonic() + sleep, deadline))
         finally:
             self.idle.clear()
 
@@ -314,6 +326,7 @@ class Tailer:
         if before is None:
             self.stop.wait(max(0.0, end - time.monotonic()))
             return
+        interval, longest = self.probe_interval, max(self.probe_interval, PROBE_MAX_INTERVAL)
         while not self.stop.is_set():
             started = time.monotonic()
             if self._listing() != before:
@@ -322,14 +335,15 @@ class Tailer:
             if now >= end:
                 return
             # keep the listing's share of an idle tailer's time small where listing is slow
-            self.stop.wait(min(max(self.probe_interval, 10 * (now - started)), end - now))
+            self.stop.wait(min(max(interval, 10 * (now - started)), end - now))
+            interval = min(2 * interval, longest)
 
     def run(self) -> TailSummary:
         summary = TailSummary(self.peer_id)
         t0 = time.monotonic()
         deadline = t0 + self.duration
         next_discovery = t0
-        backoff = self.idle_sleep
+        backoff = self.first_backoff
         enabled: dict[str, PeerConfig] = {}
         first = True
         try:
@@ -359,7 +373,7 @@ class Tailer:
                     next_discovery = now + self.rediscover
                 summary.passes += 1
                 listing = self._listing() if self.idle_sleep > 0 else None
-                shipped, retry = self._pass(enabled, summary)
+                shipped, retry, waiting = self._pass(enabled, summary)
                 if retry:
                     summary.outages += 1
                     log.warning(
@@ -370,9 +384,10 @@ class Tailer:
                     self._sleep(backoff, deadline)
                     backoff = min(backoff * 2, self.max_backoff)
                     continue
-                backoff = self.idle_sleep
+                backoff = self.first_backoff
                 if not shipped:
-                    self._idle(listing, deadline)
+                    sleep = min(self.idle_sleep, self.first_backoff) if waiting else self.idle_sleep
+                    self._idle(listing, min(deadline, next_discovery), sleep)  # rediscovery on time
                 elif shipped < defaults.TAIL_GATHER_ENTRIES and self.gather:
                     self._sleep(self.gather, deadline)  # let a fuller pass gather
         finally:

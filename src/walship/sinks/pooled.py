@@ -30,12 +30,17 @@ from walship.thrift.conn import ThriftOptions, connections_of
 from walship.thrift.encoded import EncodedCall, sending
 from walship.thrift.pool import ServerPool
 
-__all__ = ["CELLS_PER_STREAM", "PooledSink"]
+__all__ = ["CELLS_PER_STREAM", "INLINE_CELLS", "PooledSink"]
 
 log = logging.getLogger(__name__)
 
 #: A batch is spread over one more connection for each this many cells (about a call's worth).
 CELLS_PER_STREAM = 1000
+
+#: A batch of fewer cells is sent from the caller's own thread: its calls are few and small (a
+#: tailer's), and handing each to the sender thread and back costs more CPU than the call itself
+#: (``benchmarks/sink_calls.py``), for little overlap to gain.
+INLINE_CELLS = CELLS_PER_STREAM
 
 
 class PooledSink:
@@ -128,15 +133,22 @@ class PooledSink:
         """The server each open stream is connected to (``None``: not connected now)."""
         return [pool.server if pool.connected() else None for pool, _ in self._streams]
 
-    def send(self, stats: ApplyStats, calls: Iterable[tuple[int, EncodedCall, str]], streams: int) -> None:
+    def send(
+        self, stats: ApplyStats, calls: Iterable[tuple[int, EncodedCall, str]], streams: int, *, inline: bool = False
+    ) -> None:
         """Send each ``(stream, call, what)`` over its stream: in order within a stream, the
         streams at once; return when every call is done, counting calls and retries in ``stats``.
+        ``inline`` (a small batch, one stream): each call is sent from this thread, and the next
+        built once it is done.
 
         :raises SinkError: a call was refused (the error of the failure that came first, of
             whichever stream; the batch is shipped again whole, no later call of that stream
             was sent).
         :raises SinkUnavailableError: no server answered.
         """
+        if inline and streams == 1:
+            self._send_inline(stats, calls)
+            return
         counts = [ApplyStats() for _ in range(streams)]  # each stream's thread counts its own retries
         batches: list[InOrderCalls] = []
         try:
@@ -156,12 +168,25 @@ class PooledSink:
                 stats.calls += count.calls
                 stats.retries += count.retries
                 stats.last_backoff = count.last_backoff or stats.last_backoff
-        # streams this batch did not need are closed: a tail of small batches after a large
-        # one holds one connection, not the large batch's
-        for pool, sender in self._streams[streams:]:
+        self._close_streams(streams)
+
+    def _send_inline(self, stats: ApplyStats, calls: Iterable[tuple[int, EncodedCall, str]]) -> None:
+        """The calls in order over the first stream, from this thread (its sender thread is
+        idle: every batch waits for its calls); a call that failed raises, none after it is sent."""
+        self._sender(0)
+        pool = self._streams[0][0]
+        for _, call, what in calls:
+            stats.calls += 1
+            pool.call(sending(call), what, stats)
+        self._close_streams(1)
+
+    def _close_streams(self, used: int) -> None:
+        """Close the streams a batch did not need: a tail of small batches after a large one
+        holds one connection, not the large batch's."""
+        for pool, sender in self._streams[used:]:
             sender.close()
             pool.drop()
-        del self._streams[streams:]
+        del self._streams[used:]
 
     @classmethod
     def validate_config(cls, peer: PeerConfig) -> None:
