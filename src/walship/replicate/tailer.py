@@ -58,12 +58,13 @@ from walship.replicate.filters import EntryFilter
 from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import Shipper
 from walship.replicate.summary import TailSummary
+from walship.replicate.walprobe import PROBE_INTERVAL, Listing, WalProbe
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink
 from walship.zk import QueueId, ZnodeLayout
 from walship.zk.locks import Holder, read_holder, release_lock, try_lock
 
-__all__ = ["TailSummary", "Tailer"]
+__all__ = ["PROBE_INTERVAL", "TailSummary", "Tailer"]
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +72,6 @@ log = logging.getLogger(__name__)
 #: away, a subscriber that did not take a batch yet, or (serial peers) the source's Thrift2
 #: server, which the barriers are read from.
 _RETRIED = (SinkUnavailableError, ZkUnavailableError, SubscriberError, BarrierUnavailableError)
-
-#: Seconds between two listings of the WAL folders while a tailer waits for new entries
-#: (the default for WALs on a local disk), doubling while nothing changes up to
-#: PROBE_MAX_INTERVAL: a write soon after a pass is seen at once, one after a quiet spell
-#: within a few hundredths of a second, and a quiet tailer wakes 25 times a second, not 200.
-PROBE_INTERVAL = 0.005
-PROBE_MAX_INTERVAL = 0.04
-
-#: What the WAL folders held when a pass began: (path, size) of every file.
-_Listing = frozenset[tuple[str, int]]
 
 
 @dataclass
@@ -148,6 +139,7 @@ class Tailer:
             local = isinstance(self.shipper.walstore.fs, LocalFileSystem)
             probe_interval = PROBE_INTERVAL if local else 0.0
         self.probe_interval = probe_interval  # 0: no probe, wait idle_sleep after an idle pass
+        self.probe = WalProbe(self.shipper.walstore, probe_interval)
         if idle_sleep is None:
             idle_sleep = defaults.TAIL_PROBED_IDLE_SLEEP if probe_interval else defaults.TAIL_IDLE_SLEEP
         self.idle_sleep = idle_sleep
@@ -292,51 +284,21 @@ class Tailer:
     def _sleep(self, seconds: float, deadline: float) -> None:
         self.stop.wait(min(seconds, max(0.0, deadline - time.monotonic())))
 
-    def _listing(self) -> _Listing | None:
-        """(path, size) of every file in the WAL folders of the servers whose queues are held
-        (for a recovered queue, its claimer's: the dead server's WALs grow no more); ``None``
-        without a probe, or when a folder cannot be listed (then an idle pass waits
-        ``idle_sleep``)."""
-        if not self.probe_interval or not self._locks:
-            return None
-        walstore = self.shipper.walstore
-        out: set[tuple[str, int]] = set()
-        for server in sorted({server for server, _ in self._locks}):
-            folder = f"{walstore.base}/WALs/{server}"
-            try:
-                out.update(walstore.file_sizes(folder))
-            except FileNotFoundError:
-                out.add((folder, -1))  # not there (yet): its appearance is a change
-            except OSError as exc:  # an unreachable file system: no probe, as before
-                log.debug("cannot list %s (%s): waiting the idle sleep", folder, exc)
-                return None
-        return frozenset(out)
+    def _servers(self) -> list[str]:
+        """The servers whose WAL folders the probe lists: those of the held queues (for a
+        recovered queue, its claimer's: the dead server's WALs grow no more)."""
+        return [server for server, _ in self._locks]
 
-    def _idle(self, before: _Listing | None, deadline: float, sleep: float) -> None:
+    def _idle(self, before: Listing | None, deadline: float, sleep: float) -> None:
         """After a pass that found nothing new: wait at most ``sleep`` seconds, less when a WAL
         grew or appeared since ``before`` (the listing taken as that pass began, so a write
         made during the pass ends the wait at once)."""
         self.idle.set()
         try:
-            self._wait_for_change(before, min(time.monotonic() + sleep, deadline))
+            end = min(time.monotonic() + sleep, deadline)
+            self.probe.wait_for_change(before, self._servers, end, self.stop)
         finally:
             self.idle.clear()
-
-    def _wait_for_change(self, before: _Listing | None, end: float) -> None:
-        if before is None:
-            self.stop.wait(max(0.0, end - time.monotonic()))
-            return
-        interval, longest = self.probe_interval, max(self.probe_interval, PROBE_MAX_INTERVAL)
-        while not self.stop.is_set():
-            started = time.monotonic()
-            if self._listing() != before:
-                return
-            now = time.monotonic()
-            if now >= end:
-                return
-            # keep the listing's share of an idle tailer's time small where listing is slow
-            self.stop.wait(min(max(interval, 10 * (now - started)), end - now))
-            interval = min(2 * interval, longest)
 
     def run(self) -> TailSummary:
         summary = TailSummary(self.peer_id)
@@ -372,7 +334,7 @@ class Tailer:
                     first = False
                     next_discovery = now + self.rediscover
                 summary.passes += 1
-                listing = self._listing() if self.idle_sleep > 0 else None
+                listing = self.probe.listing(self._servers()) if self.idle_sleep > 0 else None
                 shipped, retry, waiting = self._pass(enabled, summary)
                 if retry:
                     summary.outages += 1
