@@ -12,6 +12,7 @@ from waiting import wait_until
 
 from walship.minicluster import AdminClient
 from walship.replicate.summary import TailSummary
+from walship.replicate.tailer import Tailer
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.locks import read_holder
 
@@ -103,6 +104,37 @@ def test_a_tailer_ships_each_entry_once_over_many_passes(ab: tuple[Cluster, Clus
     after = ship(a)  # the next run starts at the positions the tailer left: nothing to ship
     assert all(q.status != "error" for q in after.queues)
     assert sum(q.entries_shipped for q in after.queues) == 0
+
+
+def test_a_queue_made_anew_under_a_tailer_is_shipped_from_its_start(ab: tuple[Cluster, Cluster]) -> None:
+    """Positions kept between passes are the ones of the queue the tailer read: the peer's
+    queues removed and made again under it (as removing the peer and adding it back does, its
+    WALs enqueued at their start) are read whole, and shipped from their start again."""
+    a, b = ab
+    stop = threading.Event()
+    running: list[Tailer] = []
+    tailer, out = tail_in_thread(a, duration=120, rediscover=60, gather=0, stop=stop, tailers=running)
+    tb = b.table()
+    for i in range(20):
+        a.table().put(b"first-%02d" % i, {b"r:q": b"1"})
+    wait_until(lambda: tb.row(b"first-19"), what="the first rows on B")
+    wait_until(lambda: running[0].idle.is_set(), what="the tailer to wait idle")
+    with zk_client(a.zk_hosts) as client:
+        queues = ReplicationQueues(client, ZnodeLayout(a.parent))
+        for q in queues.list_queues("1"):
+            queues.remove_queue(q.server, str(q.queue_id))
+            for wal in q.wals:
+                queues.add_wal(q.server, wal.name, ["1"])
+    for i in range(20):
+        a.table().put(b"second-%02d" % i, {b"r:q": b"2"})
+    wait_until(lambda: tb.row(b"second-19"), what="the second rows on B")
+    stop.set()
+    tailer.join(timeout=60)
+    summary = out[0]
+    assert summary.status == "ok"
+    # the first rows twice (before, and again from the start of the queue made anew), the second once
+    assert sum(q["cells_shipped"] for q in summary.queues.values()) == 20 + 20 + 20
+    assert contents(b) == contents(a, b"r")
 
 
 def test_tail_rides_out_a_peer_outage(ab: tuple[Cluster, Cluster], caplog: pytest.LogCaptureFixture) -> None:

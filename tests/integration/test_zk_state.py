@@ -148,7 +148,7 @@ def test_a_known_position_is_written_at_its_version_and_read_again_once_changed(
     """The lock holder's commit writes at the version it knows; a znode changed since (by
     anyone) is read again, so a position still never moves backwards and nothing is lost."""
     server = server_name(1)
-    w, w2 = _queues_with_wals(zk, layout, server, ["1"], 2)
+    w, _ = _queues_with_wals(zk, layout, server, ["1"], 2)
     queues = ReplicationQueues(zk, layout)
     first = queues.wals(server, "1")[0]
     v1 = queues.set_position(server, "1", w, 100, known=first)
@@ -163,14 +163,38 @@ def test_a_known_position_is_written_at_its_version_and_read_again_once_changed(
     assert queues.get_position(server, "1", w)[0] == 900
     v4 = queues.set_position(server, "1", w, 950, known=WalPosition(w, 200, v2))  # ahead: written
     assert queues.get_position(server, "1", w) == (950, v4)
-    # listing with what the caller knows: those znodes are not read again, the others are
-    zk.set(layout.wal(server, "1", w2), encode_position(77))
-    listed = queues.wals(server, "1", {w: WalPosition(w, 950, v4)})
-    assert [(p.name, p.position) for p in listed] == [(w, 950), (w2, 77)]
     queues.remove_wals(server, "1", [w])
     with pytest.raises(QueueNotFoundError):
         queues.set_position(server, "1", w, 999, known=WalPosition(w, 950, v4))
-    assert [p.name for p in queues.wals(server, "1", {w: WalPosition(w, 950, v4)})] == [w2]
+
+
+def test_a_queue_read_again_reuses_what_its_holder_knows_until_its_wals_change(
+    zk: KazooClient, layout: ZnodeLayout
+) -> None:
+    """The lock holder's positions are not read again while the queue's WAL znodes stay the
+    same ones; a WAL added or removed, or the queue removed and made again (a peer removed and
+    added back, its WALs from 0), and the queue is read whole."""
+    server = server_name(1)
+    w, w2 = _queues_with_wals(zk, layout, server, ["1"], 2)
+    queues = ReplicationQueues(zk, layout)
+    _, known = queues.read_queue(server, "1")
+    v = queues.set_position(server, "1", w, 500, known=known[1][w])
+    mine = (known[0], {w: WalPosition(w, 500, v), w2: known[1][w2]})
+    listed, again = queues.read_queue(server, "1", mine)
+    assert [(p.name, p.position, p.version) for p in listed] == [(w, 500, v), (w2, 0, known[1][w2].version)]
+    assert again == (known[0], {p.name: p for p in listed})
+    # a new WAL: read whole (the others' positions from ZooKeeper)
+    zk.set(layout.wal(server, "1", w2), encode_position(77))
+    w3 = wal_name(server, 1700000009000)
+    queues.add_wal(server, w3)
+    listed, moved = queues.read_queue(server, "1", mine)
+    assert [(p.name, p.position) for p in listed] == [(w, 500), (w2, 77), (w3, 0)] and moved[0] != known[0]
+    # the queue removed and made again with the same WALs: nothing of before is reused
+    queues.remove_queue(server, "1")
+    for name in (w, w2, w3):
+        queues.add_wal(server, name)
+    listed, _ = queues.read_queue(server, "1", moved)
+    assert [(p.name, p.position) for p in listed] == [(w, 0), (w2, 0), (w3, 0)]
 
 
 def test_a_servers_liveness_is_read_again_once_older_than_asked(zk: KazooClient, layout: ZnodeLayout) -> None:

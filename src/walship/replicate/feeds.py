@@ -23,14 +23,14 @@ from walship.sinks.base import ApplyStats, FilteredEntry, Sink
 from walship.wal.model import METAFAMILY, WalEntry
 from walship.wal.names import parse_wal_name, wal_group
 from walship.zk import QueueId, QueueInfo
-from walship.zk.queues import WalPosition
+from walship.zk.queues import KnownQueue, WalPosition
 
 __all__ = ["Batch", "Feed", "KnownPositions", "Member", "group_key", "wal_order"]
 
 log = logging.getLogger(__name__)
 
-#: (server, queue id) -> the queue's WAL znodes (position and version) as its lock holder left them.
-KnownPositions = dict[tuple[str, str], dict[str, WalPosition]]
+#: (server, queue id) -> the queue as its lock holder left it (see ReplicationQueues.read_queue).
+KnownPositions = dict[tuple[str, str], KnownQueue]
 
 
 def group_key(server: str, queue_id: str) -> tuple[str, tuple[str, ...]]:

@@ -359,13 +359,14 @@ class Shipper:
         )
         members: list[Member] = []
         summaries: list[QueueSummary] = []
+        stamps: KnownPositions = {}
         for feed in feeds:
             qs = QueueSummary(feed.server, feed.queue_id, holder=self.holder.to_json())
             summaries.append(qs)
             progress = self.book.pending(feed.peer.peer_id, feed.server, feed.queue_id)
             try:
                 key = (feed.server, feed.queue_id)
-                wals = self.queues.wals(*key, known.pop(key, None) if known is not None else None)
+                wals, stamps[key] = self.queues.read_queue(*key, known.pop(key, None) if known is not None else None)
                 queue = QueueInfo(feed.server, QueueId.parse(feed.queue_id), tuple(wals))
                 serial = self.serial_checker(feed)
                 members.append(Member(feed, qs, progress, queue, close_grace(feed.peer), serial))
@@ -383,9 +384,10 @@ class Shipper:
             except WalshipError as exc:
                 group.stop(m, exc)
                 continue
-            if known is not None and not m.qs.queue_removed:
-                removed = set(m.qs.wals_removed)
-                known[m.feed.server, m.feed.queue_id] = {n: wp for n, wp in m.known.items() if n not in removed}
+            key = (m.feed.server, m.feed.queue_id)
+            if known is not None and not m.qs.queue_removed and key in stamps:
+                # a WAL removed this pass moved the stamp: the next pass reads the queue whole
+                known[key] = (stamps[key][0], m.known)
         return summaries
 
     def serial_checker(self, feed: Feed) -> SerialChecker | None:

@@ -348,7 +348,9 @@ class Tailer:
                     continue
                 backoff = self.first_backoff
                 if not shipped:
-                    sleep = min(self.idle_sleep, self.first_backoff) if waiting else self.idle_sleep
+                    # the short sleep while a serial peer waits, or while probing fails (no change seen)
+                    short = waiting or (self.probe_interval and listing is None)
+                    sleep = min(self.idle_sleep, self.first_backoff) if short else self.idle_sleep
                     self._idle(listing, min(deadline, next_discovery), sleep)  # rediscovery on time
                 elif shipped < defaults.TAIL_GATHER_ENTRIES and self.gather:
                     self._sleep(self.gather, deadline)  # let a fuller pass gather

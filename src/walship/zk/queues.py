@@ -36,9 +36,12 @@ from walship.zk.layout import ZnodeLayout
 from walship.zk.multiread import read_many
 from walship.zk.queueid import QueueId, QueueInfo, WalPosition
 
-__all__ = ["QueueId", "QueueInfo", "ReplicationQueues", "WalPosition"]
+__all__ = ["KnownQueue", "QueueId", "QueueInfo", "ReplicationQueues", "WalPosition"]
 
 log = logging.getLogger(__name__)
+
+#: A queue as its lock holder last read or wrote it: its children stamp and its WAL znodes.
+KnownQueue = tuple[int, Mapping[str, WalPosition]]
 
 # A transient child created and deleted inside every claim's multi: it bumps the cversion of
 # the rs znode, so a snapshot of all queues taken across a claim sees the change and retries.
@@ -68,19 +71,33 @@ class ReplicationQueues:
         except NoNodeError:
             return []
 
-    def wals(self, server: str, queue_id: str, known: Mapping[str, WalPosition] | None = None) -> list[WalPosition]:
-        """The WALs of a queue with their positions, ordered by WAL timestamp. ``known``: WAL
-        znodes as the caller last read or wrote them, not read again (the holder of the
-        queue's lock, the only one to move its positions, keeps them, as HBase's sources do).
+    def wals(self, server: str, queue_id: str) -> list[WalPosition]:
+        """The WALs of a queue with their positions, ordered by WAL timestamp.
+
+        :raises QueueNotFoundError: the queue does not exist.
+        :raises ZkDataError: a child is not a WAL name, or a position is malformed.
+        """
+        return self.read_queue(server, queue_id)[0]
+
+    def read_queue(
+        self, server: str, queue_id: str, known: KnownQueue | None = None
+    ) -> tuple[list[WalPosition], KnownQueue]:
+        """:meth:`wals`, and what the caller keeps to read the queue again: the queue's
+        children stamp (its ``pzxid``, which moves when a WAL znode is created or removed, or
+        the queue is made anew) with its WAL znodes. Given back as ``known`` while the stamp is
+        the same, those WAL znodes are not read again: the holder of the queue's lock, the only
+        one to move its positions, keeps them, as HBase's sources do; a queue removed and made
+        again (a peer removed and added back) is read whole.
 
         :raises QueueNotFoundError: the queue does not exist.
         :raises ZkDataError: a child is not a WAL name, or a position is malformed.
         """
         qpath = self.layout.queue(server, queue_id)
         try:
-            names = self.client.get_children(qpath)
+            names, qstat = self.client.get_children(qpath, include_data=True)
         except NoNodeError:
             raise QueueNotFoundError(f"queue {qpath} does not exist") from None
+        reuse = known[1] if known is not None and known[0] == qstat.pzxid else {}
         out: list[tuple[int, str, WalPosition]] = []
         for name in names:
             wpath = f"{qpath}/{name}"
@@ -88,15 +105,16 @@ class ReplicationQueues:
                 parsed = parse_wal_name(name)
             except InvalidWalNameError as exc:
                 raise ZkDataError(wpath, str(exc)) from None
-            if known is not None and name in known:
-                out.append((parsed.timestamp, name, known[name]))
+            if name in reuse:
+                out.append((parsed.timestamp, name, reuse[name]))
                 continue
             try:
                 data, stat = self.client.get(wpath)
             except NoNodeError:
                 continue  # shipped and removed while we listed
             out.append((parsed.timestamp, name, WalPosition(name, decode_position(data, wpath), stat.version)))
-        return [w for _, _, w in sorted(out)]
+        wals = [w for _, _, w in sorted(out)]
+        return wals, (int(qstat.pzxid), {w.name: w for w in wals})
 
     def list_queues(self, peer_id: str | None = None) -> list[QueueInfo]:
         """Every queue of every server (optionally of one peer), WALs oldest first.
