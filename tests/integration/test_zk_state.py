@@ -177,23 +177,24 @@ def test_a_queue_read_again_reuses_what_its_holder_knows_until_its_wals_change(
     server = server_name(1)
     w, w2 = _queues_with_wals(zk, layout, server, ["1"], 2)
     queues = ReplicationQueues(zk, layout)
-    _, known = queues.read_queue(server, "1")
-    v = queues.set_position(server, "1", w, 500, known=known[1][w])
-    mine = (known[0], {w: WalPosition(w, 500, v), w2: known[1][w2]})
+    first, stamp = queues.read_queue(server, "1")
+    read = {p.name: p for p in first}
+    v = queues.set_position(server, "1", w, 500, known=read[w])
+    mine = (stamp, {w: WalPosition(w, 500, v), w2: read[w2]})
     listed, again = queues.read_queue(server, "1", mine)
-    assert [(p.name, p.position, p.version) for p in listed] == [(w, 500, v), (w2, 0, known[1][w2].version)]
-    assert again == (known[0], {p.name: p for p in listed})
+    assert [(p.name, p.position, p.version) for p in listed] == [(w, 500, v), (w2, 0, read[w2].version)]
+    assert again == stamp  # a position written does not move the stamp
     # a new WAL: read whole (the others' positions from ZooKeeper)
     zk.set(layout.wal(server, "1", w2), encode_position(77))
     w3 = wal_name(server, 1700000009000)
     queues.add_wal(server, w3)
     listed, moved = queues.read_queue(server, "1", mine)
-    assert [(p.name, p.position) for p in listed] == [(w, 500), (w2, 77), (w3, 0)] and moved[0] != known[0]
+    assert [(p.name, p.position) for p in listed] == [(w, 500), (w2, 77), (w3, 0)] and moved != stamp
     # the queue removed and made again with the same WALs: nothing of before is reused
     queues.remove_queue(server, "1")
     for name in (w, w2, w3):
         queues.add_wal(server, name)
-    listed, _ = queues.read_queue(server, "1", moved)
+    listed, _ = queues.read_queue(server, "1", (moved, {p.name: p for p in listed}))
     assert [(p.name, p.position) for p in listed] == [(w, 0), (w2, 0), (w3, 0)]
 
 

@@ -359,7 +359,7 @@ class Shipper:
         )
         members: list[Member] = []
         summaries: list[QueueSummary] = []
-        stamps: KnownPositions = {}
+        stamps: dict[tuple[str, str], int] = {}  # each queue's children stamp as this pass read it
         for feed in feeds:
             qs = QueueSummary(feed.server, feed.queue_id, holder=self.holder.to_json())
             summaries.append(qs)
@@ -387,7 +387,7 @@ class Shipper:
             key = (m.feed.server, m.feed.queue_id)
             if known is not None and not m.qs.queue_removed and key in stamps:
                 # a WAL removed this pass moved the stamp: the next pass reads the queue whole
-                known[key] = (stamps[key][0], m.known)
+                known[key] = (stamps[key], m.known)
         return summaries
 
     def serial_checker(self, feed: Feed) -> SerialChecker | None:

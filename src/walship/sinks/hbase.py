@@ -30,7 +30,7 @@ from walship.clusterids import encode_cluster_ids
 from walship.errors import IncompatibleEditError
 from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, FilteredEntry, SinkContext, thrift_servers
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
-from walship.sinks.pooled import INLINE_CELLS, PooledSink
+from walship.sinks.pooled import PooledSink
 from walship.thrift.conn1 import THRIFT1_REFUSALS, open_connection
 from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts
 from walship.wal.model import Cell, CellType
@@ -85,7 +85,7 @@ class ThriftSink(PooledSink):
         # durable before the batch counts as applied (and so before the position moves)
         written = self.deadletters.write(wal, letters)
         streams = self.streams_for(applied)
-        self.send(stats, self._calls(groups, streams), streams, inline=applied < INLINE_CELLS)
+        self.send(stats, self._calls(groups, streams), streams, cells=applied)
         if stats.incompatible_skipped or stats.deadlettered:
             log.warning(
                 "peer %s: %s: %d incompatible cells skipped, %d dead-lettered to %s",

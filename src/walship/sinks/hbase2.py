@@ -31,7 +31,7 @@ from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.sinks.base import SINK_THRIFT2_KEY, ApplyStats, FilteredEntry, SinkContext, thrift2_servers
-from walship.sinks.pooled import INLINE_CELLS, PooledSink
+from walship.sinks.pooled import PooledSink
 from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
 from walship.thrift.encoded import EncodedCall, encode_call, encode_put_multiple
 from walship.thrift.hbase2 import hbase2
@@ -243,7 +243,7 @@ class Thrift2Sink(PooledSink):
         stats = ApplyStats()
         cells = sum(len(fe.cells) for fe in entries)
         streams = self.streams_for(cells)
-        self.send(stats, self._encoded(entries, stats, streams, wal), streams, inline=cells < INLINE_CELLS)
+        self.send(stats, self._encoded(entries, stats, streams, wal), streams, cells=cells)
         return stats
 
     def _encoded(

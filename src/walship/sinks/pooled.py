@@ -134,19 +134,19 @@ class PooledSink:
         return [pool.server if pool.connected() else None for pool, _ in self._streams]
 
     def send(
-        self, stats: ApplyStats, calls: Iterable[tuple[int, EncodedCall, str]], streams: int, *, inline: bool = False
+        self, stats: ApplyStats, calls: Iterable[tuple[int, EncodedCall, str]], streams: int, *, cells: int
     ) -> None:
         """Send each ``(stream, call, what)`` over its stream: in order within a stream, the
         streams at once; return when every call is done, counting calls and retries in ``stats``.
-        ``inline`` (a small batch, one stream): each call is sent from this thread, and the next
-        built once it is done.
+        A batch of one stream and under :data:`INLINE_CELLS` ``cells`` is sent from this thread,
+        each call built once the one before is done.
 
         :raises SinkError: a call was refused (the error of the failure that came first, of
             whichever stream; the batch is shipped again whole, no later call of that stream
             was sent).
         :raises SinkUnavailableError: no server answered.
         """
-        if inline and streams == 1:
+        if streams == 1 and cells < INLINE_CELLS:
             self._send_inline(stats, calls)
             return
         counts = [ApplyStats() for _ in range(streams)]  # each stream's thread counts its own retries

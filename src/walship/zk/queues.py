@@ -79,15 +79,13 @@ class ReplicationQueues:
         """
         return self.read_queue(server, queue_id)[0]
 
-    def read_queue(
-        self, server: str, queue_id: str, known: KnownQueue | None = None
-    ) -> tuple[list[WalPosition], KnownQueue]:
-        """:meth:`wals`, and what the caller keeps to read the queue again: the queue's
-        children stamp (its ``pzxid``, which moves when a WAL znode is created or removed, or
-        the queue is made anew) with its WAL znodes. Given back as ``known`` while the stamp is
-        the same, those WAL znodes are not read again: the holder of the queue's lock, the only
-        one to move its positions, keeps them, as HBase's sources do; a queue removed and made
-        again (a peer removed and added back) is read whole.
+    def read_queue(self, server: str, queue_id: str, known: KnownQueue | None = None) -> tuple[list[WalPosition], int]:
+        """:meth:`wals`, and the queue's children stamp (its ``pzxid``, which moves when a WAL
+        znode is created or removed, or the queue is made anew). ``known``: that stamp with the
+        WAL znodes as the caller last read or wrote them; while the stamp is the same, those
+        are not read again: the holder of the queue's lock, the only one to move its positions,
+        keeps them, as HBase's sources do; a queue removed and made again (a peer removed and
+        added back) is read whole.
 
         :raises QueueNotFoundError: the queue does not exist.
         :raises ZkDataError: a child is not a WAL name, or a position is malformed.
@@ -113,8 +111,7 @@ class ReplicationQueues:
             except NoNodeError:
                 continue  # shipped and removed while we listed
             out.append((parsed.timestamp, name, WalPosition(name, decode_position(data, wpath), stat.version)))
-        wals = [w for _, _, w in sorted(out)]
-        return wals, (int(qstat.pzxid), {w.name: w for w in wals})
+        return [w for _, _, w in sorted(out)], int(qstat.pzxid)
 
     def list_queues(self, peer_id: str | None = None) -> list[QueueInfo]:
         """Every queue of every server (optionally of one peer), WALs oldest first.
