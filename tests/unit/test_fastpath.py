@@ -288,3 +288,19 @@ def test_compiled_put_rows_refuse_bad_places_and_never_yield_an_empty_call(monke
     monkeypatch.setattr(hbase2_sink, "_fastpath", None)
     assert compiled == calls_of(entries * 3)
     assert [len(call[4]) for call in compiled[0]] == [1] * 6
+
+
+def test_the_compiled_filter_refuses_a_filtered_type_with_fields_of_its_own() -> None:
+    entry_filter = EntryFilter(PEERS[0], SOURCE, PEER)
+    entry = WalEntry(WalKey(b"region", b"t", 1, 1, scopes={b"r": 1}), (Cell(b"a", b"r", b"q", 1, 4, b"v"),), 0, 10)
+    entry_filter.apply_py(entry)
+
+    class WithDict(tuple):  # type: ignore[type-arg]  # a tuple subclass with a __dict__: not built in C
+        pass
+
+    args = list(compiled_args(entry_filter))
+    args[4] = WithDict
+    with pytest.raises(TypeError, match="no fields of its own"):
+        _fastpath.filter_entry(*args, entry)
+    fe = entry_filter.apply(entry)
+    assert type(fe) is FilteredEntry and fe == (entry, entry.cells, (SOURCE,))

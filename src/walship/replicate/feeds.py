@@ -27,6 +27,11 @@ from walship.zk.queues import KnownQueue, WalPosition
 
 __all__ = ["Batch", "Feed", "KnownPositions", "Member", "group_key", "wal_order"]
 
+try:  # the compiled run of Member.take (an optional ext-module; Member.take_run_py otherwise)
+    from walship.sinks._fastpath import take_run as _take_run
+except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
+    _take_run = None  # type: ignore[assignment]
+
 log = logging.getLogger(__name__)
 
 #: (server, queue id) -> the queue as its lock holder left it (see ReplicationQueues.read_queue).
@@ -179,6 +184,72 @@ class Member:
             self.feed.peer.peer_id,
             load.table.decode(errors="replace"),
         )
+
+    def take_run(self, entries: list[WalEntry], i: int) -> int:
+        """:meth:`take` for each of ``entries[i:]`` until the batch is full (:meth:`full`):
+        returns the index after the last entry looked at (``len(entries)``, or the batch is
+        full). Not for a serial peer's queue, whose entries :meth:`take` checks one by one.
+        The compiled code takes the run where it is built (a marker filtered out, maybe a bulk
+        load's, goes through :meth:`take`), :meth:`take_run_py` otherwise.
+
+        :raises WalshipError: as :meth:`take`; what was taken before stays in the batch.
+        """
+        assert self.serial is None
+        if self.stopped or self.paused:
+            return i
+        compiled = self.feed.entry_filter.compiled
+        if _take_run is None or compiled is None:
+            return self.take_run_py(entries, i)
+        n = len(entries)
+        while i < n:
+            i, marker = _take_run(self, entries, i, compiled)
+            if not marker:
+                break
+            self.take(entries[i])
+            i += 1
+            if self.full():
+                break
+        return i
+
+    def take_run_py(self, entries: list[WalEntry], i: int) -> int:
+        """:meth:`take_run` in Python, its counters in locals meanwhile."""
+        apply = self.feed.entry_filter.apply
+        append = self.batch.append
+        read, size, wire, position = self.read, self.size, self.wire, self.position
+        max_read, max_wire, max_size = self.max_read, self.max_wire, self.max_size
+        filtered = 0
+        last = None
+        n = len(entries)
+        try:
+            while i < n:
+                entry = entries[i]
+                i += 1
+                offset = entry.offset
+                if offset < position:
+                    continue
+                end = entry.end_offset
+                read += 1
+                size += end - offset
+                kept = apply(entry)
+                if kept is None:
+                    filtered += 1
+                    cells = entry.cells
+                    if cells and cells[0].family == METAFAMILY:
+                        self._bulk_load(entry)
+                else:
+                    append(kept)
+                    k, c = len(kept.cells), len(entry.cells)
+                    wire += end - offset if k == c else (end - offset) * k // c
+                position = end
+                last = entry
+                if read >= max_read or wire >= max_wire or size >= max_size:
+                    break
+        finally:
+            self.read, self.size, self.wire, self.position = read, size, wire, position
+            self.qs.entries_filtered += filtered
+            if last is not None:
+                self.last_write_time = last.key.write_time
+        return i
 
     def take(self, entry: WalEntry) -> bool:
         """Offer an entry; ``False`` when it lies before the queue's position (shipped already),

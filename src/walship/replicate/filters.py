@@ -105,6 +105,9 @@ class EntryFilter:
     #: frame an entry), which leaves to :meth:`apply_py` what it does not decide; where the
     #: module is not built, :meth:`apply_py` itself.
     apply: Callable[[WalEntry], FilteredEntry | None]
+    #: The compiled filter's arguments before the entry (what :attr:`apply` binds), for the
+    #: compiled code that filters a run of entries itself; ``None`` where it is not built.
+    compiled: tuple[object, ...] | None
 
     def __init__(self, peer: PeerConfig, source_id: uuid.UUID, peer_cluster_id: uuid.UUID) -> None:
         self.peer = peer
@@ -112,9 +115,9 @@ class EntryFilter:
         self.peer_cluster_id = peer_cluster_id
         self._table_cache: dict[bytes, TableRule] = {}
         self._own_ids = (source_id,)  # the cluster ids of an edit written here: one tuple for all
+        self.compiled: tuple[object, ...] | None = None
         if _filter_entry is not None:
-            self.apply = functools.partial(
-                _filter_entry,
+            self.compiled = (
                 self._table_cache,
                 self._own_ids,
                 source_id,
@@ -122,6 +125,7 @@ class EntryFilter:
                 FilteredEntry,
                 self.apply_py,
             )
+            self.apply = functools.partial(_filter_entry, *self.compiled)
         else:
             self.apply = self.apply_py
 

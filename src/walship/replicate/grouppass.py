@@ -21,6 +21,7 @@ from walship.replicate.summary import QueueSummary
 from walship.replicate.walfiles import ReadStats
 from walship.replicate.walstore import WalLocation, WalStore
 from walship.sinks.base import ApplyStats
+from walship.wal.model import WalEntry
 from walship.wal.reader import WalReader
 from walship.zk.queueid import WalPosition
 
@@ -153,24 +154,14 @@ class GroupPass:
                 m.begin(name)
             start = min(m.position for m in part) or None
             try:
-                for entry in reader.entries(start):
+                for entries in reader.batches(start):
                     live = False
                     for m in part:
-                        try:
-                            took = m.take(entry)
-                        except WalshipError as exc:  # a serial peer's barriers or ids unread: its queue only
-                            if m.read:
-                                self._hand_over(m, background=False)
-                            if not m.stopped:
-                                self.stop(m, exc)
-                            continue
-                        if took:
-                            if m.full():
-                                self._hand_over(m, background=self.pipeline)
-                                if self._enough(m, max_batches):
-                                    m.stopped = True
-                        elif m.blocked is not None and not m.stopped and not m.paused:
-                            self._wait_serial(m)
+                        if m.serial is None:
+                            self._offer_run(m, entries, max_batches)
+                        else:
+                            for entry in entries:
+                                self._offer(m, entry, max_batches)
                         live = live or not (m.stopped or m.paused)
                     if not live:
                         return
@@ -190,6 +181,43 @@ class GroupPass:
                     self._end_wal(m, loc, reader, running.get(m.queue.server, False), read_at)
                 except WalshipError as exc:
                     self.stop(m, exc)
+
+    def _offer_run(self, m: Member, entries: list[WalEntry], max_batches: int | None) -> None:
+        """Offer a list of entries to a member (not a serial peer's), batch after batch."""
+        i, n = 0, len(entries)
+        while i < n and not (m.stopped or m.paused):
+            try:
+                i = m.take_run(entries, i)
+            except WalshipError as exc:  # a bulk load marker that does not parse: its queue only
+                self._failed_take(m, exc)
+                return
+            if m.full():
+                self._batch_full(m, max_batches)
+
+    def _offer(self, m: Member, entry: WalEntry, max_batches: int | None) -> None:
+        """Offer one entry to a member: a serial peer's, whose entries are checked one by one."""
+        try:
+            took = m.take(entry)
+        except WalshipError as exc:  # a serial peer's barriers or ids unread: its queue only
+            self._failed_take(m, exc)
+            return
+        if took:
+            if m.full():
+                self._batch_full(m, max_batches)
+        elif m.blocked is not None and not m.stopped and not m.paused:
+            self._wait_serial(m)
+
+    def _failed_take(self, m: Member, exc: WalshipError) -> None:
+        """An entry could not be taken: ship what was read before it, then stop the queue."""
+        if m.read:
+            self._hand_over(m, background=False)
+        if not m.stopped:
+            self.stop(m, exc)
+
+    def _batch_full(self, m: Member, max_batches: int | None) -> None:
+        self._hand_over(m, background=self.pipeline)
+        if self._enough(m, max_batches):
+            m.stopped = True
 
     def _wait_serial(self, m: Member) -> None:
         """A serial peer may not be sent the member's next entry yet: ship what it read before

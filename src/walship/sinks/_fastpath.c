@@ -24,6 +24,16 @@
  *     call's size, the cells and the cells with tags it took from entries it began, and
  *     whether it stopped because the call is full.
  *
+ * take_run(member, entries, i, filter_args)
+ *     walship.replicate.feeds.Member.take for each of entries[i:] (a list) of a queue that is
+ *     not a serial peer's: an entry before member.position is passed over; the others go
+ *     through the filter (filter_args: filter_entry's first six) into member.batch, counted
+ *     into member.read, .size, .wire, .position, .last_write_time and member.qs.entries_filtered
+ *     (written back whatever stops the run, an error included), until the batch reaches
+ *     member.max_read, .max_wire or .max_size. It stops before an entry filtered out whose
+ *     first cell is a METAFAMILY marker (a bulk load's, maybe), which Member.take takes.
+ *     Returns (i, marker): where it stopped, and whether at such a marker.
+ *
  * group_rows(entries, i, groups)
  *     walship.sinks.hbase.ThriftSink.group's grouping for Thrift1, for entries[i:]: each cell
  *     goes to groups[(table, cluster ids, timestamp)][row] (dicts and lists made as needed, in
@@ -59,16 +69,19 @@ static int check_tuple(PyObject *o, Py_ssize_t n, const char *what) {
     return 0;
 }
 
-/* the tuple subclass `type` holding the three items (a FilteredEntry), made by tuple.__new__ */
+/* the tuple subclass `type` (a FilteredEntry: a NamedTuple, no fields of its own beyond the
+ * tuple's) holding the three items, made as tuple.__new__ makes it, without its argument tuples */
 static PyObject *make_filtered(PyTypeObject *type, PyObject *entry, PyObject *cells, PyObject *ids) {
-    PyObject *items = PyTuple_Pack(3, entry, cells, ids);
-    if (items == NULL) return NULL;
-    PyObject *args = PyTuple_Pack(1, items);
-    Py_DECREF(items);
-    if (args == NULL) return NULL;
-    PyObject *out = PyTuple_Type.tp_new(type, args, NULL);
-    Py_DECREF(args);
-    return out;
+    PyTupleObject *op = PyObject_GC_NewVar(PyTupleObject, type, 3);
+    if (op == NULL) return NULL;
+#if PY_VERSION_HEX >= 0x030E0000
+    op->ob_hash = -1; /* tuples cache their hash from 3.14 on: "not computed yet" */
+#endif
+    op->ob_item[0] = Py_NewRef(entry);
+    op->ob_item[1] = Py_NewRef(cells);
+    op->ob_item[2] = Py_NewRef(ids);
+    PyObject_GC_Track(op);
+    return (PyObject *)op;
 }
 
 /* whether a cell of `family` goes: scoped GLOBAL, included (or no include list), not excluded;
@@ -217,7 +230,21 @@ done:
     return result;
 }
 
+/* the filter's bound arguments are what filter_one takes; -1 with a TypeError otherwise */
+static int check_filter_args(PyObject *rules, PyObject *own_ids, PyObject *type) {
+    if (!PyDict_Check(rules) || !PyTuple_Check(own_ids) || !PyType_Check(type) ||
+        !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type) ||
+        ((PyTypeObject *)type)->tp_basicsize != PyTuple_Type.tp_basicsize ||
+        ((PyTypeObject *)type)->tp_dictoffset != 0) {
+        PyErr_SetString(PyExc_TypeError, "filter_entry: rules must be a dict, own_ids a tuple and filtered_type a "
+                                         "tuple type with no fields of its own (a NamedTuple)");
+        return -1;
+    }
+    return 0;
+}
+
 #include "_fastpath_rows.h"
+#include "_fastpath_take.h"
 
 /* filter_entry(rules, own_ids, source_id, peer_cluster_id, filtered_type, fallback, entry) */
 static PyObject *filter_entry(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -226,12 +253,7 @@ static PyObject *filter_entry(PyObject *module, PyObject *const *args, Py_ssize_
         return NULL;
     }
     PyObject *rules = args[0], *own_ids = args[1], *type = args[4], *fallback = args[5], *entry = args[6];
-    if (!PyDict_Check(rules) || !PyTuple_Check(own_ids) || !PyType_Check(type) ||
-        !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "filter_entry: rules must be a dict, own_ids a tuple and filtered_type a tuple type");
-        return NULL;
-    }
+    if (check_filter_args(rules, own_ids, type) < 0) return NULL;
     PyObject *out = filter_one(entry, rules, own_ids, args[2], args[3], (PyTypeObject *)type);
     if (out != Py_NotImplemented) return out;
     Py_DECREF(out);
@@ -251,6 +273,10 @@ static PyMethodDef methods[] = {
      "put_rows(entries, i, ci, table, ids, mutations, size, max_mutations, max_bytes)\n"
      "    -> (i, ci, size, cells, tags, full)\n\n"
      "Thrift2Sink.calls' rows of put cells for one stream, into the open call's mutations."},
+    {"take_run", take_run, METH_VARARGS,
+     "take_run(member, entries, i, filter_args) -> (i, marker)\n\n"
+     "Member.take for entries[i:] (a list) into the member's batch, up to its limits or an entry\n"
+     "filtered out whose first cell is a METAFAMILY marker (marker: True; Member.take takes it)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -265,7 +291,8 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     str_exclude = PyUnicode_InternFromString("exclude");
     str_get = PyUnicode_InternFromString("get");
     long_global = PyLong_FromLong(SCOPE_GLOBAL);
-    if (str_replicate == NULL || str_include == NULL || str_exclude == NULL || str_get == NULL || long_global == NULL)
+    if (str_replicate == NULL || str_include == NULL || str_exclude == NULL || str_get == NULL || long_global == NULL ||
+        init_take() < 0)
         return NULL;
     return PyModule_Create(&module_def);
 }

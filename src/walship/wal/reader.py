@@ -235,7 +235,19 @@ class WalReader:
         return bool(batch) and error is None and end == len(buf)
 
     def entries(self, start: int | None = None) -> Iterator[WalEntry]:
-        """Yield the entries from ``start`` (an entry boundary; default: the first entry).
+        """Yield the entries from ``start`` (an entry boundary; default: the first entry), as
+        :meth:`batches` reads them, one at a time (:attr:`stop_offset` the end of the last one
+        yielded)."""
+        for batch in self.batches(start):
+            for entry in batch:
+                self.stop_offset = entry.end_offset
+                yield entry
+
+    def batches(self, start: int | None = None) -> Iterator[list[WalEntry]]:
+        """Yield the entries from ``start`` (an entry boundary; default: the first entry) in
+        lists of up to :data:`~walship.wal.entries.BATCH`, as the decoder hands them out
+        (:attr:`stop_offset` the end of the last list yielded). A corrupt entry is raised after
+        the list of those before it.
 
         The file's size and trailer are looked at again on every call, so a reader of a
         WAL still being written sees the entries appended since.
@@ -269,9 +281,9 @@ class WalReader:
             yield from self._iter_from(pos)
             return
         pending, pos, skip_to = self._plan_compressed(pos)
-        for entry in pending:
-            self.stop_offset = entry.end_offset
-            yield entry
+        if pending:
+            self.stop_offset = pending[-1].end_offset
+            yield pending
         yield from self._iter_from(pos, skip_to)
         if skip_to is not None and self.context_offset < skip_to:
             raise WalError(
@@ -306,7 +318,17 @@ class WalReader:
         self._pending = []
         return [], self.header_end, pos if pos > self.header_end else None
 
-    def _iter_from(self, pos: int, skip_to: int | None = None) -> Iterator[WalEntry]:
+    def _skip(self, batch: list[WalEntry], skip_to: int) -> tuple[list[WalEntry], int | None]:
+        """The entries of ``batch`` from ``skip_to`` on (those before it only rebuilt the
+        dictionaries), and ``skip_to`` while it is not reached yet."""
+        for k, entry in enumerate(batch):
+            if entry.offset >= skip_to:
+                return batch[k:], None
+            if entry.end_offset > skip_to:
+                raise WalError(self.path, skip_to, f"position {skip_to} is not the start of an entry")
+        return [], skip_to
+
+    def _iter_from(self, pos: int, skip_to: int | None = None) -> Iterator[list[WalEntry]]:
         compressed = self.compressed is not None
         f = self._f
         limit = self.edits_end
@@ -321,15 +343,12 @@ class WalReader:
                 if compressed:
                     self.context_offset = buf_off + p
                     self._pending = batch
-                for entry in batch:
-                    if skip_to is not None:
-                        if entry.offset < skip_to:
-                            if entry.end_offset > skip_to:
-                                raise WalError(self.path, skip_to, f"position {skip_to} is not the start of an entry")
-                            continue
-                        skip_to = None
-                    self.stop_offset = entry.end_offset
-                    yield entry
+                shown = batch
+                if skip_to is not None:
+                    shown, skip_to = self._skip(batch, skip_to)
+                if shown:
+                    self.stop_offset = shown[-1].end_offset
+                    yield shown
                 if error is not None:
                     raise error
                 if len(batch) < BATCH:
