@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Mapping
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from walship.errors import (
     InvalidWalNameError,
@@ -27,9 +27,9 @@ from walship.errors import (
     QueueNotFoundError,
     ZkDataError,
 )
-from walship.servername import ServerName
 from walship.wal.names import parse_wal_name
-from walship.zk.client import translated, zk_errors
+from walship.zk.claims import CVERSION_BUMP, QueueClaims
+from walship.zk.client import translated
 from walship.zk.encoding import decode_position, encode_position
 from walship.zk.lastpushed import LastPushedIds
 from walship.zk.layout import ZnodeLayout
@@ -43,14 +43,11 @@ log = logging.getLogger(__name__)
 #: A queue as its lock holder last read or wrote it: its children stamp and its WAL znodes.
 KnownQueue = tuple[int, Mapping[str, WalPosition]]
 
-# A transient child created and deleted inside every claim's multi: it bumps the cversion of
-# the rs znode, so a snapshot of all queues taken across a claim sees the change and retries.
-_CVERSION_BUMP = "walship-claim-in-progress"
-
 
 @translated("replication queues")
-class ReplicationQueues:
-    """Read and change the replication queues of one cluster."""
+class ReplicationQueues(QueueClaims):
+    """Read and change the replication queues of one cluster (its failover from
+    :class:`~walship.zk.claims.QueueClaims`)."""
 
     def __init__(self, client: KazooClient, layout: ZnodeLayout) -> None:
         self.client = client
@@ -61,7 +58,7 @@ class ReplicationQueues:
     def replicators(self) -> list[str]:
         """Servers that own queues (live or dead)."""
         try:
-            return sorted(c for c in self.client.get_children(self.layout.queues) if c != _CVERSION_BUMP)
+            return sorted(c for c in self.client.get_children(self.layout.queues) if c != CVERSION_BUMP)
         except NoNodeError:
             return []
 
@@ -331,101 +328,6 @@ class ReplicationQueues:
                     removed += 1
         return removed
 
-    # -- failover ---------------------------------------------------------------------------
-
-    def claim_queue(self, dead_server: str, queue_id: str, dest_server: str, *, attempts: int = 5) -> str | None:
-        """Move one queue of a dead server to ``dest_server`` as a recovered queue.
-
-        One multi creates ``<dest>/<queueId>-<dead>`` with every WAL znode and its position
-        and deletes the old ones; each old WAL znode is deleted at the version it was read at,
-        so a position written meanwhile makes the multi fail rather than be lost.
-
-        :returns: the new queue id, or ``None`` when the queue is gone (another claimer took it).
-        :raises ZkUnavailableError: the session or connection was lost; the queue is then
-            whole where it was or where it went, never half moved.
-        """
-        with zk_errors(f"claiming queue {queue_id} of {dead_server} into {dest_server}"):
-            return self._claim_queue(dead_server, queue_id, dest_server, attempts)
-
-    def _claim_queue(self, dead_server: str, queue_id: str, dest_server: str, attempts: int) -> str | None:
-        ServerName.parse(dead_server)
-        if dest_server == dead_server:
-            raise QueueError(f"cannot claim queue {queue_id} of {dead_server} into itself")
-        new_id = str(QueueId.parse(queue_id).claimed_from(dead_server))
-        src = self.layout.queue(dead_server, queue_id)
-        dst = self.layout.queue(dest_server, new_id)
-        for _ in range(attempts):
-            try:
-                names = self.client.get_children(src)
-                wals = []
-                for name in names:
-                    data, stat = self.client.get(f"{src}/{name}")
-                    wals.append((name, data, stat.version))
-            except NoNodeError:
-                if self.client.exists(src) is None:
-                    return None
-                continue  # a WAL went away while we read: read again
-            self.client.ensure_path(self.layout.replicator(dest_server))
-            tx = self.client.transaction()
-            tx.create(dst, b"")
-            for name, data, version in wals:
-                tx.create(f"{dst}/{name}", data)
-                tx.delete(f"{src}/{name}", version=version)
-            tx.delete(src)
-            tx.create(f"{self.layout.queues}/{_CVERSION_BUMP}", b"")
-            tx.delete(f"{self.layout.queues}/{_CVERSION_BUMP}")
-            results = tx.commit()
-            failures = [r for r in results if isinstance(r, Exception)]
-            if not failures:
-                log.info(
-                    "claimed queue %s of %s into %s as %s (%d WALs)",
-                    queue_id,
-                    dead_server,
-                    dest_server,
-                    new_id,
-                    len(wals),
-                )
-                return new_id
-            if self.client.exists(src) is None:
-                return None  # someone else took it
-            if not any(isinstance(f, (BadVersionError, NotEmptyError, NoNodeError, NodeExistsError)) for f in failures):
-                raise QueueError(f"claiming {src} into {dst} failed: {failures}")
-        raise QueueError(f"queue {src} kept changing while claiming it into {dest_server}")
-
-    def remove_replicator(self, server: str) -> bool:
-        """Remove a server's replicator znode once it holds no queue; ``False`` when a queue
-        arrived meanwhile or another claimer removed it first."""
-        try:
-            self.client.delete(self.layout.replicator(server))
-        except (NoNodeError, NotEmptyError) as exc:
-            log.info("kept replicator znode of dead server %s: %s", server, type(exc).__name__)
-            return False
-        return True
-
     def has_wal(self, server: str, queue_id: str, wal: str) -> bool:
         """Whether the WAL is (still) in the queue."""
         return self.client.exists(self.layout.wal(server, queue_id, wal)) is not None
-
-    def claim_all(self, dead_server: str, dest_server: str) -> list[tuple[str, str]]:
-        """Claim every queue of a dead server. A queue of a peer that no longer exists is
-        removed instead, as HBase does. Returns (old id, new id) for each queue claimed here."""
-        with zk_errors(f"claiming the queues of {dead_server} into {dest_server}"):
-            return self._claim_all(dead_server, dest_server)
-
-    def _claim_all(self, dead_server: str, dest_server: str) -> list[tuple[str, str]]:
-        claimed = []
-        try:
-            peers = set(self.client.get_children(self.layout.peers))
-        except NoNodeError:
-            peers = set()
-        for qid in self.queue_ids(dead_server):
-            if QueueId.parse(qid).peer_id not in peers:
-                log.info("removing queue %s of %s: peer no longer exists", qid, dead_server)
-                self.remove_queue(dead_server, qid)
-                continue
-            new_id = self.claim_queue(dead_server, qid, dest_server)
-            if new_id is not None:
-                claimed.append((qid, new_id))
-        with contextlib.suppress(NoNodeError, NotEmptyError):
-            self.client.delete(self.layout.replicator(dead_server))
-        return claimed
