@@ -14,9 +14,11 @@ import pytest
 
 from walship.errors import CorruptWalError, InvalidPeerConfigError
 from walship.peer import PeerConfig
+from walship.replicate import feeds
 from walship.replicate.feeds import Batch, Feed, Member
 from walship.replicate.filters import EntryFilter
 from walship.replicate.progressbook import PendingProgress
+from walship.sinks.base import FilteredEntry
 from walship.replicate.summary import QueueSummary
 from walship.wal import Cell, CellType, WalEntry, WalKey, WalReader, WalWriter
 from walship.wal.markers import BULK_LOAD
@@ -100,7 +102,7 @@ def test_runs_cut_the_batches_entry_by_entry_cuts(way: str, seed: int, limits: t
     run = entries(rng, 800)
     start = rng.choice((0, run[rng.randrange(len(run))].offset))  # a queue partly shipped: from its position
     a, b = member(start, limits), member(start, limits)
-    assert b.feed.entry_filter.compiled is not None  # the compiled module is built: both ways run
+    assert b.feed.entry_filter.compiled is not None and feeds._take_run is not None  # both ways run
     expected = [*one_by_one(a, run), a.cut()]
     got = [*in_runs(b, run, rng.choice((1, 5, 32)), way), b.cut()]
     assert [shape(x) for x in got] == [shape(x) for x in expected]
@@ -146,25 +148,36 @@ def test_the_readers_lists_of_entries_are_its_entries(tmp_path: Path) -> None:
     assert ends == [part[-1].end_offset for part in lists]  # where a consumer of each list goes on from
 
 
-def test_a_compiled_run_that_fails_keeps_what_it_took_and_its_place() -> None:
-    """An error from the filter in the middle of a compiled run (here a fallback that refuses a
-    table): the entries taken before it stay in the batch, counted, the position after them."""
+def refusing(m: Member) -> Member:
+    """The member's filter refuses table ``boom`` (as a filter that fails would), both ways: the
+    compiled filter leaves a table it has no rule for to its fallback, which refuses it."""
+    entry_filter = m.feed.entry_filter
+    compiled, apply = entry_filter.compiled, entry_filter.apply
+    assert compiled is not None
+
+    def refuse(entry: WalEntry) -> FilteredEntry | None:
+        if entry.key.table == b"boom":
+            raise InvalidPeerConfigError("peer 1: table boom refused")
+        return apply(entry)
+
+    entry_filter.compiled = (*compiled[:5], refuse)
+    entry_filter.apply = refuse
+    return m
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_run_whose_filter_fails_keeps_what_it_took_and_its_place(way: str) -> None:
+    """An error from the filter in the middle of a run: what was taken before it stays in the
+    batch, the position stays at the entry, everything counted as ``take`` counts it."""
     run = entries(random.Random(3), 100)
     at = 40
     run[at] = run[at]._replace(key=run[at].key._replace(table=b"boom"))
-    m = member(0, (1000, 1 << 30))
-    compiled = m.feed.entry_filter.compiled
-    assert compiled is not None
-
-    def refuse(entry: WalEntry) -> object:
-        if entry.key.table == b"boom":
-            raise InvalidPeerConfigError("peer 1: table boom refused")
-        return m.feed.entry_filter.apply_py(entry)
-
-    m.feed.entry_filter.compiled = (*compiled[:5], refuse)
+    reference, m = refusing(member(0, (1000, 1 << 30))), refusing(member(0, (1000, 1 << 30)))
     with pytest.raises(InvalidPeerConfigError, match="table boom"):
-        m.take_run(run, 0)
-    reference = member(0, (1000, 1 << 30))
-    one_by_one(reference, run[:at])
+        one_by_one(reference, run)
+    with pytest.raises(InvalidPeerConfigError, match="table boom"):
+        m.take_run(run, 0) if way == "c" else m.take_run_py(run, 0)
+    assert (m.read, m.size, m.qs.entries_filtered) == (reference.read, reference.size, reference.qs.entries_filtered)
+    assert m.read == at + 1  # the failed entry is counted read, as take counts it
     assert shape(m.cut()) == shape(reference.cut())
-    assert m.position == run[at].offset and m.qs.entries_filtered == reference.qs.entries_filtered
+    assert m.position == reference.position == run[at].offset

@@ -231,13 +231,13 @@ done:
 }
 
 /* the filter's bound arguments are what filter_one takes; -1 with a TypeError otherwise */
-static int check_filter_args(PyObject *rules, PyObject *own_ids, PyObject *type) {
+static int check_filter_args(PyObject *rules, PyObject *own_ids, PyObject *type, const char *fn) {
     if (!PyDict_Check(rules) || !PyTuple_Check(own_ids) || !PyType_Check(type) ||
         !PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type) ||
         ((PyTypeObject *)type)->tp_basicsize != PyTuple_Type.tp_basicsize ||
         ((PyTypeObject *)type)->tp_dictoffset != 0) {
-        PyErr_SetString(PyExc_TypeError, "filter_entry: rules must be a dict, own_ids a tuple and filtered_type a "
-                                         "tuple type with no fields of its own (a NamedTuple)");
+        PyErr_Format(PyExc_TypeError, "%s: rules must be a dict, own_ids a tuple and filtered_type a "
+                                      "tuple type with no fields of its own (a NamedTuple)", fn);
         return -1;
     }
     return 0;
@@ -253,7 +253,7 @@ static PyObject *filter_entry(PyObject *module, PyObject *const *args, Py_ssize_
         return NULL;
     }
     PyObject *rules = args[0], *own_ids = args[1], *type = args[4], *fallback = args[5], *entry = args[6];
-    if (check_filter_args(rules, own_ids, type) < 0) return NULL;
+    if (check_filter_args(rules, own_ids, type, "filter_entry") < 0) return NULL;
     PyObject *out = filter_one(entry, rules, own_ids, args[2], args[3], (PyTypeObject *)type);
     if (out != Py_NotImplemented) return out;
     Py_DECREF(out);

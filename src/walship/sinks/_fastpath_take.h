@@ -75,7 +75,7 @@ static PyObject *take_run(PyObject *module, PyObject *args) {
     PyObject *rules = PyTuple_GET_ITEM(fargs, 0), *own_ids = PyTuple_GET_ITEM(fargs, 1);
     PyObject *source_id = PyTuple_GET_ITEM(fargs, 2), *peer_cluster_id = PyTuple_GET_ITEM(fargs, 3);
     PyObject *type = PyTuple_GET_ITEM(fargs, 4), *fallback = PyTuple_GET_ITEM(fargs, 5);
-    if (check_filter_args(rules, own_ids, type) < 0) return NULL;
+    if (check_filter_args(rules, own_ids, type, "take_run") < 0) return NULL;
     PyObject *batch = PyObject_GetAttr(member, str_batch);
     if (batch == NULL) return NULL;
     if (!PyList_Check(batch)) {
@@ -108,6 +108,8 @@ static PyObject *take_run(PyObject *module, PyObject *args) {
             i++;
             continue;
         }
+        read++; /* counted before the filter, as Member.take counts it (an error keeps the count) */
+        size += end - offset;
         PyObject *kept = filter_one(entry, rules, own_ids, source_id, peer_cluster_id, (PyTypeObject *)type);
         if (kept == Py_NotImplemented) {
             Py_DECREF(kept);
@@ -121,7 +123,9 @@ static PyObject *take_run(PyObject *module, PyObject *args) {
         if (kept == Py_None) {
             Py_DECREF(kept);
             int m = marker_first(entry);
-            if (m != 0) { /* a marker, maybe a bulk load: left to Member.take, or an error */
+            if (m != 0) { /* a marker, maybe a bulk load: left to Member.take (which counts it), or an error */
+                read--;
+                size -= end - offset;
                 Py_DECREF(entry);
                 marker = m > 0;
                 failed = m < 0;
@@ -143,8 +147,6 @@ static PyObject *take_run(PyObject *module, PyObject *args) {
             wire += k == c || c == 0 ? end - offset : (end - offset) * k / c; /* the kept cells' share */
             Py_DECREF(kept);
         }
-        read++;
-        size += end - offset;
         position = end;
         Py_XSETREF(last, entry);
         i++;
@@ -152,8 +154,13 @@ static PyObject *take_run(PyObject *module, PyObject *args) {
     }
     Py_DECREF(batch);
     /* the counters go back to the member whatever stopped the run (an error keeps its place) */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *raised = PyErr_GetRaisedException();
+#else
     PyObject *exc_type, *exc_value, *exc_tb;
     PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *raised = exc_type;
+#endif
     int r = set_member_int(member, str_position, position);
     if (r == 0) r = set_member_int(member, str_read, read);
     if (r == 0) r = set_member_int(member, str_size, size);
@@ -167,9 +174,13 @@ static PyObject *take_run(PyObject *module, PyObject *args) {
             r = PyObject_SetAttr(member, str_last_write_time, PyTuple_GET_ITEM(key, KEY_WRITE_TIME));
     }
     Py_XDECREF(last);
-    if (exc_type != NULL) {
+    if (raised != NULL) {
         if (r < 0) PyErr_Clear(); /* the run's own error is the one raised */
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(raised);
+#else
         PyErr_Restore(exc_type, exc_value, exc_tb);
+#endif
         return NULL;
     }
     if (r < 0 || failed) return NULL;
