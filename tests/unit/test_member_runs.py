@@ -18,8 +18,8 @@ from walship.replicate import feeds
 from walship.replicate.feeds import Batch, Feed, Member
 from walship.replicate.filters import EntryFilter
 from walship.replicate.progressbook import PendingProgress
-from walship.sinks.base import FilteredEntry
 from walship.replicate.summary import QueueSummary
+from walship.sinks.base import FilteredEntry
 from walship.wal import Cell, CellType, WalEntry, WalKey, WalReader, WalWriter
 from walship.wal.markers import BULK_LOAD
 from walship.wal.model import METAFAMILY
