@@ -212,43 +212,12 @@ class Member:
         return i
 
     def take_run_py(self, entries: list[WalEntry], i: int) -> int:
-        """:meth:`take_run` in Python, its counters in locals meanwhile."""
-        apply = self.feed.entry_filter.apply
-        append = self.batch.append
-        read, size, wire, position = self.read, self.size, self.wire, self.position
-        max_read, max_wire, max_size = self.max_read, self.max_wire, self.max_size
-        filtered = 0
-        last = None
+        """:meth:`take_run` in Python: :meth:`take` an entry at a time."""
         n = len(entries)
-        try:
-            while i < n:
-                entry = entries[i]
-                i += 1
-                offset = entry.offset
-                if offset < position:
-                    continue
-                end = entry.end_offset
-                read += 1
-                size += end - offset
-                kept = apply(entry)
-                if kept is None:
-                    filtered += 1
-                    cells = entry.cells
-                    if cells and cells[0].family == METAFAMILY:
-                        self._bulk_load(entry)
-                else:
-                    append(kept)
-                    k, c = len(kept.cells), len(entry.cells)
-                    wire += end - offset if k == c else (end - offset) * k // c
-                position = end
-                last = entry
-                if read >= max_read or wire >= max_wire or size >= max_size:
-                    break
-        finally:
-            self.read, self.size, self.wire, self.position = read, size, wire, position
-            self.qs.entries_filtered += filtered
-            if last is not None:
-                self.last_write_time = last.key.write_time
+        while i < n:
+            i += 1
+            if self.take(entries[i - 1]) and self.full():
+                break
         return i
 
     def take(self, entry: WalEntry) -> bool:
