@@ -34,6 +34,14 @@ catch the whole family in one place and let programming errors through::
     ├── VerifyError                  `walship verify` cannot compare a peer with the source (names
     │   │                            the peer, table, family or flag)
     │   └── VerifyUnavailableError   a Thrift2 server of the source or of the peer does not answer
+    ├── MasterError                  HBase's master (its RPC, walship.rpc) refused or failed a call
+    │   ├── MasterNotFoundError      no active master is registered in ZooKeeper (names the znode)
+    │   ├── MasterUnavailableError   the registered master does not answer (names its address)
+    │   ├── RemoteHBaseError         the master answered with one of HBase's exceptions (names
+    │   │                            its class: ReplicationException, DoNotRetryIOException, ...)
+    │   ├── ProcedureFailedError     the procedure a call started failed (names it and its error)
+    │   └── MasterRunningError       a change for a cluster that is down (--offline) refused while
+    │                                a master is registered (names it)
     └── ZkError                      replication state in ZooKeeper
         ├── ZkUnavailableError       ZooKeeper cannot be reached (or the session was lost)
         ├── ZkAuthError              ZooKeeper refused: no or wrong credentials for a znode
@@ -271,3 +279,44 @@ class BarrierReadError(ReplicationError):
 
 class BarrierUnavailableError(BarrierReadError):
     """The source's Thrift2 server does not answer (or a call to it failed on the way)."""
+
+
+class MasterError(WalshipError):
+    """HBase's master refused or failed a call of its RPC (:mod:`walship.rpc`)."""
+
+
+class MasterNotFoundError(MasterError):
+    """No active master is registered in ZooKeeper; the message names the znode."""
+
+
+class MasterUnavailableError(MasterError):
+    """The registered master does not answer; the message names its address and the znode."""
+
+
+class RemoteHBaseError(MasterError):
+    """The master answered a call with one of HBase's exceptions.
+
+    :ivar exception_class: HBase's exception class, e.g.
+        ``org.apache.hadoop.hbase.replication.ReplicationException``.
+    :ivar remote_message: the exception's message, as HBase wrote it.
+    :ivar do_not_retry: HBase marked it final.
+    """
+
+    def __init__(self, message: str, *, exception_class: str, remote_message: str, do_not_retry: bool) -> None:
+        super().__init__(message)
+        self.exception_class = exception_class
+        self.remote_message = remote_message
+        self.do_not_retry = do_not_retry
+
+    @property
+    def short_class(self) -> str:
+        """The class's simple name (``ReplicationException``)."""
+        return self.exception_class.rsplit(".", 1)[-1]
+
+
+class ProcedureFailedError(MasterError):
+    """A procedure of the master's (AddPeerProcedure, ...) finished with an error."""
+
+
+class MasterRunningError(MasterError):
+    """A change meant for a cluster that is down (``--offline``) while a master is registered."""

@@ -13,13 +13,16 @@ from kazoo.client import KazooClient
 from walship.cli.argtypes import shorten
 from walship.errors import ConfigError
 from walship.replicate.walstore import WalStore
+from walship.rpc.peers import PeerAdmin, peer_admin
 from walship.zk import ZnodeLayout, zk_client
 from walship.zk.client import validate_hosts
 
 __all__ = [
     "Handler",
+    "add_offline_flag",
     "open_input",
     "parse_config_pairs",
+    "peers_admin",
     "source",
     "state",
 ]
@@ -52,6 +55,21 @@ def state(args: argparse.Namespace) -> Iterator[tuple[KazooClient, ZnodeLayout]]
     layout = ZnodeLayout(args.znode_parent)
     with zk_client(validate_hosts(args.zk), timeout=args.zk_timeout, auth=args.zk_auth, parent=layout.parent) as client:
         yield client, layout
+
+
+def add_offline_flag(parser: argparse.ArgumentParser) -> None:
+    """``--offline`` of a command that changes peers."""
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="the cluster is down: write HBase's peer znodes directly (refused while a master is registered; "
+        "without it the change goes through the active master, as HBase's Admin makes it)",
+    )
+
+
+def peers_admin(args: argparse.Namespace, client: KazooClient, layout: ZnodeLayout) -> PeerAdmin:
+    """What changes peers for this command: the active master, or HBase's znodes with ``--offline``."""
+    return peer_admin(client, layout, offline=bool(getattr(args, "offline", False)))
 
 
 @contextlib.contextmanager

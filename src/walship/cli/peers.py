@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from walship.cli.argtypes import bandwidth, boolean
-from walship.cli.common import parse_config_pairs, state
+from walship.cli.common import add_offline_flag, parse_config_pairs, peers_admin, state
 from walship.cli.peerset import bytes_per_s, cmd_peer_set
 from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
@@ -36,9 +36,12 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         serial=args.serial,
     )
     validate_peer(config)
-    # a serial peer starts at each region's current open: hbase:meta is read before anything is written
+    # offline, a serial peer starts at each region's current open (a running master sets it itself):
+    # hbase:meta is read before anything is written
     barriers = (
-        read_barriers(config.peer_id, args.source_thrift2) if config.serial and not args.print_hbase_shell else []
+        read_barriers(config.peer_id, args.source_thrift2)
+        if config.serial and args.offline and not args.print_hbase_shell
+        else []
     )
     if args.print_hbase_shell:
         from walship.hbaseshell import add_peer_command
@@ -56,8 +59,9 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
         )
         return 0
     with state(args) as (client, layout):
-        ReplicationPeers(client, layout).add(config)
-        if config.serial:
+        peers = peers_admin(args, client, layout)
+        peers.add(config)
+        if config.serial and peers.starts_serial:
             start_serial(client, layout, config, barriers)
     extra = ("; serial" if config.serial else "") + (
         f"; bandwidth {bytes_per_s(config.bandwidth)}" if config.bandwidth else ""
@@ -71,7 +75,7 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
 
 def cmd_peer_adopt(args: argparse.Namespace) -> int:
     with state(args) as (client, layout):
-        peer = ReplicationPeers(client, layout).adopt(args.peer_id)
+        peer = peers_admin(args, client, layout).adopt(args.peer_id)
     print(
         f"adopted peer {peer.peer_id}: managed by walship ({'ENABLED' if peer.enabled else 'DISABLED'}), "
         "HBase peer-state DISABLED (HBase keeps its queues and WALs, walship ships it)"
@@ -81,7 +85,7 @@ def cmd_peer_adopt(args: argparse.Namespace) -> int:
 
 def cmd_peer_state(args: argparse.Namespace) -> int:
     with state(args) as (client, layout):
-        peers = ReplicationPeers(client, layout)
+        peers = peers_admin(args, client, layout)
         if args.peer_command == "enable":
             peers.enable(args.peer_id)
         elif args.peer_command == "disable":
@@ -195,6 +199,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="ship at most this many bytes a second to the peer, per shipping process (0, the default: unlimited)",
     )
     add.add_argument("--serial", action="store_true", help="a serial peer (HBase's serial replication)")
+    add_offline_flag(add)
     add.add_argument(
         "--print-hbase-shell",
         action="store_true",
@@ -236,9 +241,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     pset.add_argument("--serial", type=boolean, metavar="true|false", help="make the peer serial or not")
     pset.add_argument("--json", action="store_true", help="print the new configuration as JSON")
+    add_offline_flag(pset)
     pset.set_defaults(func=cmd_peer_set, set_parser=pset)
     adopt = peer_sub.add_parser("adopt", help="make a peer HBase ships a walship-managed one (HBase stops shipping it)")
     adopt.add_argument("peer_id")
+    add_offline_flag(adopt)
     adopt.set_defaults(func=cmd_peer_adopt)
     for name, text in (
         ("enable", "enable a peer (a managed peer: walship's switch)"),
@@ -247,6 +254,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ):
         p = peer_sub.add_parser(name, help=text)
         p.add_argument("peer_id")
+        add_offline_flag(p)
         p.set_defaults(func=cmd_peer_state)
     plist = peer_sub.add_parser("list", help="list peers")
     plist.add_argument("--json", action="store_true")

@@ -9,12 +9,11 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from walship.cli.common import parse_config_pairs, state
+from walship.cli.common import parse_config_pairs, peers_admin, state
 from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
 from walship.replicate.serialstart import follow_serial_change, read_barriers, require_source
-from walship.zk import ReplicationPeers
 
 __all__ = ["bytes_per_s", "changes", "cmd_peer_set"]
 
@@ -146,21 +145,24 @@ def cmd_peer_set(args: argparse.Namespace) -> int:
             update["replicate_all"] = False
             switched.append(True)
         after = replace(current, **update)
-        if after.serial:  # a peer made serial, or a serial peer's new tables, start from hbase:meta
+        if after.serial and args.offline:  # a peer made serial, or a serial peer's new tables, start from hbase:meta
             require_source(peer_id, args.source_thrift2)
         return after
 
-    # made serial: hbase:meta is read first, so a failed read writes nothing
-    read_first = read_barriers(peer_id, args.source_thrift2) if args.serial else None
+    # offline, made serial: hbase:meta is read first, so a failed read writes nothing (a running
+    # master starts a serial peer, and a serial peer's new tables, itself)
+    read_first = read_barriers(peer_id, args.source_thrift2) if args.serial and args.offline else None
     with state(args) as (client, layout):
-        before, after = ReplicationPeers(client, layout).modify(peer_id, change, validate=validate_peer)
-        follow_serial_change(
-            client,
-            layout,
-            before,
-            after,
-            lambda: read_first if read_first is not None else read_barriers(peer_id, args.source_thrift2),
-        )
+        peers = peers_admin(args, client, layout)
+        before, after = peers.modify(peer_id, change, validate=validate_peer)
+        if peers.starts_serial:
+            follow_serial_change(
+                client,
+                layout,
+                before,
+                after,
+                lambda: read_first if read_first is not None else read_barriers(peer_id, args.source_thrift2),
+            )
     if args.json:
         print(json.dumps(after.to_json()))
         return 0

@@ -13,7 +13,7 @@ import logging
 import time
 
 from walship.cli.argtypes import iso_time, shorten
-from walship.cli.common import state
+from walship.cli.common import add_offline_flag, peers_admin, state
 from walship.errors import ChangeLogError, ConfigError, InvalidPeerConfigError
 from walship.peer import parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
@@ -91,7 +91,7 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
         except InvalidPeerConfigError as exc:
             raise InvalidPeerConfigError(f"subscription {args.name}: {exc}") from None
     with state(args) as (client, layout):
-        subs = Subscriptions(client, layout, args.zk)
+        subs = Subscriptions(client, layout, args.zk, peers_admin(args, client, layout))
         peer = subs.config(
             args.name,
             listener=args.listener,
@@ -106,9 +106,11 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
             serial=args.serial,
         )
         validate_peer(peer)  # the listener, the filter hook and the change log's URL are checked here
-        barriers = read_barriers(peer.peer_id, args.source_thrift2) if peer.serial else []  # before any write
+        # offline, a serial peer starts from hbase:meta, read before any write (a master sets it itself)
+        starts = peer.serial and subs.peers.starts_serial
+        barriers = read_barriers(peer.peer_id, args.source_thrift2) if starts else []
         subs.add(peer)
-        if peer.serial:
+        if starts:
             start_serial(client, layout, peer, barriers)
         added = subs.get(args.name)
     if args.json:
@@ -175,7 +177,7 @@ def cmd_subscription_show(args: argparse.Namespace) -> int:
 def cmd_subscription_state(args: argparse.Namespace) -> int:
     action = args.subscription_command
     with state(args) as (client, layout):
-        subs = Subscriptions(client, layout, args.zk)
+        subs = Subscriptions(client, layout, args.zk, peers_admin(args, client, layout))
         if action == "enable":
             subs.enable(args.name)
         elif action == "disable":
@@ -235,6 +237,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="not a serial peer (by default a subscription is one: each region's edits arrive in write order)",
     )
     add.add_argument("--json", action="store_true")
+    add_offline_flag(add)
     add.set_defaults(func=cmd_subscription_add)
     lst = sub_sub.add_parser("list", help="list subscriptions")
     lst.add_argument("--json", action="store_true")
@@ -251,4 +254,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p = sub_sub.add_parser(name, help=text)
         p.add_argument("name")
         p.add_argument("--json", action="store_true")
+        add_offline_flag(p)
         p.set_defaults(func=cmd_subscription_state)

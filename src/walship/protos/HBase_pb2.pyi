@@ -132,3 +132,25 @@ class BytesBytesPair(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BytesBytesPair: _TypeAlias = BytesBytesPair  # noqa: Y015
+
+@_typing.final
+class NameBytesPair(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    value: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        name: _builtins.str | None = ...,
+        value: _builtins.bytes | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NameBytesPair: _TypeAlias = NameBytesPair  # noqa: Y015

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from walship.protos import HBase_pb2 as walship_dot_protos_dot_HBase__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n walship/protos/Replication.proto\x12\x08hbase.pb\x1a\x1awalship/protos/HBase.proto\"D\n\x07TableCF\x12\'\n\ntable_name\x18\x01 \x01(\x0b\x32\x13.hbase.pb.TableName\x12\x10\n\x08\x66\x61milies\x18\x02 \x03(\x0c\"\xf3\x02\n\x0fReplicationPeer\x12\x12\n\nclusterkey\x18\x01 \x01(\t\x12\x1f\n\x17replicationEndpointImpl\x18\x02 \x01(\t\x12&\n\x04\x64\x61ta\x18\x03 \x03(\x0b\x32\x18.hbase.pb.BytesBytesPair\x12/\n\rconfiguration\x18\x04 \x03(\x0b\x32\x18.hbase.pb.NameStringPair\x12$\n\ttable_cfs\x18\x05 \x03(\x0b\x32\x11.hbase.pb.TableCF\x12\x12\n\nnamespaces\x18\x06 \x03(\x0c\x12\x11\n\tbandwidth\x18\x07 \x01(\x03\x12\x15\n\rreplicate_all\x18\x08 \x01(\x08\x12,\n\x11\x65xclude_table_cfs\x18\t \x03(\x0b\x32\x11.hbase.pb.TableCF\x12\x1a\n\x12\x65xclude_namespaces\x18\n \x03(\x0c\x12\x0e\n\x06serial\x18\x0b \x01(\x08\x12\x14\n\x0cremoteWALDir\x18\x0c \x01(\t\"g\n\x10ReplicationState\x12/\n\x05state\x18\x01 \x02(\x0e\x32 .hbase.pb.ReplicationState.State\"\"\n\x05State\x12\x0b\n\x07\x45NABLED\x10\x00\x12\x0c\n\x08\x44ISABLED\x10\x01\"\x8d\x01\n\x14SyncReplicationState\x12\x33\n\x05state\x18\x01 \x02(\x0e\x32$.hbase.pb.SyncReplicationState.State\"@\n\x05State\x12\x08\n\x04NONE\x10\x00\x12\n\n\x06\x41\x43TIVE\x10\x01\x12\x14\n\x10\x44OWNGRADE_ACTIVE\x10\x02\x12\x0b\n\x07STANDBY\x10\x03\"+\n\x17ReplicationHLogPosition\x12\x10\n\x08position\x18\x01 \x02(\x03')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n walship/protos/Replication.proto\x12\x08hbase.pb\x1a\x1awalship/protos/HBase.proto\"D\n\x07TableCF\x12\'\n\ntable_name\x18\x01 \x01(\x0b\x32\x13.hbase.pb.TableName\x12\x10\n\x08\x66\x61milies\x18\x02 \x03(\x0c\"\xf3\x02\n\x0fReplicationPeer\x12\x12\n\nclusterkey\x18\x01 \x01(\t\x12\x1f\n\x17replicationEndpointImpl\x18\x02 \x01(\t\x12&\n\x04\x64\x61ta\x18\x03 \x03(\x0b\x32\x18.hbase.pb.BytesBytesPair\x12/\n\rconfiguration\x18\x04 \x03(\x0b\x32\x18.hbase.pb.NameStringPair\x12$\n\ttable_cfs\x18\x05 \x03(\x0b\x32\x11.hbase.pb.TableCF\x12\x12\n\nnamespaces\x18\x06 \x03(\x0c\x12\x11\n\tbandwidth\x18\x07 \x01(\x03\x12\x15\n\rreplicate_all\x18\x08 \x01(\x08\x12,\n\x11\x65xclude_table_cfs\x18\t \x03(\x0b\x32\x11.hbase.pb.TableCF\x12\x1a\n\x12\x65xclude_namespaces\x18\n \x03(\x0c\x12\x0e\n\x06serial\x18\x0b \x01(\x08\x12\x14\n\x0cremoteWALDir\x18\x0c \x01(\t\"g\n\x10ReplicationState\x12/\n\x05state\x18\x01 \x02(\x0e\x32 .hbase.pb.ReplicationState.State\"\"\n\x05State\x12\x0b\n\x07\x45NABLED\x10\x00\x12\x0c\n\x08\x44ISABLED\x10\x01\"\x8d\x01\n\x14SyncReplicationState\x12\x33\n\x05state\x18\x01 \x02(\x0e\x32$.hbase.pb.SyncReplicationState.State\"@\n\x05State\x12\x08\n\x04NONE\x10\x00\x12\n\n\x06\x41\x43TIVE\x10\x01\x12\x14\n\x10\x44OWNGRADE_ACTIVE\x10\x02\x12\x0b\n\x07STANDBY\x10\x03\"+\n\x17ReplicationHLogPosition\x12\x10\n\x08position\x18\x01 \x02(\x03\"~\n\x1aReplicationPeerDescription\x12\n\n\x02id\x18\x01 \x02(\t\x12)\n\x05state\x18\x02 \x02(\x0b\x32\x1a.hbase.pb.ReplicationState\x12)\n\x06\x63onfig\x18\x03 \x02(\x0b\x32\x19.hbase.pb.ReplicationPeer\"\x8c\x01\n\x19\x41\x64\x64ReplicationPeerRequest\x12\x0f\n\x07peer_id\x18\x01 \x02(\t\x12.\n\x0bpeer_config\x18\x02 \x02(\x0b\x32\x19.hbase.pb.ReplicationPeer\x12.\n\npeer_state\x18\x03 \x02(\x0b\x32\x1a.hbase.pb.ReplicationState\"-\n\x1a\x41\x64\x64ReplicationPeerResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"/\n\x1cRemoveReplicationPeerRequest\x12\x0f\n\x07peer_id\x18\x01 \x02(\t\"0\n\x1dRemoveReplicationPeerResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"/\n\x1c\x45nableReplicationPeerRequest\x12\x0f\n\x07peer_id\x18\x01 \x02(\t\"0\n\x1d\x45nableReplicationPeerResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"0\n\x1d\x44isableReplicationPeerRequest\x12\x0f\n\x07peer_id\x18\x01 \x02(\t\"1\n\x1e\x44isableReplicationPeerResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"2\n\x1fGetReplicationPeerConfigRequest\x12\x0f\n\x07peer_id\x18\x01 \x02(\t\"c\n GetReplicationPeerConfigResponse\x12\x0f\n\x07peer_id\x18\x01 \x02(\t\x12.\n\x0bpeer_config\x18\x02 \x02(\x0b\x32\x19.hbase.pb.ReplicationPeer\"e\n\"UpdateReplicationPeerConfigRequest\x12\x0f\n\x07peer_id\x18\x01 \x02(\t\x12.\n\x0bpeer_config\x18\x02 \x02(\x0b\x32\x19.hbase.pb.ReplicationPeer\"6\n#UpdateReplicationPeerConfigResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\",\n\x1bListReplicationPeersRequest\x12\r\n\x05regex\x18\x01 \x01(\t\"W\n\x1cListReplicationPeersResponse\x12\x37\n\tpeer_desc\x18\x01 \x03(\x0b\x32$.hbase.pb.ReplicationPeerDescription\"1\n\x1eGetReplicationPeerStateRequest\x12\x0f\n\x07peer_id\x18\x01 \x02(\t\"5\n\x1fGetReplicationPeerStateResponse\x12\x12\n\nis_enabled\x18\x01 \x02(\x08')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,4 +46,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SYNCREPLICATIONSTATE_STATE']._serialized_end=765
   _globals['_REPLICATIONHLOGPOSITION']._serialized_start=767
   _globals['_REPLICATIONHLOGPOSITION']._serialized_end=810
+  _globals['_REPLICATIONPEERDESCRIPTION']._serialized_start=812
+  _globals['_REPLICATIONPEERDESCRIPTION']._serialized_end=938
+  _globals['_ADDREPLICATIONPEERREQUEST']._serialized_start=941
+  _globals['_ADDREPLICATIONPEERREQUEST']._serialized_end=1081
+  _globals['_ADDREPLICATIONPEERRESPONSE']._serialized_start=1083
+  _globals['_ADDREPLICATIONPEERRESPONSE']._serialized_end=1128
+  _globals['_REMOVEREPLICATIONPEERREQUEST']._serialized_start=1130
+  _globals['_REMOVEREPLICATIONPEERREQUEST']._serialized_end=1177
+  _globals['_REMOVEREPLICATIONPEERRESPONSE']._serialized_start=1179
+  _globals['_REMOVEREPLICATIONPEERRESPONSE']._serialized_end=1227
+  _globals['_ENABLEREPLICATIONPEERREQUEST']._serialized_start=1229
+  _globals['_ENABLEREPLICATIONPEERREQUEST']._serialized_end=1276
+  _globals['_ENABLEREPLICATIONPEERRESPONSE']._serialized_start=1278
+  _globals['_ENABLEREPLICATIONPEERRESPONSE']._serialized_end=1326
+  _globals['_DISABLEREPLICATIONPEERREQUEST']._serialized_start=1328
+  _globals['_DISABLEREPLICATIONPEERREQUEST']._serialized_end=1376
+  _globals['_DISABLEREPLICATIONPEERRESPONSE']._serialized_start=1378
+  _globals['_DISABLEREPLICATIONPEERRESPONSE']._serialized_end=1427
+  _globals['_GETREPLICATIONPEERCONFIGREQUEST']._serialized_start=1429
+  _globals['_GETREPLICATIONPEERCONFIGREQUEST']._serialized_end=1479
+  _globals['_GETREPLICATIONPEERCONFIGRESPONSE']._serialized_start=1481
+  _globals['_GETREPLICATIONPEERCONFIGRESPONSE']._serialized_end=1580
+  _globals['_UPDATEREPLICATIONPEERCONFIGREQUEST']._serialized_start=1582
+  _globals['_UPDATEREPLICATIONPEERCONFIGREQUEST']._serialized_end=1683
+  _globals['_UPDATEREPLICATIONPEERCONFIGRESPONSE']._serialized_start=1685
+  _globals['_UPDATEREPLICATIONPEERCONFIGRESPONSE']._serialized_end=1739
+  _globals['_LISTREPLICATIONPEERSREQUEST']._serialized_start=1741
+  _globals['_LISTREPLICATIONPEERSREQUEST']._serialized_end=1785
+  _globals['_LISTREPLICATIONPEERSRESPONSE']._serialized_start=1787
+  _globals['_LISTREPLICATIONPEERSRESPONSE']._serialized_end=1874
+  _globals['_GETREPLICATIONPEERSTATEREQUEST']._serialized_start=1876
+  _globals['_GETREPLICATIONPEERSTATEREQUEST']._serialized_end=1925
+  _globals['_GETREPLICATIONPEERSTATERESPONSE']._serialized_start=1927
+  _globals['_GETREPLICATIONPEERSTATERESPONSE']._serialized_end=1980
 # @@protoc_insertion_point(module_scope)

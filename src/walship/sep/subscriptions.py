@@ -37,6 +37,7 @@ from walship.errors import (
     WalshipError,
 )
 from walship.peer import MANAGED_KEY, SUBSCRIPTION_KEY, PeerConfig, TableCfs, table_cfs_json, validate_peer_id
+from walship.rpc.peers import PeerAdmin
 from walship.sep.config import (
     CHANGELOG_PROTOCOL,
     CHANGELOG_URL_KEY,
@@ -116,13 +117,16 @@ class Subscriptions:
     """Add, list, enable, disable and remove subscriptions.
 
     :param zk_hosts: the source's ZooKeeper as ``--zk`` names it (for the cluster key).
+    :param peers: what adds, changes and removes the subscriptions' peers: the master's
+        (:func:`walship.rpc.peers.peer_admin`); by default HBase's znodes directly (a cluster
+        that is down), which is also what reads them.
     """
 
-    def __init__(self, client: KazooClient, layout: ZnodeLayout, zk_hosts: str) -> None:
+    def __init__(self, client: KazooClient, layout: ZnodeLayout, zk_hosts: str, peers: PeerAdmin | None = None) -> None:
         self.client = client
         self.layout = layout
         self.zk_hosts = zk_hosts
-        self.peers = ReplicationPeers(client, layout)
+        self.peers: PeerAdmin = peers if peers is not None else ReplicationPeers(client, layout)
 
     def config(
         self,

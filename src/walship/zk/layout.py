@@ -67,6 +67,16 @@ class ZnodeLayout:
     def live_servers(self) -> str:
         return f"{self.parent}/rs"
 
+    @property
+    def master(self) -> str:
+        """The active master's address (``zookeeper.znode.master``)."""
+        return f"{self.parent}/master"
+
+    @property
+    def backup_masters(self) -> str:
+        """Backup masters, one ephemeral znode each (``zookeeper.znode.backup.masters``)."""
+        return f"{self.parent}/backup-masters"
+
     def live_server(self, server: str) -> str:
         return f"{self.live_servers}/{check_znode_name(server, 'server name')}"
 

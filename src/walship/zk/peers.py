@@ -55,6 +55,10 @@ class ReplicationPeers:
     whole or not at all; updates are versioned compare-and-set writes.
     """
 
+    #: with ``--offline`` no master sets a serial peer's start: the command does (see
+    #: :mod:`walship.replicate.serialstart`)
+    starts_serial = True
+
     def __init__(self, client: KazooClient, layout: ZnodeLayout) -> None:
         self.client = client
         self.layout = layout
@@ -268,16 +272,95 @@ class ReplicationPeers:
             log.info("updated peer %s (znode version %d -> %d)", peer_id, stat.version, stat.version + 1)
             return current, updated
 
-    def remove(self, peer_id: str) -> None:
-        """Remove the peer, then every queue of it (as HBase's RemovePeerProcedure does), so
-        its WALs stop being held for it."""
+    # -- what HBase's master writes: its procedures' znode changes, for the minicluster's master
+    # -- (which answers HBase's admin calls) and for a cluster that is down (``--offline``)
+
+    def create(self, config: PeerConfig, *, hbase_enabled: bool) -> None:
+        """HBase's AddPeerProcedure's znodes: the peer and its peer-state, in one multi.
+
+        :raises PeerExistsError: a peer with that id exists.
+        """
+        path = self.layout.peer(config.peer_id)
+        self.client.ensure_path(self.layout.peers)
+        tx = self.client.transaction()
+        tx.create(path, encode_peer(config))
+        tx.create(self.layout.peer_state(config.peer_id), encode_peer_state(hbase_enabled))
+        for result in tx.commit():
+            if isinstance(result, NodeExistsError):
+                raise PeerExistsError(f"peer {config.peer_id} exists already ({path})")
+            if isinstance(result, Exception):
+                raise result
+
+    def hbase_enabled(self, peer_id: str) -> bool:
+        """HBase's peer-state of the peer.
+
+        :raises PeerNotFoundError: no such peer."""
+        if not self.exists(peer_id):
+            raise PeerNotFoundError(f"peer {peer_id} does not exist ({self.layout.peer(peer_id)})")
+        return self._enabled(peer_id)
+
+    def set_hbase_state(self, peer_id: str, enabled: bool) -> None:
+        """HBase's Enable/DisablePeerProcedure's write: the peer-state znode.
+
+        :raises PeerNotFoundError: no such peer."""
+        path = self.layout.peer_state(validate_peer_id(peer_id))
+        if not self.exists(peer_id):
+            raise PeerNotFoundError(f"peer {peer_id} does not exist ({self.layout.peer(peer_id)})")
+        try:
+            self.client.set(path, encode_peer_state(enabled))
+        except NoNodeError:
+            self.client.create(path, encode_peer_state(enabled))
+
+    def write_config(self, peer_id: str, config: PeerConfig) -> None:
+        """HBase's UpdatePeerConfigProcedure's write: the peer znode holds ``config``.
+
+        :raises PeerNotFoundError: no such peer."""
+        path = self.layout.peer(validate_peer_id(peer_id))
+        try:
+            self.client.set(path, encode_peer(config))
+        except NoNodeError:
+            raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
+
+    def delete(self, peer_id: str) -> int:
+        """HBase's RemovePeerProcedure's znode changes: the peer, then every queue of it (so its
+        WALs stop being held for it) and its last pushed ids; returns how many queues went.
+
+        :raises PeerNotFoundError: no such peer."""
         path = self.layout.peer(validate_peer_id(peer_id))
         if self.client.exists(path) is None:
             raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})")
         self.client.delete(path, recursive=True)
-        if self.client.exists(self.layout.walship_peer(peer_id)) is not None:
-            self.client.delete(self.layout.walship_peer(peer_id), recursive=True)
         removed = ReplicationQueues(self.client, self.layout).remove_peer_queues(peer_id)
-        ProgressStore(self.client, self.layout).remove_peer(peer_id)
-        ids = LastPushedIds(self.client, self.layout).remove_peer(peer_id)  # as HBase's RemovePeerProcedure
+        ids = LastPushedIds(self.client, self.layout).remove_peer(peer_id)
         log.info("removed peer %s, %d of its queues and %d last pushed ids", peer_id, removed, ids)
+        return removed
+
+    # -- walship's own znodes of a peer
+
+    def set_switch(self, peer_id: str, enabled: bool) -> None:
+        """walship's enabled switch of a managed peer, created if missing."""
+        path = self.layout.walship_peer_state(validate_peer_id(peer_id))
+        data = encode_peer_state(enabled)
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            self.client.create(path, data, makepath=True)
+
+    def switch(self, peer_id: str) -> bool:
+        """walship's switch of a managed peer (DISABLED when it has none, with a warning)."""
+        return self._walship_enabled(validate_peer_id(peer_id))
+
+    def has_switch(self, peer_id: str) -> bool:
+        return self.client.exists(self.layout.walship_peer_state(validate_peer_id(peer_id))) is not None
+
+    def forget(self, peer_id: str) -> None:
+        """walship's znodes of a removed peer: its switch, its progress records."""
+        if self.client.exists(self.layout.walship_peer(validate_peer_id(peer_id))) is not None:
+            self.client.delete(self.layout.walship_peer(peer_id), recursive=True)
+        ProgressStore(self.client, self.layout).remove_peer(peer_id)
+
+    def remove(self, peer_id: str) -> None:
+        """Remove the peer as HBase's RemovePeerProcedure does (:meth:`delete`), then walship's
+        znodes of it (:meth:`forget`)."""
+        self.delete(peer_id)
+        self.forget(peer_id)

@@ -515,6 +515,9 @@ public final class Launcher {
     if (req.has("serial")) {
       b.setSerial(req.get("serial").getAsBoolean());
     }
+    if (req.has("bandwidth")) {
+      b.setBandwidth(req.get("bandwidth").getAsLong());
+    }
     if (req.has("replicate_all")) {
       b.setReplicateAllUserTables(req.get("replicate_all").getAsBoolean());
     }
@@ -559,6 +562,7 @@ public final class Launcher {
       m.put("state", d.isEnabled() ? "ENABLED" : "DISABLED");
       m.put("cluster_key", c.getClusterKey());
       m.put("serial", c.isSerial());
+      m.put("bandwidth", c.getBandwidth());
       m.put("replicate_all", c.replicateAllUserTables());
       m.put("configuration", c.getConfiguration());
       Map<String, List<String>> tableCfs = new HashMap<>();

@@ -1,0 +1,165 @@
+"""One connection to an HBase RPC server (the master), for one service, carrying calls one at a
+time: the preamble, the authentication method's exchange, the ``ConnectionHeader``, then a
+frame a call and a frame its answer (see :mod:`walship.rpc.wire`).
+
+An answer that carries an exception becomes :class:`~walship.errors.RemoteHBaseError`, naming
+HBase's exception class and its message (the first line of the server's stack trace); a
+connection that cannot be made, or that breaks, becomes
+:class:`~walship.errors.MasterUnavailableError` naming the address.
+
+Example::
+
+    with RpcConnection("m1", 16000, "MasterService", SimpleAuth()) as conn:
+        reply = conn.call("ListReplicationPeers", ListReplicationPeersRequest(),
+                          ListReplicationPeersResponse)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+from types import TracebackType
+from typing import TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from walship.errors import MasterUnavailableError, RemoteHBaseError
+from walship.protos import RPC_pb2
+from walship.rpc.auth import Authentication, Channel
+from walship.rpc.wire import RpcProtocolError, connection_header, preamble, read_frame, request_frame, split_response
+
+__all__ = ["RpcConnection", "remote_error"]
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
+
+#: Seconds a connect or a call's answer may take (each call carries it to the server, in
+#: milliseconds, as HBase's client sends its operation timeout).
+DEFAULT_TIMEOUT = 60.0
+
+
+def remote_error(exception: RPC_pb2.ExceptionResponse, server: str, call: str) -> RemoteHBaseError:
+    """The error an answer's ``ExceptionResponse`` means: HBase's class, and its message (the
+    stack trace's first line, less the class name HBase puts before it)."""
+    class_name = exception.exception_class_name or "java.io.IOException"
+    first = (exception.stack_trace or "").strip().splitlines()[0] if exception.stack_trace.strip() else ""
+    message = first[len(class_name) + 1 :].strip() if first.startswith(class_name + ":") else first
+    short = class_name.rsplit(".", 1)[-1]
+    return RemoteHBaseError(
+        f"{call} on {server}: {short}: {message or '(no message)'}",
+        exception_class=class_name,
+        remote_message=message,
+        do_not_retry=exception.do_not_retry,
+    )
+
+
+class RpcConnection:
+    """A connection to ``host:port`` for ``service`` (``MasterService``), opened at once.
+
+    Calls are serialized by a lock: one in flight at a time, each answer matched to its call id.
+
+    :param timeout: seconds a connect or a call's answer may take.
+    :raises MasterUnavailableError: the connection cannot be made or set up.
+    """
+
+    def __init__(
+        self, host: str, port: int, service: str, auth: Authentication, *, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.service = service
+        self.auth = auth
+        self.timeout = timeout
+        self.server = f"{host}:{port}"
+        self._lock = threading.Lock()
+        self._next_id = 0
+        self._closed = False
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise MasterUnavailableError(
+                f"cannot connect to {service} at {self.server}: {exc.strerror or exc}"
+            ) from None
+        try:
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock.sendall(preamble(auth.auth_byte))
+            self._channel: Channel = auth.negotiate(self._sock, self.server)
+            header = RPC_pb2.ConnectionHeader(service_name=service)
+            user = auth.user_info()
+            if user is not None:
+                header.user_info.CopyFrom(user)
+            self._channel.sendall(connection_header(header))
+        except OSError as exc:
+            self.close()
+            raise MasterUnavailableError(
+                f"cannot set up a connection to {service} at {self.server}: {exc.strerror or exc}"
+            ) from None
+        except BaseException:
+            self.close()
+            raise
+        log.debug("connected to %s at %s (%s)", service, self.server, auth.name)
+
+    def call(self, method: str, request: Message, response_type: type[M]) -> M:
+        """Call ``method`` with ``request`` and wait for its answer.
+
+        :raises RemoteHBaseError: the server answered with an exception.
+        :raises MasterUnavailableError: the connection broke (it is closed: make a new one).
+        """
+        what = f"{self.service} at {self.server}"
+        with self._lock:
+            if self._closed:
+                raise MasterUnavailableError(f"the connection to {what} is closed")
+            self._next_id += 1
+            call_id = self._next_id
+            header = RPC_pb2.RequestHeader(
+                call_id=call_id, method_name=method, request_param=True, timeout=int(self.timeout * 1000)
+            )
+            try:
+                self._channel.sendall(request_frame(header, request))
+                while True:
+                    frame = read_frame(self._channel, what)
+                    reply, body = split_response(frame, what)
+                    if reply.call_id == call_id:
+                        break
+                    if reply.HasField("exception") and not reply.call_id:
+                        break  # a fatal error of the connection (HBase answers it with call id 0 or -1)
+                    log.debug("%s: dropped an answer to call %d, waiting for %d", what, reply.call_id, call_id)
+            except (OSError, RpcProtocolError) as exc:
+                self._close_locked()
+                detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise MasterUnavailableError(f"{method} on {what}: {detail}") from None
+        if reply.HasField("exception"):
+            error = remote_error(reply.exception, self.server, method)
+            if not reply.call_id:
+                self.close()
+            raise error
+        response = response_type()
+        try:
+            response.ParseFromString(body or b"")
+        except DecodeError as exc:
+            raise RpcProtocolError(f"{method} on {what}: the answer is not a {response_type.__name__}: {exc}") from None
+        return response
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _close_locked(self) -> None:
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._sock.close()
+
+    def close(self) -> None:
+        self._close_locked()
+
+    def __enter__(self) -> RpcConnection:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
