@@ -67,9 +67,14 @@ def add_offline_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def peers_admin(args: argparse.Namespace, client: KazooClient, layout: ZnodeLayout) -> PeerAdmin:
+@contextlib.contextmanager
+def peers_admin(args: argparse.Namespace, client: KazooClient, layout: ZnodeLayout) -> Iterator[PeerAdmin]:
     """What changes peers for this command: the active master, or HBase's znodes with ``--offline``."""
-    return peer_admin(client, layout, offline=bool(getattr(args, "offline", False)))
+    peers = peer_admin(client, layout, offline=bool(getattr(args, "offline", False)))
+    try:
+        yield peers
+    finally:
+        peers.close()
 
 
 @contextlib.contextmanager

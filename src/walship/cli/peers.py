@@ -58,8 +58,7 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 0
-    with state(args) as (client, layout):
-        peers = peers_admin(args, client, layout)
+    with state(args) as (client, layout), peers_admin(args, client, layout) as peers:
         peers.add(config)
         if config.serial and peers.starts_serial:
             start_serial(client, layout, config, barriers)
@@ -74,8 +73,8 @@ def cmd_peer_add(args: argparse.Namespace) -> int:
 
 
 def cmd_peer_adopt(args: argparse.Namespace) -> int:
-    with state(args) as (client, layout):
-        peer = peers_admin(args, client, layout).adopt(args.peer_id)
+    with state(args) as (client, layout), peers_admin(args, client, layout) as peers:
+        peer = peers.adopt(args.peer_id)
     print(
         f"adopted peer {peer.peer_id}: managed by walship ({'ENABLED' if peer.enabled else 'DISABLED'}), "
         "HBase peer-state DISABLED (HBase keeps its queues and WALs, walship ships it)"
@@ -84,8 +83,7 @@ def cmd_peer_adopt(args: argparse.Namespace) -> int:
 
 
 def cmd_peer_state(args: argparse.Namespace) -> int:
-    with state(args) as (client, layout):
-        peers = peers_admin(args, client, layout)
+    with state(args) as (client, layout), peers_admin(args, client, layout) as peers:
         if args.peer_command == "enable":
             peers.enable(args.peer_id)
         elif args.peer_command == "disable":

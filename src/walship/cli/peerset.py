@@ -152,8 +152,7 @@ def cmd_peer_set(args: argparse.Namespace) -> int:
     # offline, made serial: hbase:meta is read first, so a failed read writes nothing (a running
     # master starts a serial peer, and a serial peer's new tables, itself)
     read_first = read_barriers(peer_id, args.source_thrift2) if args.serial and args.offline else None
-    with state(args) as (client, layout):
-        peers = peers_admin(args, client, layout)
+    with state(args) as (client, layout), peers_admin(args, client, layout) as peers:
         before, after = peers.modify(peer_id, change, validate=validate_peer)
         if peers.starts_serial:
             follow_serial_change(

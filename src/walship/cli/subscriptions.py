@@ -90,8 +90,8 @@ def cmd_subscription_add(args: argparse.Namespace) -> int:
             namespaces = sorted(parse_namespaces(args.namespaces, "--namespaces"))
         except InvalidPeerConfigError as exc:
             raise InvalidPeerConfigError(f"subscription {args.name}: {exc}") from None
-    with state(args) as (client, layout):
-        subs = Subscriptions(client, layout, args.zk, peers_admin(args, client, layout))
+    with state(args) as (client, layout), peers_admin(args, client, layout) as peers:
+        subs = Subscriptions(client, layout, args.zk, peers)
         peer = subs.config(
             args.name,
             listener=args.listener,
@@ -176,8 +176,8 @@ def cmd_subscription_show(args: argparse.Namespace) -> int:
 
 def cmd_subscription_state(args: argparse.Namespace) -> int:
     action = args.subscription_command
-    with state(args) as (client, layout):
-        subs = Subscriptions(client, layout, args.zk, peers_admin(args, client, layout))
+    with state(args) as (client, layout), peers_admin(args, client, layout) as peers:
+        subs = Subscriptions(client, layout, args.zk, peers)
         if action == "enable":
             subs.enable(args.name)
         elif action == "disable":

@@ -28,13 +28,24 @@ from google.protobuf.message import DecodeError, Message
 from walship.errors import MasterUnavailableError, RemoteHBaseError
 from walship.protos import RPC_pb2
 from walship.rpc.auth import Authentication, Channel
-from walship.rpc.wire import RpcProtocolError, connection_header, preamble, read_frame, request_frame, split_response
+from walship.rpc.wire import (
+    CONNECTION_CALL_ID,
+    RpcProtocolError,
+    connection_header,
+    preamble,
+    read_frame,
+    request_frame,
+    split_response,
+)
 
 __all__ = ["RpcConnection", "remote_error"]
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
+
+#: Call ids of an answer about the connection, not a call: HBase's -1 (and 0, which no call uses).
+_CONNECTION_IDS = frozenset({0, CONNECTION_CALL_ID})
 
 #: Seconds a connect or a call's answer may take (each call carries it to the server, in
 #: milliseconds, as HBase's client sends its operation timeout).
@@ -124,8 +135,8 @@ class RpcConnection:
                     reply, body = split_response(frame, what)
                     if reply.call_id == call_id:
                         break
-                    if reply.HasField("exception") and not reply.call_id:
-                        break  # a fatal error of the connection (HBase answers it with call id 0 or -1)
+                    if reply.HasField("exception") and reply.call_id in _CONNECTION_IDS:
+                        break  # a fatal error of the connection (HBase answers it with call id -1)
                     log.debug("%s: dropped an answer to call %d, waiting for %d", what, reply.call_id, call_id)
             except (OSError, RpcProtocolError) as exc:
                 self._close_locked()
@@ -133,7 +144,7 @@ class RpcConnection:
                 raise MasterUnavailableError(f"{method} on {what}: {detail}") from None
         if reply.HasField("exception"):
             error = remote_error(reply.exception, self.server, method)
-            if not reply.call_id:
+            if reply.call_id in _CONNECTION_IDS:
                 self.close()
             raise error
         response = response_type()

@@ -190,6 +190,10 @@ class MasterPeers:
         log.info("adopted peer %s: managed by walship (%s), HBase peer-state DISABLED", peer_id, adopted.enabled)
         return adopted
 
+    def close(self) -> None:
+        """Close the connection to the master."""
+        self.admin.close()
+
     def remove(self, peer_id: str) -> None:
         """Remove the peer through the master (which removes its queues and last pushed ids),
         then walship's znodes of it."""

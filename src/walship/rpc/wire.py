@@ -33,6 +33,7 @@ __all__ = [
     "AUTH_DIGEST",
     "AUTH_KERBEROS",
     "AUTH_SIMPLE",
+    "CONNECTION_CALL_ID",
     "MAGIC",
     "MAX_FRAME",
     "RPC_VERSION",
@@ -58,6 +59,9 @@ RPC_VERSION = 0
 AUTH_SIMPLE = 80
 AUTH_KERBEROS = 81
 AUTH_DIGEST = 82
+#: The call id of an answer about the connection itself (a refused preamble or header): HBase's
+#: ``setCallId(-1)``, which the ``uint32`` field carries as 0xFFFFFFFF.
+CONNECTION_CALL_ID = 0xFFFFFFFF
 #: The largest frame either side accepts (HBase's ``hbase.ipc.max.request.size`` default, 256 MiB).
 MAX_FRAME = 256 * 1024 * 1024
 

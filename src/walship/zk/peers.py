@@ -291,6 +291,18 @@ class ReplicationPeers:
             if isinstance(result, Exception):
                 raise result
 
+    def message(self, peer_id: str) -> Replication_pb2.ReplicationPeer:
+        """The peer znode's ReplicationPeer message as it is stored (what HBase's master serves
+        for ``getReplicationPeerConfig``).
+
+        :raises PeerNotFoundError: no such peer."""
+        path = self.layout.peer(validate_peer_id(peer_id))
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
+        return decode_peer(data, path)
+
     def hbase_enabled(self, peer_id: str) -> bool:
         """HBase's peer-state of the peer.
 
@@ -345,6 +357,9 @@ class ReplicationPeers:
             self.client.set(path, data)
         except NoNodeError:
             self.client.create(path, data, makepath=True)
+
+    def close(self) -> None:
+        """Nothing to close (the ZooKeeper client is the caller's); as :class:`walship.rpc.peers.MasterPeers`."""
 
     def switch(self, peer_id: str) -> bool:
         """walship's switch of a managed peer (DISABLED when it has none, with a warning)."""
