@@ -57,7 +57,7 @@ def test_peer_commands_change_what_hbases_admin_reads(
     table = a.table_name.decode()
     peer = unique("p")
     sink = [x for k, v in b.sink_config("thrift2").items() for x in ("--config", f"{k}={v}")]
-    code, out, err = run(capsys, a, "peer", "add", peer, "--cluster-key", b.cluster_key, "--table-cfs", f"{table}:r",
+    code, _, err = run(capsys, a, "peer", "add", peer, "--cluster-key", b.cluster_key, "--table-cfs", f"{table}:r",
                          *sink)  # fmt: skip
     assert code == 0, err
     try:
@@ -73,7 +73,7 @@ def test_peer_commands_change_what_hbases_admin_reads(
         hb.call("update_peer", peer=peer, bandwidth=123456)
         seen = hbase_peer(hb, peer)
         assert seen is not None and seen["bandwidth"] == 123456 and cfs(seen) == {table: ["l", "r"]}
-        code, out, err = run(capsys, a, "peer", "set", peer, "--bandwidth", "2000000", "--json")
+        code, _, err = run(capsys, a, "peer", "set", peer, "--bandwidth", "2000000", "--json")
         assert code == 0, err
         seen = hbase_peer(hb, peer)
         assert seen is not None and seen["bandwidth"] == 2000000 and cfs(seen) == {table: ["l", "r"]}
@@ -87,7 +87,7 @@ def test_peer_commands_change_what_hbases_admin_reads(
 
         # HBase's exception: one line naming its class and the peer; nothing changed
         before = hbase_peer(hb, peer)
-        code, out, err = run(capsys, a, "peer", "add", peer, "--cluster-key", b.cluster_key, *sink)
+        code, _, err = run(capsys, a, "peer", "add", peer, "--cluster-key", b.cluster_key, *sink)
         assert code == 1 and len(err) == 1 and "Traceback" not in err[0], err
         assert "DoNotRetryIOException" in err[0] and f"peer {peer}" in err[0] and "already exists" in err[0]
         assert hbase_peer(hb, peer) == before
