@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cluster_state import offline
 from conftest import server_name, wal_name
 from kazoo.client import KazooClient
 
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.integration
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
+    """``walship argv`` against a bare ZooKeeper: no master, so a peer change is ``--offline``."""
+    code = main(offline(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -103,6 +105,18 @@ def test_peer_errors_name_the_thing(
     code, _, err = run(capsys, "--zk", zk_hosts, *argv)
     assert code == 1
     assert message in err
+
+
+def test_a_peer_change_without_a_master_needs_offline(
+    zk_hosts: str, capsys: pytest.CaptureFixture[str], zk: KazooClient
+) -> None:
+    add = ["peer", "add", "1", "--cluster-key", "h:1:/x", "--config", "walship.sink.thrift=h:9090"]
+    code = main(["--zk", zk_hosts, *add])
+    _, err = capsys.readouterr()
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert "no HBase master is registered at /hbase/master" in err and "--offline" in err
+    assert zk.exists("/hbase/replication/peers/1") is None  # nothing written
+    assert run(capsys, "--zk", zk_hosts, *add)[0] == 0  # offline: the znodes written directly
 
 
 def test_duplicate_peer(zk_hosts: str, capsys: pytest.CaptureFixture[str]) -> None:
