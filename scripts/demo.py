@@ -2,15 +2,16 @@
 
 Starts ZooKeeper and two miniclusters (source A, peer B), creates table ``demo`` with
 families ``r`` (replication scope 1) and ``l`` (scope 0) on both, adds peer ``1`` from A to B
-(the Thrift2 sink), writes 100,000 rows into A through happybase (puts over several versions,
+(the Thrift2 sink) with one ``walship peer add`` through A's master, writes 100,000 rows into A through happybase (puts over several versions,
 some deletes) and single-version deletes through Thrift2,
 runs the ``walship_replicate`` DAG with ``airflow dags test``, prints the queues, and checks
 that family ``r`` is identical on A and B and family ``l`` absent on B. Ends with one line,
 PASS or FAIL, and leaves nothing running.
 
 ``HBASE=real`` (``make demo HBASE=real``) runs the same steps on two real HBase 2.6 clusters
-from the harness (``harness/``): the tables are created and peer 1 is added through HBase's
-own Admin (peer-state DISABLED, ``walship.managed=true``), then adopted by walship.
+from the harness (``harness/``): the tables are created through HBase's own Admin, and the
+same ``walship peer add`` goes through HBase's master (peer-state DISABLED,
+``walship.managed=true``).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from pathlib import Path
 
 import happybase
 
+from walship.cli import main as walship_cli
 from walship.harness import HBaseProcess
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
-from walship.peer import PeerConfig
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,20 +152,18 @@ def main() -> int:
             families = {"r": {"scope": 1, "versions": 3}, "l": {"scope": 0, "versions": 3}}
             for hb in (a, b):
                 hb.call("create_table", table="demo", families=families)
-            # HBase's own add_peer (no restart needed), then walship adopts it
-            config = {"walship.managed": "true", **sink}
-            a.call("add_peer", peer="1", cluster_key=b.cluster_key, state="DISABLED", configuration=config)
-            with zk_client(zk.hosts) as client:
-                ReplicationPeers(client, ZnodeLayout("/hbase-a")).adopt("1")
         else:
             assert isinstance(a, MiniClusterProcess) and isinstance(b, MiniClusterProcess)
             for conn, mc in ((ca, a), (cb, b)):
                 conn.create_table("demo", {"r": {"max_versions": 3}, "l": {"max_versions": 3}})
                 AdminClient(mc.admin).set_scope("demo", "r", 1)
-            with zk_client(zk.hosts) as client:
-                ReplicationPeers(client, ZnodeLayout("/hbase-a")).add(
-                    PeerConfig("1", f"{zk.hosts}:/hbase-b", configuration=sink)
-                )
+        # one walship command: the peer goes through A's master (HBase's peer-state DISABLED, so HBase
+        # queues and keeps its WALs but never ships it; walship's switch ENABLED)
+        config = [x for key, value in sink.items() for x in ("--config", f"{key}={value}")]
+        added = walship_cli(["--zk", zk.hosts, "--znode-parent", "/hbase-a", "peer", "add", "1",
+                             "--cluster-key", f"{zk.hosts}:/hbase-b", *config])  # fmt: skip
+        if added != 0:
+            raise SystemExit("demo: walship peer add failed (its error is above)")
         say("peer 1 added: A -> B over Thrift2 (family r has REPLICATION_SCOPE 1, l has 0)")
         time.sleep(0.5)
         t0 = time.time()
