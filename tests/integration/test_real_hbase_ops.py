@@ -21,7 +21,6 @@ from real_hbase import (
     layout,
     managed_peer,
     queued_wals,
-    remove_peer,
     unique,
     wait_queues_hold_current_wals,
 )
@@ -32,10 +31,9 @@ from waiting import wait_until
 from walship.cli import main
 from walship.errors import HarnessError
 from walship.harness import HBaseProcess
+from walship.peer import MANAGED_KEY, PeerConfig
 from walship.replicate import WalStore
-from walship.sep.subscriptions import Subscriptions
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
-from walship.zk.cluster import ensure_cluster_id
+from walship.zk import ReplicationPeers, ReplicationQueues, zk_client
 
 pytestmark = pytest.mark.integration
 
@@ -92,23 +90,34 @@ def test_hbase_keeps_a_managed_peers_wals_never_ships_them_and_cleans_them_once_
 def test_a_peer_written_into_zookeeper_is_not_seen_by_a_running_hbase(
     real_hbase: tuple[HBaseProcess, HBaseProcess], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Why peer changes go through the master, and ``--offline`` is refused while one runs: a
+    peer written into ZooKeeper behind a running master (what ``--offline`` writes) is not seen."""
     a_hb, b_hb = real_hbase
     table = unique("zkpeer")
     create_table(a_hb, table)
     a, b = cluster(a_hb, table), cluster(b_hb, table)
     peer = unique("zk")
     flags = ["--zk", a.zk_hosts, "--znode-parent", a.parent, "--wal-root", a_hb.wal_root]
-    add = [*flags, "peer", "add", peer, "--cluster-key", b_hb.cluster_key, "--table-cfs", table]
-    assert main([*add, "--config", f"walship.sink.thrift={b.thrift_address()}"]) == 0
-    try:
-        a_hb.call("roll")
-        # HBase 2.x's master keeps peers in memory and region servers learn them through its
-        # procedures: this peer is in ZooKeeper only, so no server enqueues a WAL for it
-        assert peer not in {p["peer"] for p in a_hb.call("list_peers")}
-        with zk_client(a.zk_hosts) as client:
+    add = [*flags, "peer", "add", peer, "--cluster-key", b_hb.cluster_key, "--table-cfs", table, "--offline"]
+    assert main([*add, "--config", f"walship.sink.thrift={b.thrift_address()}"]) == 1  # refused: a master runs
+    assert f"{a.parent}/master" in capsys.readouterr().err
+    config = PeerConfig(
+        peer,
+        b_hb.cluster_key,
+        table_cfs={table: None},
+        configuration={MANAGED_KEY: "true", "walship.sink.thrift": b.thrift_address()},
+    )
+    with zk_client(a.zk_hosts) as client:
+        peers = ReplicationPeers(client, layout(a))
+        peers.add(config)  # the znodes --offline would write
+        try:
+            a_hb.call("roll")
+            # HBase 2.x's master keeps peers in memory and region servers learn them through its
+            # procedures: this peer is in ZooKeeper only, so no server enqueues a WAL for it
+            assert peer not in {p["peer"] for p in a_hb.call("list_peers")}
             assert ReplicationQueues(client, layout(a)).list_queues(peer) == []
-    finally:
-        assert main([*flags, "peer", "remove", peer]) == 0
+        finally:
+            peers.remove(peer)
     capsys.readouterr()
 
 
@@ -205,22 +214,13 @@ def test_a_sep_listener_gets_every_row_event_in_order(
     out = tmp_path / "events.jsonl"
     monkeypatch.setenv(OUT_ENV, str(out))
     name = unique("sub")
-    # on a running HBase the subscription's peer goes through HBase's Admin, as any managed peer
-    with zk_client(a.zk_hosts) as client:
-        subs = Subscriptions(client, layout(a), a.zk_hosts)
-        peer = subs.config(name, listener="sep_listeners:JsonLinesListener")
-        ensure_cluster_id(client, ZnodeLayout(layout(a).subscription(name)))
-    a_hb.call(
-        "add_peer",
-        peer=name,
-        cluster_key=peer.cluster_key,
-        state="DISABLED",
-        configuration=dict(peer.configuration),
-        table_cfs={table: []},
-    )
+    # on a running HBase the subscription's peer goes through HBase's master, as any managed peer
+    flags = ["--zk", a.zk_hosts, "--znode-parent", a.parent]
+    add = ["subscription", "add", name, "--listener", "sep_listeners:JsonLinesListener", "--table-cfs", table]
+    assert main([*flags, *add, "--no-serial"]) == 0
     try:
-        with zk_client(a.zk_hosts) as client:
-            ReplicationPeers(client, layout(a)).adopt(name)
+        seen = [p for p in a_hb.call("list_peers") if p["peer"] == name]
+        assert seen and seen[0]["state"] == "DISABLED" and seen[0]["configuration"]["walship.managed"] == "true"
         wait_queues_hold_current_wals(a, name)
         t = a.table()
         written: dict[str, list[tuple[str, int, str]]] = {}
@@ -249,9 +249,10 @@ def test_a_sep_listener_gets_every_row_event_in_order(
             mine = [(e["wal"], e["offset"]) for e in events if e["row"] == row]
             assert mine == sorted(mine)
     finally:
-        remove_peer(a, name)
+        assert main([*flags, "subscription", "remove", name]) == 0
+        assert name not in {p["peer"] for p in a_hb.call("list_peers")}
         with zk_client(a.zk_hosts) as client:
-            client.delete(layout(a).subscription(name), recursive=True)
+            assert client.exists(layout(a).subscription(name)) is None
 
 
 def test_rolls_every_second_under_load_lose_nothing(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
