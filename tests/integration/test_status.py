@@ -46,6 +46,7 @@ QUEUE_KEYS = {
 }
 PEER_KEYS = {
     "peer_id", "state", "hbase_peer_state", "cluster_key", "table_cfs", "peer_count", "queues", "totals", "throttled_s",
+    "sink",
 }  # fmt: skip
 
 

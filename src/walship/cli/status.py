@@ -15,7 +15,7 @@ from walship.cli.argtypes import clip, port, seconds
 from walship.cli.common import source
 from walship.errors import ConfigError
 from walship.status import collect_status, format_hbase, take_cut, wait_drained
-from walship.status.model import PeerStatus, ReplicationStatus
+from walship.status.model import PeerStatus, ReplicationStatus, iso_ms
 from walship.zk import ReplicationPeers
 
 __all__ = ["register"]
@@ -47,6 +47,18 @@ def _throttling(peer: PeerStatus) -> str:
     return f"; bandwidth {limit}, throttled {_seconds(peer.throttled_s)}"
 
 
+def _applied(peer: PeerStatus) -> str:
+    """The peer's sink side: when walship last applied a batch to it, and how old its last edit was."""
+    sink = peer.sink
+    if not sink.applied:
+        return "  sink: no batch applied yet"
+    age = sink.age_of_last_applied_op_ms or 0
+    return (
+        f"  sink: last batch applied {iso_ms(sink.last_applied_at)}, its last edit written "
+        f"{iso_ms(sink.last_applied_write_time)} (age of last applied op {_seconds(age / 1000)})"
+    )
+
+
 def _table(peer: PeerStatus) -> list[str]:
     data = peer.to_json()
     count = data["peer_count"]
@@ -56,7 +68,8 @@ def _table(peer: PeerStatus) -> list[str]:
         f"sinks {count['answered']}/{count['configured']} answering; "
         f"{totals['queues']} queues, {totals['wals']} WALs, {_size(totals['bytes_queued'])} queued, "
         f"lag {_seconds(totals['lag_s'])}, {'DRAINED' if totals['drained'] else 'not drained'}"
-        f"{_throttling(peer)}"
+        f"{_throttling(peer)}",
+        _applied(peer),
     ]
     header = ("SERVER", "QUEUE", "WALS", "QUEUED", "DONE", "LAG", "AGE", "THROTTLED", "STATE", "HOLDER / LAST ERROR")
     rows = [header]

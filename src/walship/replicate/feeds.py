@@ -105,7 +105,7 @@ class Member:
     max_read: int = 0  # the batch limits (see limit())
     max_wire: int = 0
     max_size: int = 0
-    inflight: tuple[Future[ApplyStats], Batch] | None = None
+    inflight: tuple[Future[tuple[ApplyStats, int]], Batch] | None = None  # (stats, when applied), batch
     last_pushed: dict[str, int] = field(default_factory=dict)
     blocked: Blocked | None = None  # serial: the entry it must not send yet
     paused: bool = False  # serial: waiting in the current WAL (its WAL group waits; the others go on)

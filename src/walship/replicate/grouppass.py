@@ -20,7 +20,7 @@ from walship.replicate.readers import OpenReaders
 from walship.replicate.summary import QueueSummary
 from walship.replicate.walfiles import ReadStats
 from walship.replicate.walstore import WalLocation, WalStore
-from walship.sinks.base import ApplyStats
+from walship.sinks.base import ApplyStats, Sink
 from walship.wal.model import WalEntry
 from walship.wal.reader import WalReader
 from walship.zk.queueid import WalPosition
@@ -38,6 +38,14 @@ RAMP_BYTES = 1 << 20
 #: Seconds a region server's liveness, once read, answers for the WALs read after (a tailer
 #: passes many times a second; a server that died meanwhile has its WAL finished a pass later).
 LIVE_MAX_AGE = 1.0
+
+
+def _apply(sink: Sink, batch: Batch) -> tuple[ApplyStats, int]:
+    """Apply the batch: what the sink did, and when it returned (epoch ms). That is when
+    HBase's sink takes the age of a batch's last edit, not when the position is committed
+    (a batch applied in the background may be committed well after)."""
+    stats = sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
+    return stats, int(time.time() * 1000)
 
 
 class GroupPass:
@@ -288,11 +296,10 @@ class GroupPass:
             m.started += 1
             m.limit(*self._limits(m))
         if background and batch.entries:
-            m.inflight = (self._applier().submit(m.feed.sink.apply, batch.entries, batch.wal.name), batch)
+            m.inflight = (self._applier().submit(_apply, m.feed.sink, batch), batch)
             return
         try:
-            stats = m.feed.sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
-            self._commit(m, batch, stats)
+            self._commit(m, batch, *_apply(m.feed.sink, batch))
         except WalshipError as exc:
             self.stop(m, exc)
 
@@ -303,12 +310,13 @@ class GroupPass:
         future, batch = m.inflight
         m.inflight = None
         try:
-            self._commit(m, batch, future.result())
+            self._commit(m, batch, *future.result())
         except WalshipError as exc:
             self.stop(m, exc)
 
-    def _commit(self, m: Member, batch: Batch, stats: ApplyStats) -> None:
-        """The batch is applied: only now may the queue's position move past it."""
+    def _commit(self, m: Member, batch: Batch, stats: ApplyStats, applied_at: int) -> None:
+        """The batch is applied (the sink returned at ``applied_at``, epoch ms): only now may
+        the queue's position move past it."""
         feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
         version = self.queues.set_position(
             feed.server,
@@ -338,6 +346,8 @@ class GroupPass:
         qs.positions[wal.name] = batch.position
         if batch.entries:
             qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch.entries[-1].entry.key.write_time)
+            if shipped:  # the peer took some of it (not all passed over): HBase's sink saw a batch
+                progress.applied = (applied_at, batch.entries[-1].entry.key.write_time)
         progress.add("entries_shipped", shipped)
         progress.add("cells_shipped", stats.cells)
         progress.add("bytes_shipped", shipped_bytes)

@@ -30,6 +30,9 @@ class PendingProgress:
     last_write_time: int | None = None
     backoff: tuple[float, str] | None = None
     waiting_serial: dict[str, object] | None = None  # a serial peer's queue waits: why (Blocked.to_json)
+    #: the last batch applied (not one its filters left empty, nor one whose every entry the
+    #: sink passed over): when the sink returned, and the write time of its last edit, epoch ms
+    applied: tuple[int, int] | None = None
     written_at: float = field(default_factory=time.monotonic)
     #: seconds waited for the peer's bandwidth (walship.replicate.throttle), not recorded yet
     throttled_s: float = 0.0
@@ -119,11 +122,12 @@ class ProgressBook:
             backoff=progress.backoff,
             throttled_s=progress.throttled_s,
             waiting_serial=progress.waiting_serial,
+            applied=progress.applied,
             error=error,
             clear_error=error is None,
         )
         progress.counters.clear()
         progress.throttled_s = 0.0
         progress.last_wal = progress.last_position = progress.last_write_time = progress.backoff = None
-        progress.waiting_serial = None
+        progress.waiting_serial = progress.applied = None
         progress.written_at = time.monotonic()

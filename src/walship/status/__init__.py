@@ -4,7 +4,7 @@ ZooKeeper and file sizes (:mod:`walship.status.collect`), with an exact drained 
 
 from walship.status.collect import collect_status, read_status
 from walship.status.drain import Cut, DrainResult, behind, take_cut, wait_drained
-from walship.status.model import QUEUE_STATES, PeerStatus, QueueStatus, ReplicationStatus, format_hbase
+from walship.status.model import QUEUE_STATES, PeerStatus, QueueStatus, ReplicationStatus, SinkStatus, format_hbase
 
 __all__ = [
     "QUEUE_STATES",
@@ -13,6 +13,7 @@ __all__ = [
     "PeerStatus",
     "QueueStatus",
     "ReplicationStatus",
+    "SinkStatus",
     "behind",
     "collect_status",
     "format_hbase",

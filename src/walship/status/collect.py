@@ -1,10 +1,11 @@
 """Compute the status model from ZooKeeper and file sizes.
 
 One pipelined snapshot of the queues (:meth:`ReplicationQueues.list_queues`), of walship's
-progress records and of the queue locks; one listing of ``WALs/`` and ``oldWALs/`` for the
-sizes; and per queue with unshipped bytes, the first unshipped entry decoded for its write
-time (the lag). Nothing else is read, so status for hundreds of queues takes well under a
-second. On HDFS, where the listed size of a WAL being written is the NameNode's and lags what
+progress records (a peer's sink side, its last applied batch, is the newest of its queues'
+records), of the peers' znodes (their ctime) and of the queue locks; one listing of ``WALs/``
+and ``oldWALs/`` for the sizes; and per queue with unshipped bytes, the first unshipped entry
+decoded for its write time (the lag). Nothing else is read, so status for hundreds of queues
+takes well under a second. On HDFS, where the listed size of a WAL being written is the NameNode's and lags what
 HBase hflushed, the size a reader sees is asked for each queued WAL under ``WALs/``, all at once.
 
 Example::
@@ -29,7 +30,7 @@ from walship.errors import WalMissingError, WalshipError
 from walship.peer import PeerConfig, table_cfs_json
 from walship.replicate.walstore import WalLocation, WalStore
 from walship.sinks.base import sink_endpoints
-from walship.status.model import PeerCount, PeerStatus, QueueStatus, ReplicationStatus, iso_ms
+from walship.status.model import PeerCount, PeerStatus, QueueStatus, ReplicationStatus, SinkStatus, iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
 from walship.zk.locks import Holder
@@ -77,6 +78,25 @@ def _holders(client: KazooClient, layout: ZnodeLayout, queues: list[QueueInfo]) 
 def _progress(client: KazooClient, layout: ZnodeLayout, queues: list[QueueInfo]) -> list[dict[str, Any] | None]:
     paths = [layout.queue_progress(q.peer_id, q.server, str(q.queue_id)) for q in queues]
     return [_load_json(answer[0]) if answer else None for answer in read_many(client, [("data", p) for p in paths])]
+
+
+def _started(client: KazooClient, layout: ZnodeLayout, peers: list[PeerConfig]) -> list[int | None]:
+    """When each peer was added: its znode's ctime (``None`` for one removed meanwhile)."""
+    answers = read_many(client, [("data", layout.peer(p.peer_id)) for p in peers])
+    return [int(answer[1].ctime) if answer else None for answer in answers]
+
+
+def _sink(started: int | None, records: Iterable[dict[str, Any] | None]) -> SinkStatus:
+    """The peer's sink: the last batch applied by any of its queues (records written before
+    walship recorded applies have none)."""
+    last: tuple[int, int] | None = None
+    for record in records:
+        at, write_time = (record or {}).get("last_applied_at"), (record or {}).get("last_applied_write_time")
+        if at is not None and write_time is not None and (last is None or int(at) > last[0]):
+            last = (int(at), int(write_time))
+    if last is None:
+        return SinkStatus(started)
+    return SinkStatus(started, *last)
 
 
 def _probe(endpoints: Iterable[tuple[str, int]], timeout: float) -> dict[tuple[str, int], bool]:
@@ -285,7 +305,10 @@ def collect_status(
     now = int(time.time() * 1000) if now_ms is None else now_ms
     status = ReplicationStatus(generated_at=now)
     by_peer: dict[str, PeerStatus] = {}
-    for peer in peers:
+    peer_records: dict[str, list[dict[str, Any] | None]] = {}
+    for q, record in zip(queues, records, strict=True):
+        peer_records.setdefault(q.peer_id, []).append(record)
+    for peer, started in zip(peers, _started(client, layout, peers), strict=True):
         ps = PeerStatus(
             peer_id=peer.peer_id,
             enabled=peer.enabled,
@@ -294,6 +317,7 @@ def collect_status(
             table_cfs=table_cfs_json(peer.table_cfs),
             peer_count=counts[peer.peer_id],
             bandwidth=peer.bandwidth,
+            sink=_sink(started, peer_records.get(peer.peer_id, [])),
         )
         by_peer[peer.peer_id] = ps
         status.peers.append(ps)

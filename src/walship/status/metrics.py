@@ -5,10 +5,13 @@ Per queue (labels ``peer``, ``server``, ``queue``): ``walship_queue_bytes``,
 ``walship_age_of_last_shipped_op_seconds``, and the counters ``walship_shipped_cells_total`` and
 ``walship_shipped_bytes_total`` (the WAL bytes of what the peer was sent, estimated) from
 walship's progress records. Per peer (label ``peer``): ``walship_peer_enabled``,
-``walship_peer_bandwidth_bytes`` (its limit in bytes per second, 0 = unlimited) and the counter
-``walship_throttled_seconds_total`` (the time its batches waited for that limit, over its
-queues' progress records). ``walship_status_up`` is 0 when the status could not be read (the
-error is logged), so a scrape never fails with a traceback.
+``walship_peer_bandwidth_bytes`` (its limit in bytes per second, 0 = unlimited),
+``walship_age_of_last_applied_op_seconds`` (HBase's sink ageOfLastAppliedOp: when the last
+batch was applied to the peer minus the write time of its last edit, fixed until the next
+batch; NaN before any) and the counter ``walship_throttled_seconds_total`` (the time its
+batches waited for that limit, over its queues' progress records). ``walship_status_up`` is 0
+when the status could not be read (the error is logged), so a scrape never fails with a
+traceback.
 
 Example::
 
@@ -105,8 +108,15 @@ def _families(status: ReplicationStatus) -> Iterator[Metric]:
         "seconds the peer's batches waited for its bandwidth limit (over its queues)",
         labels=["peer"],
     )
+    applied_age = GaugeMetricFamily(
+        "walship_age_of_last_applied_op_seconds",
+        "when the last batch was applied to the peer minus the write time of its last edit (NaN before any)",
+        labels=["peer"],
+    )
     for peer in status.peers:
         enabled.add_metric([peer.peer_id], 1 if peer.enabled else 0)
+        age_ms = peer.sink.age_of_last_applied_op_ms
+        applied_age.add_metric([peer.peer_id], float("nan") if age_ms is None else age_ms / 1000)
         bandwidth.add_metric([peer.peer_id], peer.bandwidth)
         throttled.add_metric([peer.peer_id], peer.throttled_s)
         for q in peer.queues:
@@ -123,6 +133,7 @@ def _families(status: ReplicationStatus) -> Iterator[Metric]:
     yield enabled
     yield bandwidth
     yield throttled
+    yield applied_age
 
 
 def status_registry(

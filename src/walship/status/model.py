@@ -9,11 +9,14 @@ The JSON (``ReplicationStatus.to_json()``), keys exactly so::
                             "position", "bytes_queued", "progress_pct", "last_shipped_write_time",
                             "age_of_last_shipped_op_s", "lag_s", "holder", "last_error",
                             "last_backoff", "state", "bulk_loads", "waiting_serial", "throttled_s"}],
-                "totals": {"queues", "wals", "bytes_queued", "lag_s", "drained"}, "throttled_s"}]}
+                "totals": {"queues", "wals", "bytes_queued", "lag_s", "drained"}, "throttled_s",
+                "sink": {"timestamp_started", "last_applied_at", "last_applied_write_time",
+                         "age_of_last_applied_op_s"}}]}
 
 Times are ISO 8601 in UTC; ages, lags and ``throttled_s`` (the time batches waited for the
 peer's bandwidth, over the queue's life; the peer's: over its queues) are seconds. A queue's
-``state`` is one of :data:`QUEUE_STATES`.
+``state`` is one of :data:`QUEUE_STATES`. ``sink`` is the peer as the receiving side (see
+:class:`SinkStatus`).
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ __all__ = [
     "PeerStatus",
     "QueueStatus",
     "ReplicationStatus",
+    "SinkStatus",
     "format_hbase",
     "iso_ms",
+    "sink_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -123,6 +128,54 @@ class PeerCount:
         return {"configured": self.configured, "answered": self.answered, "unanswered": list(self.unanswered)}
 
 
+@dataclass(frozen=True)
+class SinkStatus:
+    """The peer as the receiving side, HBase's ReplicationLoadSink, from walship's progress
+    records: the last batch applied to the peer by any of its queues.
+
+    HBase's sink keeps, per region server, the write time of the last edit it applied
+    (TimeStampsOfLastAppliedOp) and its age when applied (AgeOfLastAppliedOp, fixed until the
+    next batch); walship's sink is the peer's Thrift servers, so it keeps them per peer. A
+    queue's record goes with the queue (a drained recovered queue), so do its figures.
+
+    :param timestamp_started: epoch ms when the peer was added (its znode's ctime), HBase's
+        TimeStampStarted; ``None`` when the znode could not be read.
+    :param last_applied_at: epoch ms when the peer's sink last returned from applying a batch,
+        ``None`` before any was.
+    :param last_applied_write_time: epoch ms, the write time of that batch's last edit.
+
+    Example::
+
+        SinkStatus(1767225600000, 1767225660250, 1767225660000).age_of_last_applied_op_ms  # 250
+    """
+
+    timestamp_started: int | None = None
+    last_applied_at: int | None = None
+    last_applied_write_time: int | None = None
+
+    @property
+    def applied(self) -> bool:
+        """Whether a batch was applied (else HBase's "Waiting for OPs" form)."""
+        return self.last_applied_at is not None and self.last_applied_write_time is not None
+
+    @property
+    def age_of_last_applied_op_ms(self) -> int | None:
+        """When the last batch was applied minus the write time of its last edit (0 at the
+        least: clocks of two hosts), as HBase's sink computes it; ``None`` before any."""
+        if self.last_applied_at is None or self.last_applied_write_time is None:
+            return None
+        return max(0, self.last_applied_at - self.last_applied_write_time)
+
+    def to_json(self) -> dict[str, Any]:
+        age = self.age_of_last_applied_op_ms
+        return {
+            "timestamp_started": iso_ms(self.timestamp_started),
+            "last_applied_at": iso_ms(self.last_applied_at),
+            "last_applied_write_time": iso_ms(self.last_applied_write_time),
+            "age_of_last_applied_op_s": None if age is None else age / 1000,
+        }
+
+
 @dataclass
 class PeerStatus:
     peer_id: str
@@ -134,6 +187,8 @@ class PeerStatus:
     queues: list[QueueStatus] = field(default_factory=list)
     #: the peer's bandwidth limit, bytes/s (0: unlimited; text output and metrics, not the JSON)
     bandwidth: int = 0
+    #: the peer as the receiving side: the last batch applied to it
+    sink: SinkStatus = field(default_factory=SinkStatus)
 
     @property
     def drained(self) -> bool:
@@ -164,6 +219,7 @@ class PeerStatus:
             "queues": [q.to_json() for q in self.queues],
             "totals": self.totals(),
             "throttled_s": self.throttled_s,
+            "sink": self.sink.to_json(),
         }
 
 
@@ -183,10 +239,36 @@ def _hbase_date(ms: int | None) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
 
 
+def sink_line(sink: SinkStatus) -> str:
+    """The SINK line of HBase's ``status 'replication'`` (2.x's wording and field order, from
+    hbase-shell's ``admin.rb``), without its indent: ``SINK: TimeStampStarted=<ms>,
+    AgeOfLastAppliedOp=<ms>, TimeStampsOfLastAppliedOp=<date>``, or ``SINK:
+    TimeStampStarted=<ms>, Waiting for OPs... `` before any batch was applied (trailing space
+    included, as HBase prints it)."""
+    started = f"SINK: TimeStampStarted={sink.timestamp_started or 0}"
+    if not sink.applied:
+        return f"{started}, Waiting for OPs... "
+    return (
+        f"{started}, AgeOfLastAppliedOp={sink.age_of_last_applied_op_ms}, "
+        f"TimeStampsOfLastAppliedOp={_hbase_date(sink.last_applied_write_time)}"
+    )
+
+
 def format_hbase(status: ReplicationStatus) -> str:
-    """The layout of HBase's ``status 'replication'``, one SOURCE line per queue, grouped by
-    server; ages and lags in milliseconds as HBase prints them. A recovered queue's line
-    names its queue id as ``PeerID``, as HBase 1.x's did."""
+    """The layout of HBase's ``status 'replication'``: one SOURCE line per queue, grouped by
+    server; then one SINK line per peer, under the peer (walship's sink is the peer's Thrift
+    servers, not a server of this cluster). Ages and lags in milliseconds as HBase prints
+    them. A recovered queue's line names its queue id as ``PeerID``, as HBase 1.x's did.
+
+    Example (one peer, one queue)::
+
+        walship replication status at 2026-11-23T09:00:00.000Z
+        1 peers, 1 servers with queues
+            rs1,16020,1:
+               SOURCE: PeerID=1, AgeOfLastShippedOp=0, SizeOfLogQueue=1, TimeStampsOfLastShippedOp=...
+            peer 1 -> zk1:2181:/hbase:
+              SINK: TimeStampStarted=1795424400000, AgeOfLastAppliedOp=212, TimeStampsOfLastAppliedOp=...
+    """
     by_server: dict[str, list[tuple[PeerStatus, QueueStatus]]] = {}
     for peer in status.peers:
         for q in peer.queues:
@@ -206,6 +288,6 @@ def format_hbase(status: ReplicationStatus) -> str:
                 f"Replication Lag={round(q.lag_s * 1000)}{state}"
             )
     for peer in status.peers:
-        if not peer.queues:
-            lines.append(f"    (peer {peer.peer_id}: no queues)")
+        lines.append(f"    peer {peer.peer_id} -> {peer.cluster_key}{'' if peer.queues else ' (no queues)'}:")
+        lines.append(f"      {sink_line(peer.sink)}")
     return "\n".join(lines)

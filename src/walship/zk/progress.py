@@ -13,12 +13,21 @@ A progress record::
      "batches": 3, "entries_shipped": 120, "cells_shipped": 240, "bytes_shipped": 65536, "bulk_loads": 0,
      "throttled_s": 1.5,
      "last_shipped_at": 1767225601000, "updated_at": 1767225601000, "last_error": {"time": ..., "message": ...} | null,
-     "last_backoff": {"time": ..., "seconds": 0.4, "reason": ...} | null}
+     "last_backoff": {"time": ..., "seconds": 0.4, "reason": ...} | null,
+     "last_applied_at": 1767225600900, "last_applied_write_time": 1767225600000}
 
 Counters add up over the queue's life (``bytes_shipped``: each shipped entry's WAL bytes in the
 share of its cells the peer takes, an estimate of what it was sent; ``throttled_s``: the seconds
 its batches waited for the peer's bandwidth); only a queue's lock holder writes its record, and
 writes are versioned compare-and-set all the same.
+
+``last_applied_at`` is when the peer's sink last returned from applying a batch of the queue
+(not one its filters left empty, nor one whose every entry the sink passed over), and
+``last_applied_write_time`` the write time of that batch's last edit: the sink side of
+``status 'replication'`` (HBase's AgeOfLastAppliedOp is the one minus the other). Both are
+``null`` until a batch is applied; records written before they existed lack them, and readers
+take that as ``null``. ``last_shipped_write_time`` differs: it is the write time of the last
+entry *read*, whether the filters kept it or not.
 """
 
 from __future__ import annotations
@@ -134,9 +143,15 @@ class ProgressStore:
         backoff: tuple[float, str] | None = None,
         throttled_s: float = 0.0,
         waiting_serial: dict[str, Any] | None = None,
+        applied: tuple[int, int] | None = None,
         clear_error: bool = False,
     ) -> dict[str, Any]:
-        """Add ``counters`` and set what is given; returns the record as written."""
+        """Add ``counters`` and set what is given; returns the record as written.
+
+        :param applied: ``(applied_at, write_time)``, epoch ms: when the peer's sink last
+            returned from applying a batch, and the write time of that batch's last edit; kept
+            only when it is no older than the record's.
+        """
 
         def change(record: dict[str, Any]) -> dict[str, Any]:
             now = _now_ms()
@@ -167,6 +182,10 @@ class ProgressStore:
             if waiting_serial is not None:
                 record["waiting_serial"] = {"time": now, **waiting_serial}
             record.setdefault("waiting_serial", None)
+            if applied is not None and applied[0] >= int(record.get("last_applied_at") or 0):
+                record["last_applied_at"], record["last_applied_write_time"] = applied
+            record.setdefault("last_applied_at", None)
+            record.setdefault("last_applied_write_time", None)
             record["updated_at"] = now
             return record
 
