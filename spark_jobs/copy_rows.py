@@ -2,11 +2,12 @@
 source region (see ``walship copy``).
 
     spark-submit spark_jobs/copy_rows.py --job '{"zk": "h:2181", "znode_parent": "/hbase",
-        "wal_root": "hdfs://nn/hbase", "source_thrift2": "h:9090", "peer_id": "2", ...}'
-    spark-submit spark_jobs/copy_rows.py --zk H:P --wal-root /data/hbase --source-thrift2 H:P --peer 2
+        "source_thrift2": "h:9090", "peer_id": "2", ...}'
+    spark-submit spark_jobs/copy_rows.py --zk H:P --source-thrift2 H:P --peer 2
 
 The job description is :class:`walship.verify.VerifyJob` as JSON (``end_ms``: copy cells with
-earlier timestamps); what was copied goes to stdout as JSON.
+earlier timestamps; every delete marker is copied); a copy reads no WAL (``wal_root`` and
+``--wal-root`` are not needed); what was copied goes to stdout as JSON.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--job", help="the job description, JSON (the other flags are then not used)")
     p.add_argument("--zk")
     p.add_argument("--znode-parent", default="/hbase")
-    p.add_argument("--wal-root")
+    p.add_argument("--wal-root", help="not read (a copy reads no WAL); accepted as verify.py accepts it")
     p.add_argument("--source-thrift2")
     p.add_argument("--peer")
     p.add_argument("--table", action="append", help="a table to copy (repeatable; default: all the peer replicates)")
@@ -47,13 +48,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.job:
             job = VerifyJob.from_json(args.job)
-        elif not (args.zk and args.wal_root and args.source_thrift2 and args.peer):
-            return bad_job("copy_rows.py", "give --job, or --zk, --wal-root, --source-thrift2 and --peer")
+        elif not (args.zk and args.source_thrift2 and args.peer):
+            return bad_job("copy_rows.py", "give --job, or --zk, --source-thrift2 and --peer")
         else:
             job = copy_job(
                 zk=args.zk,
                 znode_parent=args.znode_parent,
-                wal_root=args.wal_root,
                 source_thrift2=args.source_thrift2,
                 peer_id=args.peer,
                 tables=args.table or (),

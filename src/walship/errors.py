@@ -17,8 +17,10 @@ catch the whole family in one place and let programming errors through::
     ├── HarnessError                 the real-HBase harness is not built, did not start, or
     │                                refused a command (names the cluster and the command)
     ├── MiniClusterError             the embedded cluster refused a request: TableNotFoundError,
-    │                                TableExistsError, TableDisabledError, NoSuchFamilyError,
-    │                                BadRequestError (also a ValueError)
+    │   │                            TableExistsError, TableDisabledError, NoSuchFamilyError,
+    │   │                            BadRequestError (also a ValueError)
+    │   └── MasterCallError          its master answers a call with one of HBase's exceptions
+    │                                (names HBase's class, its message and the cause it chains)
     ├── ReplicationError             shipping failed: WalMissingError, SinkError
     │   │                            (SinkUnavailableError, SubscriberError), IncompatibleEditError,
     │   │                            DeadLetterError, ReplayGapError, TailError
@@ -204,6 +206,50 @@ class NoSuchFamilyError(MiniClusterError):
 
 class BadRequestError(MiniClusterError, ValueError):
     """An invalid argument (Thrift ``IllegalArgument``)."""
+
+
+class MasterCallError(MiniClusterError):
+    """The minicluster's master refusing or failing a call as HBase's master does: answered
+    over HBase's RPC as HBase's exception, by its Java class name and message.
+
+    :param exception_class: HBase's (or Java's) class, e.g.
+        ``org.apache.hadoop.hbase.DoNotRetryIOException``.
+    :param message: the exception's message (``None``: it has none, as Java allows).
+    :param do_not_retry: HBase's ``ExceptionResponse.do_not_retry``: the class is a
+        ``DoNotRetryIOException``.
+    :param cause: the exception HBase chains to it (shown in the stack trace's ``Caused by:``).
+    """
+
+    def __init__(
+        self,
+        exception_class: str,
+        message: str | None,
+        *,
+        do_not_retry: bool,
+        cause: MasterCallError | None = None,
+    ) -> None:
+        text = exception_class if message is None else f"{exception_class}: {message}"
+        super().__init__(text)
+        self.exception_class = exception_class
+        self.message = message
+        self.do_not_retry = do_not_retry
+        self.cause = cause
+
+    @property
+    def java_string(self) -> str:
+        """Java's ``Throwable.toString()``: the class, then ``: message`` when it has one."""
+        return self.exception_class if self.message is None else f"{self.exception_class}: {self.message}"
+
+    @property
+    def stack_trace(self) -> str:
+        """What HBase's server puts in ``ExceptionResponse.stack_trace``
+        (``StringUtils.stringifyException``): the exception, then each cause's line."""
+        lines = [self.java_string]
+        cause = self.cause
+        while cause is not None:
+            lines.append(f"Caused by: {cause.java_string}")
+            cause = cause.cause
+        return "\n".join(lines)
 
 
 class ReplicationError(WalshipError):

@@ -47,8 +47,10 @@ LAYERS: dict[str, set[str]] = {
     "wal": {"errors", "protos", "servername"},
     "zk": {"errors", "defaults", "protos", "servername", "wal", "peer"},
     "hbaseshell": {"peer"},
+    # HBase's RPC (the master's replication calls): beside zk, whose znodes name the master
+    "rpc": {"errors", "protos", "zk", "peer"},
     "serial": {"errors", "thrift", "wal", "zk", "peer"},
-    "sep": {"errors", "defaults", "entrypoints", "files", "wal", "zk", "servername", "peer"},
+    "sep": {"errors", "defaults", "entrypoints", "files", "wal", "zk", "rpc", "servername", "peer"},
     "sinks": {
         "errors",
         "defaults",
@@ -88,6 +90,9 @@ LAYERS: dict[str, set[str]] = {
         "zk",
         "childproc",
         "serial",
+        "rpc",
+        "peer",
+        "replicate",
     },
     "harness": {"errors", "childproc"},
     "scope": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal", "peer"},
@@ -104,7 +109,7 @@ LAYERS: dict[str, set[str]] = {
         "peer",
         "progress",
     },
-    "copy": {"errors", "verify", "progress"},
+    "copy": {"errors", "verify", "progress", "sinks", "thrift", "wal"},
     "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal", "verify", "copy", "peer"},
     "cli": {
         "errors",
@@ -127,6 +132,7 @@ LAYERS: dict[str, set[str]] = {
         "copy",
         "progress",
         "hbaseshell",
+        "rpc",
     },
 }
 

@@ -1,7 +1,9 @@
 """``walship copy``: a first copy of the rows a new peer selects, from the source's Thrift2
 server (the global ``--source-thrift2``) into the peer's ``walship.sink.thrift2`` servers,
-every version with its own timestamp (see :mod:`walship.copy`). Runs in this process;
-``spark_jobs/copy_rows.py`` runs the same splits as Spark tasks.
+read with a raw scan: every version and every delete marker, each with its own type and
+timestamp, so the peer hides what the source hides (see :mod:`walship.copy`). It reads no
+WAL (no ``--wal-root`` needed). Runs in this process; ``spark_jobs/copy_rows.py`` runs the
+same splits as Spark tasks.
 
 The runbook: add the peer (its queues start with the current WALs), copy up to the moment it
 was added (``--until``), ship, then ``walship verify`` shows 0 bad rows.
@@ -15,7 +17,7 @@ import logging
 
 from walship.cli.progress import meter
 from walship.copy import copy, copy_job, until_ms
-from walship.errors import ConfigError, VerifyError
+from walship.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -23,12 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    if not args.wal_root:
-        raise VerifyError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
     job = copy_job(
         zk=args.zk,
         znode_parent=args.znode_parent,
-        wal_root=args.wal_root,
         zk_auth=args.zk_auth,
         source_thrift2=args.source_thrift2 or "",
         peer_id=args.peer,
@@ -52,7 +51,7 @@ def _until(text: str) -> str:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "copy",
-        help="copy the rows a new peer selects from the source into it (every version, its own timestamps)",
+        help="copy the rows a new peer selects from the source into it (every version and delete marker, raw)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -60,6 +59,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--table", action="append", metavar="T", help="a table to copy (repeatable; default: all the peer replicates)"
     )
-    p.add_argument("--until", type=_until, metavar="ISO", help="copy cells with timestamps < this (default: all)")
+    p.add_argument(
+        "--until",
+        type=_until,
+        metavar="ISO",
+        help="copy put cells with timestamps < this (default: all; delete markers: all)",
+    )
     p.add_argument("--json", action="store_true", help="print what was copied as JSON")
     p.set_defaults(func=cmd_copy)

@@ -40,6 +40,7 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
         regionservers=args.regionservers,
         wal_roll_size=args.wal_roll_size,
         roll_order=args.roll_order,
+        master_port=args.master_port,
         wal=WalSettings(
             groups=args.wal_groups,
             checksums=args.wal_checksums,
@@ -129,6 +130,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="also serve Thrift2 (THBaseService) on this port, with the Thrift port's transport, protocol "
         "and TLS options; 0 picks a free port (default: no Thrift2 server)",
+    )
+    start.add_argument(
+        "--master-port",
+        type=port,
+        default=0,
+        help="serve the master's RPC (HBase's MasterService: the replication peer calls) on this port and "
+        "register it in <parent>/master; 0 picks a free port (the default)",
     )
     start.add_argument("--regionservers", type=positive_int, default=3)
     start.add_argument("--wal-roll-size", type=positive_int, default=64 * 1024 * 1024, metavar="BYTES")

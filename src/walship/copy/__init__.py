@@ -2,12 +2,17 @@
 
 A new peer receives only the edits written after its queues exist. ``copy`` fills it with what
 came before: for every table and family the peer selects (REPLICATION_SCOPE 1, its table-cfs
-or namespaces: the shipper's own rule), the source is scanned over its Thrift2 server, one
-split per source region, and every version is put into the peer over its Thrift2 servers
-with its own timestamp, up to ``until`` (exclusive; default: everything). A scan returns no
-delete markers: what they masked is simply not there to copy. Puts with the original
-timestamps make a copy repeatable (a second one changes nothing) and let it overlap with
-shipping: an edit both copied and shipped lands once.
+or namespaces: the shipper's own rule), the source is read over its Thrift2 server with a raw
+scan, one split per source region (:mod:`walship.copy.raw`, as HBase's CopyTable
+``--all.cells``): every put version with a timestamp before ``until`` (exclusive; default:
+everything) and every delete marker, whatever its timestamp, go into the peer over its
+Thrift2 servers, each with its own type and timestamp. So the peer hides what the source
+hides, the later puts with timestamps older than a marker too (shipped or copied, the source
+keeps them masked). Markers are copied whatever their timestamp: one written before the peer
+existed, with a timestamp at or after ``until``, would reach the peer no other way; one written
+since is shipped as well, which changes nothing. Cells with their original timestamps make a
+copy repeatable (a second one changes nothing) and let it overlap with shipping: an edit both
+copied and shipped lands once. A copy reads no WAL: it needs no WAL root.
 
 It plans exactly as ``walship verify`` does (:func:`walship.verify.plan`), so ``walship
 verify`` afterwards compares what was copied. ``spark_jobs/copy_rows.py`` runs the same splits as
@@ -25,10 +30,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from walship.copy.raw import raw_scan, write_rows
 from walship.errors import ConfigError
 from walship.progress import NO_METER, Meter
 from walship.verify import Split, VerifyJob, plan
 from walship.verify.model import LATEST
+from walship.verify.scan import Side
+from walship.wal.model import Cell, CellType
 
 __all__ = [
     "BATCH_BYTES",
@@ -44,26 +52,33 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Rows put into the peer in one ``putMultiple``, and the bytes at which a batch is cut sooner.
+#: Rows written into the peer in one batch (a ``deleteMultiple`` of their markers, then a
+#: ``putMultiple``), and the bytes at which a batch is cut sooner.
 BATCH_ROWS = 500
 BATCH_BYTES = 4 << 20
+
+#: A row and its cells (puts and delete markers), as the raw scan reads them.
+Row = tuple[bytes, list[Cell]]
+_PUT = int(CellType.Put)
 
 
 @dataclass
 class SplitCopied:
-    """What one split copied."""
+    """What one split copied: rows, put cells, delete markers, bytes."""
 
     split: Split
     rows: int = 0
     cells: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    markers: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
             "split": self.split.to_json(),
             "rows": self.rows,
             "cells": self.cells,
+            "markers": self.markers,
             "bytes": self.bytes,
             "seconds": self.seconds,
         }
@@ -71,7 +86,12 @@ class SplitCopied:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SplitCopied:
         return cls(
-            Split.from_json(data["split"]), int(data["rows"]), int(data["cells"]), int(data["bytes"]), data["seconds"]
+            Split.from_json(data["split"]),
+            int(data["rows"]),
+            int(data["cells"]),
+            int(data["bytes"]),
+            data["seconds"],
+            int(data.get("markers", 0)),
         )
 
 
@@ -92,6 +112,10 @@ class CopyResult:
     def cells(self) -> int:
         return sum(s.cells for s in self.splits)
 
+    @property
+    def markers(self) -> int:
+        return sum(s.markers for s in self.splits)
+
     def to_json(self) -> dict[str, Any]:
         tables = sorted({s.split.table for s in self.splits})
         return {
@@ -101,6 +125,7 @@ class CopyResult:
             "splits": len(self.splits),
             "rows": self.rows,
             "cells": self.cells,
+            "markers": self.markers,
             "bytes": sum(s.bytes for s in self.splits),
             "seconds": round(self.seconds, 3),
             "rows_per_s": round(self.rows / self.seconds, 1) if self.seconds > 0 else None,
@@ -110,7 +135,8 @@ class CopyResult:
         doc = self.to_json()
         tables = ", ".join(doc["tables"]) or "no table"
         return (
-            f"copied {doc['rows']:,} row(s), {doc['cells']:,} cell(s) of {tables} into peer {self.peer_id} "
+            f"copied {doc['rows']:,} row(s), {doc['cells']:,} cell(s) and {doc['markers']:,} delete marker(s) "
+            f"of {tables} into peer {self.peer_id} "
             f"({doc['splits']} split(s), {doc['seconds']} s)"
         )
 
@@ -119,15 +145,16 @@ def copy_job(
     *,
     zk: str,
     znode_parent: str,
-    wal_root: str,
     source_thrift2: str,
     peer_id: str,
     tables: Iterable[str] = (),
     until_ms: int = LATEST,
     zk_auth: str | None = None,
+    wal_root: str = "",
 ) -> VerifyJob:
     """The job of a copy: a verify job's plan (the peer's tables and replicated families,
-    one split per source region), every version, timestamps below ``until_ms``."""
+    one split per source region), every put version with a timestamp below ``until_ms``,
+    every delete marker. ``wal_root`` is not read (a copy reads no WAL)."""
     return VerifyJob(
         zk=zk,
         znode_parent=znode_parent,
@@ -159,8 +186,8 @@ def until_ms(text: str | None, what: str = "--until") -> int:
     return math.floor(value.timestamp() * 1000)
 
 
-def _size(row: bytes, cells: dict[tuple[bytes, bytes, int], bytes]) -> int:
-    return sum(len(row) + len(f) + len(q) + len(v) + 8 for (f, q, _ts), v in cells.items())
+def _size(row: bytes, cells: list[Cell]) -> int:
+    return sum(len(row) + len(c.family) + len(c.qualifier) + len(c.value) + 8 for c in cells)
 
 
 def copy_split(
@@ -171,16 +198,19 @@ def copy_split(
     batch_bytes: int = BATCH_BYTES,
     progress: Callable[[int, int], None] | None = None,
 ) -> SplitCopied:
-    """Copy one split: scan it on the source, put every row into the peer in batches (one
-    batch being put while the next is read).
+    """Copy one split: read it from the source with a raw scan, write every row into the peer
+    in batches (one batch being written while the next is read): its delete markers, then its
+    puts with timestamps below the job's ``end_ms``.
 
-    :param progress: called with (rows, bytes) after each batch is put.
+    :param progress: called with (rows, bytes) after each batch is written.
+    :raises VerifyError: a side refused (an unknown family), or a cell of an unknown type.
     :raises VerifyUnavailableError: a side's servers do not answer (nothing is left half
         written that a second copy would not write again).
     """
     began = time.monotonic()
     out = SplitCopied(split)
-    versions = dict(split.families)
+    families = [f for f, _versions in split.families]
+    until = job.end_ms
     with (
         job.source_side() as source,
         job.peer_side() as peer,
@@ -188,16 +218,20 @@ def copy_split(
     ):
         in_flight: Future[None] | None = None
 
-        def put(batch: list[tuple[bytes, dict[tuple[bytes, bytes, int], bytes]]], size: int) -> None:
+        def put(batch: list[Row], size: int) -> None:
             nonlocal in_flight
             if in_flight is not None:
                 in_flight.result()  # one batch in flight at most; its error stops the copy here
-            in_flight = putter.submit(_put, peer, split.table, batch, size, out, progress) if batch else None
+            in_flight = putter.submit(_write, peer, split.table, batch, size, out, progress) if batch else None
 
         for start, stop in split.ranges:
-            batch: list[tuple[bytes, dict[tuple[bytes, bytes, int], bytes]]] = []
+            batch: list[Row] = []
             size = 0
-            for row, cells in source.scan(split.table, start, stop, versions, job.start_ms, job.end_ms):
+            for row, cells in raw_scan(source, split.table, start, stop, families, job.start_ms):
+                if until != LATEST:
+                    cells = [c for c in cells if c.type != _PUT or c.timestamp < until]
+                    if not cells:
+                        continue
                 batch.append((row, cells))
                 size += _size(row, cells)
                 if len(batch) >= batch_rows or size >= batch_bytes:
@@ -206,23 +240,32 @@ def copy_split(
             put(batch, size)
         put([], 0)
     out.seconds = round(time.monotonic() - began, 3)
-    log.info("%s: copied %d row(s), %d cell(s) into peer %s", split.describe(), out.rows, out.cells, job.peer_id)
+    log.info(
+        "%s: copied %d row(s), %d cell(s), %d delete marker(s) into peer %s",
+        split.describe(),
+        out.rows,
+        out.cells,
+        out.markers,
+        job.peer_id,
+    )
     return out
 
 
-def _put(
-    peer: Any,
+def _write(
+    peer: Side,
     table: str,
-    batch: list[tuple[bytes, dict[tuple[bytes, bytes, int], bytes]]],
+    batch: list[Row],
     size: int,
     out: SplitCopied,
     progress: Callable[[int, int], None] | None,
 ) -> None:
     if not batch:
         return
-    peer.put_rows(table, batch)
+    write_rows(peer, table, batch)
+    puts = sum(1 for _, cells in batch for c in cells if c.type == _PUT)
     out.rows += len(batch)
-    out.cells += sum(len(cells) for _, cells in batch)
+    out.cells += puts
+    out.markers += sum(len(cells) for _, cells in batch) - puts
     out.bytes += size
     if progress is not None:
         progress(len(batch), size)

@@ -170,13 +170,23 @@ class MiniCluster:
         )
 
     def _on_peers(self, children: list[str]) -> None:
+        self.refresh_peers(children)
+
+    def refresh_peers(self, children: list[str] | None = None) -> None:
         """A peer was added: enqueue every live server's current WAL for it, as HBase's
-        ReplicationSourceManager does when a peer is added."""
-        new = set(children) - self._known_peers
-        self._known_peers = set(children)
-        if not new:
-            return
+        ReplicationSourceManager does when a peer is added. Called by the master's peer
+        procedures before they finish (HBase's RefreshPeerProcedure on every region server),
+        and on a ZooKeeper watch for peers written behind the master (``children``: the peers
+        it saw; ``None``: read them now)."""
         with self.lock:
+            if children is None:
+                if self.zk is None:
+                    return
+                children = self.zk.get_children(self.layout.peers)
+            new = set(children) - self._known_peers
+            self._known_peers = set(children)
+            if not new:
+                return
             for rs in self.live_servers():
                 if rs.zk is not None:
                     for wal in rs.wal_names:
@@ -423,9 +433,11 @@ class MiniCluster:
         reverse: bool = False,
         row_filter: Filter | None = None,
         chunk: int = 500,
+        raw: bool = False,
     ) -> Iterator[tuple[bytes, list[VisibleCell]]]:
-        """Rows in key order (or reversed) with their visible cells, after the filter. The
-        table and the families are checked now, the rows read as the iterator is consumed."""
+        """Rows in key order (or reversed) with their visible cells (``raw``: every put version
+        and the delete markers, as HBase's raw scan), after the filter. The table and the
+        families are checked now, the rows read as the iterator is consumed."""
         max_versions = self._readable(table, columns)
         return scan_rows(
             self._store(),
@@ -440,6 +452,7 @@ class MiniCluster:
             reverse=reverse,
             row_filter=row_filter,
             chunk=chunk,
+            raw=raw,
         )
 
     # -- info ----------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ class MiniClusterProcess:
         thrift_port: int = 0,
         admin_port: int = 0,
         thrift2_port: int | None = 0,
+        master_port: int = 0,
         thrift_transport: str | None = None,
         thrift_protocol: str | None = None,
         thrift_ssl_cert: str | Path | None = None,
@@ -63,6 +64,8 @@ class MiniClusterProcess:
     ) -> None:
         """:param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free
             one, the default; ``None``: no Thrift2 server).
+        :param master_port: serve the master's RPC (HBase's ``MasterService``) on this port
+            (0: a free one, the default); it registers in ``<parent>/master``.
         :param thrift_transport: ``buffered`` or ``framed``: the only transport the Thrift
             ports accept (default: both).
         :param thrift_protocol: ``binary`` or ``compact``: the only protocol it accepts
@@ -89,6 +92,7 @@ class MiniClusterProcess:
         self.thrift_port = thrift_port
         self.admin_port = admin_port
         self.thrift2_port = thrift2_port
+        self.master_port = master_port
         self.thrift_transport = thrift_transport
         self.thrift_protocol = thrift_protocol
         self.thrift_ssl_cert = thrift_ssl_cert
@@ -124,6 +128,11 @@ class MiniClusterProcess:
         return str(self.ready["admin"])
 
     @property
+    def master(self) -> str:
+        """The master's RPC address, ``host:port`` (what ``<parent>/master`` names)."""
+        return str(self.ready["master"])
+
+    @property
     def cluster_id(self) -> str:
         return str(self.ready["cluster_id"])
 
@@ -134,6 +143,7 @@ class MiniClusterProcess:
             "--name", self.name, "--data-dir", str(self.data_dir), "--zk", self.zk,
             "--znode-parent", self.znode_parent, "--thrift-port", str(self.thrift_port),
             "--admin-port", str(self.admin_port), "--regionservers", str(self.regionservers),
+            "--master-port", str(self.master_port),
         ]  # fmt: skip
         if self.thrift2_port is not None:
             cmd += ["--thrift2-port", str(self.thrift2_port)]
@@ -182,6 +192,7 @@ class MiniClusterProcess:
         if self.thrift2_port is not None:
             self.thrift2_port = self.thrift2[1]
         self.admin_port = int(self.admin.rsplit(":", 1)[1])
+        self.master_port = int(self.master.rsplit(":", 1)[1])
         return self
 
     def stop(self, timeout: float = 60.0) -> int:

@@ -3,7 +3,9 @@
 The Thrift port serves every transport and protocol unless told one (HBase's ``-f`` and
 ``-c``), and TLS when given a certificate (HBase's ``hbase.thrift.ssl.enabled``). With a
 Thrift2 port, HBase's second Thrift service (``THBaseService``) is served there too, on the
-same cluster and with the same transport, protocol and TLS options.
+same cluster and with the same transport, protocol and TLS options. The master's RPC
+(:mod:`walship.minicluster.master`) is served on the master port and registered in
+``<parent>/master`` before the ready line, and unregistered first on the way out.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from walship.errors import BadRequestError
 from walship.minicluster.admin import AdminServer
 from walship.minicluster.cluster import MiniCluster
+from walship.minicluster.master import MasterServer
 from walship.minicluster.regionserver import WalSettings
 from walship.minicluster.thrift import HbaseHandler, ThriftServer, server_tls_context
 from walship.minicluster.thrift2 import THBaseHandler
@@ -106,6 +109,7 @@ def run_minicluster(
     thrift_ssl_key: Path | None = None,
     roll_order: str = "default",
     wal: WalSettings | None = None,
+    master_port: int = 0,
 ) -> int:
     """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly.
 
@@ -118,7 +122,9 @@ def run_minicluster(
     :param thrift_ssl_key: the certificate's private key (PEM).
     :param roll_order: ``default``, or ``hbase`` to roll in HBase's order (see :mod:`walship.minicluster.cluster`).
     :param wal: how the region servers write their WALs (multiwal, checksum files, compression).
+    :param master_port: serve the master's RPC (``MasterService``) on this port (0: a free one).
     :raises ConfigError: bad Thrift options (checked before anything starts).
+    :raises MiniClusterError: the master's port cannot be bound.
     """
     tls = server_tls_context(thrift_ssl_cert, thrift_ssl_key)
     ThriftServer.check_modes(thrift_transport, thrift_protocol)
@@ -134,6 +140,12 @@ def run_minicluster(
         wal=wal,
     )
     cluster.start()
+    try:
+        master = MasterServer(cluster, host, master_port)
+        master.start()
+    except BaseException:
+        cluster.stop()
+        raise
     thrift = ThriftServer(
         HbaseHandler(cluster), host, thrift_port, transport=thrift_transport, protocol=thrift_protocol, tls=tls
     )
@@ -157,6 +169,7 @@ def run_minicluster(
         "thrift": _address(thrift.address),
         "thrift2": _address(thrift2.address) if thrift2 is not None else None,
         "admin": _address(admin.address),
+        "master": master.address.address,
     }
     thrift.start()
     if thrift2 is not None:
@@ -179,6 +192,7 @@ def run_minicluster(
         "thrift_modes": thrift.modes,
         "thrift_tls": tls is not None,
         "admin": _address(admin.address),
+        "master": master.address.address,
         "zk": zk,
         "znode_parent": znode_parent,
         "data_dir": str(cluster.data_dir),
@@ -189,6 +203,7 @@ def run_minicluster(
         while not stop.wait(0.5):
             pass
     finally:
+        master.stop()
         servers.stop_all()
         admin.stop()
         cluster.stop()

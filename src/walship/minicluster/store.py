@@ -8,7 +8,9 @@ delete marker. Reads resolve visibility as HBase's ScanQueryMatcher does:
 * ``DeleteColumn`` at T masks every version of the column with timestamp <= T;
 * ``Delete`` at T masks the column's version at exactly T;
 
-then the newest visible versions are returned, at most the family's ``max_versions``.
+then the newest visible versions are returned, at most the family's ``max_versions``. A raw
+scan reads the cells as they are kept (:meth:`Store.stored`; see
+:func:`walship.minicluster.reads.raw_cells`).
 """
 
 from __future__ import annotations
@@ -71,10 +73,14 @@ class Region:
 
 @dataclass(frozen=True)
 class VisibleCell:
+    """A cell a read returns: a put, or in a raw scan a delete marker too (``type``: HBase's
+    ``Cell.Type`` code, as :class:`~walship.wal.model.CellType`; a marker's value is empty)."""
+
     family: bytes
     qualifier: bytes
     timestamp: int
     value: bytes
+    type: int = int(CellType.Put)
 
 
 class Store:
@@ -277,20 +283,38 @@ class Store:
         :param max_ts: exclusive upper bound of the time range, as Thrift's ``*Ts`` calls use.
         :param min_ts: inclusive lower bound of the time range (HBase's ``TimeRange``).
         """
+        cells, markers = self.stored(table, row, with_markers=False)
+        return _visible(cells, markers, columns, max_versions, versions, (min_ts, max_ts)) if cells else []
+
+    def stored(
+        self, table: bytes, row: bytes, *, with_markers: bool = True
+    ) -> tuple[list[tuple[bytes, bytes, int, bytes]], list[tuple[bytes, bytes, int, int]]]:
+        """A row as it is kept: its put cells ``(family, qualifier, ts, value)`` by family and
+        qualifier, newest first, and its delete markers ``(family, qualifier, ts, type)``
+        (``with_markers=False``: none when the row has no put cell)."""
         conn = self._conn()
         cells = conn.execute(
             "SELECT family, qualifier, ts, value FROM cells WHERE tbl=? AND row=? ORDER BY family, qualifier, ts DESC",
             (table, row),
         ).fetchall()
-        if not cells:
-            return []
+        if not cells and not with_markers:
+            return [], []
         markers = conn.execute("SELECT family, qualifier, ts, type FROM markers WHERE tbl=? AND row=?", (table, row))
-        return _visible(cells, markers.fetchall(), columns, max_versions, versions, (min_ts, max_ts))
+        return cells, markers.fetchall()
 
     def rows_in_range(
-        self, table: bytes, start: bytes, stop: bytes, *, reverse: bool = False, after: bytes | None = None, limit: int
+        self,
+        table: bytes,
+        start: bytes,
+        stop: bytes,
+        *,
+        reverse: bool = False,
+        after: bytes | None = None,
+        limit: int,
+        markers: bool = False,
     ) -> list[bytes]:
-        """Row keys with cells in [start, stop) (reverse: (stop, start]), after a resume key."""
+        """Row keys with cells in [start, stop) (reverse: (stop, start]), after a resume key
+        (``markers``: rows with only delete markers too, as a raw scan reads them)."""
         conn = self._conn()
         clauses = ["tbl=?"]
         params: list[object] = [table]
@@ -303,7 +327,12 @@ class Store:
         if after is not None:
             clauses.append(f"row{past}?")
             params.append(after)
-        sql = f"SELECT DISTINCT row FROM cells WHERE {' AND '.join(clauses)} ORDER BY row {order} LIMIT ?"
+        where = " AND ".join(clauses)
+        sql = f"SELECT DISTINCT row FROM cells WHERE {where}"
+        if markers:
+            sql += f" UNION SELECT row FROM markers WHERE {where}"
+            params += params
+        sql += f" ORDER BY row {order} LIMIT ?"
         params.append(limit)
         return [bytes(r[0]) for r in conn.execute(sql, params)]
 

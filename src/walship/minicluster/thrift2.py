@@ -4,7 +4,9 @@ The same cluster as the Thrift1 handler: the same store and WALs, so happybase s
 Thrift2 writes and the other way round. Writes keep what Thrift2 can say and Thrift1 cannot:
 per-cell timestamps and the four delete types, each landing in the WAL with its own type and
 timestamp (see :mod:`walship.minicluster.thrift2_convert` and :class:`RowEdit`). The
-``_cs.id`` attribute of a mutation sets the cluster ids of its WAL entry.
+``_cs.id`` attribute of a mutation sets the cluster ids of its WAL entry. A ``TScan`` whose
+``_raw_`` attribute is true (``b"\\xff"``, as ``Scan.setRaw(true)`` sets it) is raw, as on HBase:
+every put version, masked or not, and the delete markers, each ``TColumnValue`` with its type.
 
 Errors are raised as HBase's Thrift2 server raises them: ``TIOError`` with the message of
 the failure (naming the table, family or row), ``TIllegalArgument`` for an unknown scanner id.
@@ -237,6 +239,7 @@ class THBaseHandler:
             min_ts=read.min_ts,
             reverse=spec.reverse,
             row_filter=read.row_filter,
+            raw=spec.raw,
         )
         if spec.limit is not None:
             rows = itertools.islice(rows, spec.limit)

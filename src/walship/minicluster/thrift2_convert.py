@@ -24,6 +24,7 @@ from walship.thrift.hbase2 import hbase2
 from walship.wal import Cell, CellType
 
 __all__ = [
+    "RAW_ATTRIBUTE",
     "ReadSpec",
     "ScanSpec",
     "cluster_ids",
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 Columns = dict[bytes, set[bytes] | None]
+#: HBase's ``Scan.RAW_ATTR``: a scan with this attribute true is raw
+RAW_ATTRIBUTE = b"_raw_"
 
 #: descriptor key -> the Thrift2 enum its value (an HBase name) belongs to
 _ENUM_SETTINGS: Mapping[str, Any] = {
@@ -116,12 +119,16 @@ class ReadSpec:
 
 @dataclass(frozen=True)
 class ScanSpec:
+    """What a ``TScan`` reads: its rows, order, limits, and whether it is raw (every put
+    version and the delete markers, none masked)."""
+
     start: bytes
     stop: bytes
     reverse: bool
     limit: int | None
     batch: int | None
     read: ReadSpec
+    raw: bool = False
 
 
 def _columns(tcolumns: Sequence[Any] | None) -> Columns | None:
@@ -180,9 +187,23 @@ def get_spec(tget: Any) -> ReadSpec:
     return ReadSpec(_columns(tget.columns), _versions(tget.maxVersions, 1), min_ts, max_ts, _filter(tget.filterString))
 
 
+def _raw(attributes: Mapping[bytes, bytes] | None) -> bool:
+    """HBase's ``Scan.isRaw``: the ``_raw_`` attribute read by ``Bytes.toBoolean`` (one byte,
+    true unless 0; ``scanFromThrift`` copies a ``TScan``'s attributes onto the ``Scan``)."""
+    value = (attributes or {}).get(RAW_ATTRIBUTE)
+    if value is None:
+        return False
+    if len(value) != 1:
+        raise BadRequestError(
+            f"TScan attribute {RAW_ATTRIBUTE.decode()}: a boolean is one byte (0: false), got {len(value)} byte(s)"
+        )
+    return value != b"\x00"
+
+
 def scan_spec(tscan: Any) -> ScanSpec:
     """``scanFromThrift``: start inclusive, stop exclusive (reversed: from start down to
-    stop); ``limit`` rows at most when > 0; ``batchSize`` cells per result at most."""
+    stop); ``limit`` rows at most when > 0; ``batchSize`` cells per result at most; raw when
+    its ``_raw_`` attribute says so."""
     min_ts, max_ts = _time_range(tscan.timeRange)
     if tscan.batchSize is not None and tscan.batchSize < 0:
         raise BadRequestError(f"TScan.batchSize must be >= 0, got {tscan.batchSize}")
@@ -196,15 +217,15 @@ def scan_spec(tscan: Any) -> ScanSpec:
         limit=tscan.limit if tscan.limit is not None and tscan.limit > 0 else None,
         batch=tscan.batchSize or None,
         read=read,
+        raw=_raw(tscan.attributes),
     )
 
 
 def result(row: bytes, cells: Sequence[VisibleCell], *, partial: bool = False) -> Any:
-    """``resultFromHBase``: an empty result has no row."""
+    """``resultFromHBase``: every cell with its type (a raw scan's delete markers too); an
+    empty result has no row."""
     values = [
-        hbase2.TColumnValue(
-            family=c.family, qualifier=c.qualifier, value=c.value, timestamp=c.timestamp, type=int(CellType.Put)
-        )
+        hbase2.TColumnValue(family=c.family, qualifier=c.qualifier, value=c.value, timestamp=c.timestamp, type=c.type)
         for c in cells
     ]
     return hbase2.TResult(row=row if cells else None, columnValues=values, stale=False, partial=partial)

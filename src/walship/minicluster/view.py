@@ -1,20 +1,25 @@
-"""What the split-out parts of the minicluster (placement, the info report) read and change of
-a cluster: a protocol the :class:`~walship.minicluster.cluster.MiniCluster` satisfies, so that
-they need neither the class nor its module (no import runs back up to it)."""
+"""What the split-out parts of the minicluster (placement, the info report, the master's peer
+procedures) read and change of a cluster: protocols the
+:class:`~walship.minicluster.cluster.MiniCluster` satisfies, so that they need neither the
+class nor its module (no import runs back up to it)."""
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+from kazoo.client import KazooClient
 
 from walship.minicluster.meta import Meta
 from walship.minicluster.regionserver import RegionServer
-from walship.minicluster.store import Store
+from walship.minicluster.store import Store, VisibleCell
 from walship.zk import ZnodeLayout
 
-__all__ = ["ClusterView"]
+__all__ = ["ClusterView", "MasterView"]
 
 log = logging.getLogger(__name__)
 
@@ -43,3 +48,30 @@ class ClusterView(Protocol):
     def server(self, name: str) -> RegionServer: ...
 
     def wal_files(self) -> dict[str, list[str]]: ...
+
+
+class MasterView(ClusterView, Protocol):
+    """What the master's peer procedures use of a cluster besides :class:`ClusterView`."""
+
+    #: the cluster's own ZooKeeper session (the master's writes and its registration)
+    zk: KazooClient | None
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]:
+        """The cluster's lock: held by writes, rolls and region moves."""
+        ...
+
+    def refresh_peers(self, children: list[str] | None = None) -> None:
+        """Every region server takes the peers as they are now (enqueues its current WALs
+        for a new one)."""
+        ...
+
+    def scan(
+        self,
+        table: bytes,
+        *,
+        columns: dict[bytes, set[bytes] | None] | None = None,
+        versions: int = 1,
+    ) -> Iterator[tuple[bytes, list[VisibleCell]]]:
+        """Rows with their visible cells (``hbase:meta`` too)."""
+        ...

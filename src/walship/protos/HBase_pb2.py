@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1awalship/protos/HBase.proto\x12\x08hbase.pb\"1\n\tTableName\x12\x11\n\tnamespace\x18\x01 \x02(\x0c\x12\x11\n\tqualifier\x18\x02 \x02(\x0c\"5\n\x04UUID\x12\x16\n\x0eleast_sig_bits\x18\x01 \x02(\x04\x12\x15\n\rmost_sig_bits\x18\x02 \x02(\x04\"A\n\nServerName\x12\x11\n\thost_name\x18\x01 \x02(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x12\n\nstart_code\x18\x03 \x01(\x04\"-\n\x0eNameStringPair\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"/\n\x0e\x42ytesBytesPair\x12\r\n\x05\x66irst\x18\x01 \x02(\x0c\x12\x0e\n\x06second\x18\x02 \x02(\x0c\",\n\rNameBytesPair\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x01(\x0c')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1awalship/protos/HBase.proto\x12\x08hbase.pb\"1\n\tTableName\x12\x11\n\tnamespace\x18\x01 \x02(\x0c\x12\x11\n\tqualifier\x18\x02 \x02(\x0c\"5\n\x04UUID\x12\x16\n\x0eleast_sig_bits\x18\x01 \x02(\x04\x12\x15\n\rmost_sig_bits\x18\x02 \x02(\x04\"A\n\nServerName\x12\x11\n\thost_name\x18\x01 \x02(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x12\n\nstart_code\x18\x03 \x01(\x04\"-\n\x0eNameStringPair\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"/\n\x0e\x42ytesBytesPair\x12\r\n\x05\x66irst\x18\x01 \x02(\x0c\x12\x0e\n\x06second\x18\x02 \x02(\x0c\",\n\rNameBytesPair\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\"\x9d\x01\n\x0bVersionInfo\x12\x0f\n\x07version\x18\x01 \x02(\t\x12\x0b\n\x03url\x18\x02 \x02(\t\x12\x10\n\x08revision\x18\x03 \x02(\t\x12\x0c\n\x04user\x18\x04 \x02(\t\x12\x0c\n\x04\x64\x61te\x18\x05 \x02(\t\x12\x14\n\x0csrc_checksum\x18\x06 \x02(\t\x12\x15\n\rversion_major\x18\x07 \x01(\r\x12\x15\n\rversion_minor\x18\x08 \x01(\r')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,4 +43,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BYTESBYTESPAIR']._serialized_end=307
   _globals['_NAMEBYTESPAIR']._serialized_start=309
   _globals['_NAMEBYTESPAIR']._serialized_end=353
+  _globals['_VERSIONINFO']._serialized_start=356
+  _globals['_VERSIONINFO']._serialized_end=513
 # @@protoc_insertion_point(module_scope)

@@ -154,3 +154,47 @@ class NameBytesPair(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NameBytesPair: _TypeAlias = NameBytesPair  # noqa: Y015
+
+@_typing.final
+class VersionInfo(_message.Message):
+    """The version a client or server runs (``VersionInfoUtil``): HBase's master starts a peer
+    procedure behind a latch for a client without one, or older than 2.0.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    DATE_FIELD_NUMBER: _builtins.int
+    SRC_CHECKSUM_FIELD_NUMBER: _builtins.int
+    VERSION_MAJOR_FIELD_NUMBER: _builtins.int
+    VERSION_MINOR_FIELD_NUMBER: _builtins.int
+    version: _builtins.str
+    url: _builtins.str
+    revision: _builtins.str
+    user: _builtins.str
+    date: _builtins.str
+    src_checksum: _builtins.str
+    version_major: _builtins.int
+    version_minor: _builtins.int
+    def __init__(
+        self,
+        *,
+        version: _builtins.str | None = ...,
+        url: _builtins.str | None = ...,
+        revision: _builtins.str | None = ...,
+        user: _builtins.str | None = ...,
+        date: _builtins.str | None = ...,
+        src_checksum: _builtins.str | None = ...,
+        version_major: _builtins.int | None = ...,
+        version_minor: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["date", b"date", "revision", b"revision", "src_checksum", b"src_checksum", "url", b"url", "user", b"user", "version", b"version", "version_major", b"version_major", "version_minor", b"version_minor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["date", b"date", "revision", b"revision", "src_checksum", b"src_checksum", "url", b"url", "user", b"user", "version", b"version", "version_major", b"version_major", "version_minor", b"version_minor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VersionInfo: _TypeAlias = VersionInfo  # noqa: Y015

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from walship.protos import HBase_pb2 as walship_dot_protos_dot_HBase__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18walship/protos/RPC.proto\x12\x08hbase.pb\x1a\x1awalship/protos/HBase.proto\"<\n\x0fUserInformation\x12\x16\n\x0e\x65\x66\x66\x65\x63tive_user\x18\x01 \x02(\t\x12\x11\n\treal_user\x18\x02 \x01(\t\"\xf1\x01\n\x10\x43onnectionHeader\x12,\n\tuser_info\x18\x01 \x01(\x0b\x32\x19.hbase.pb.UserInformation\x12\x14\n\x0cservice_name\x18\x02 \x01(\t\x12\x1e\n\x16\x63\x65ll_block_codec_class\x18\x03 \x01(\t\x12#\n\x1b\x63\x65ll_block_compressor_class\x18\x04 \x01(\t\x12(\n rpc_crypto_cipher_transformation\x18\x06 \x01(\t\x12*\n\tattribute\x18\x07 \x03(\x0b\x32\x17.hbase.pb.NameBytesPair\"\x1f\n\rCellBlockMeta\x12\x0e\n\x06length\x18\x01 \x01(\r\"\x97\x01\n\x11\x45xceptionResponse\x12\x1c\n\x14\x65xception_class_name\x18\x01 \x01(\t\x12\x13\n\x0bstack_trace\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x0c\n\x04port\x18\x04 \x01(\x05\x12\x14\n\x0c\x64o_not_retry\x18\x05 \x01(\x08\x12\x19\n\x11server_overloaded\x18\x06 \x01(\x08\"\xcd\x01\n\rRequestHeader\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\r\x12\x13\n\x0bmethod_name\x18\x03 \x01(\t\x12\x15\n\rrequest_param\x18\x04 \x01(\x08\x12\x30\n\x0f\x63\x65ll_block_meta\x18\x05 \x01(\x0b\x32\x17.hbase.pb.CellBlockMeta\x12\x10\n\x08priority\x18\x06 \x01(\r\x12\x0f\n\x07timeout\x18\x07 \x01(\r\x12*\n\tattribute\x18\x08 \x03(\x0b\x32\x17.hbase.pb.NameBytesPair\"\x83\x01\n\x0eResponseHeader\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\r\x12.\n\texception\x18\x02 \x01(\x0b\x32\x1b.hbase.pb.ExceptionResponse\x12\x30\n\x0f\x63\x65ll_block_meta\x18\x03 \x01(\x0b\x32\x17.hbase.pb.CellBlockMeta')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18walship/protos/RPC.proto\x12\x08hbase.pb\x1a\x1awalship/protos/HBase.proto\"<\n\x0fUserInformation\x12\x16\n\x0e\x65\x66\x66\x65\x63tive_user\x18\x01 \x02(\t\x12\x11\n\treal_user\x18\x02 \x01(\t\"\x9e\x02\n\x10\x43onnectionHeader\x12,\n\tuser_info\x18\x01 \x01(\x0b\x32\x19.hbase.pb.UserInformation\x12\x14\n\x0cservice_name\x18\x02 \x01(\t\x12\x1e\n\x16\x63\x65ll_block_codec_class\x18\x03 \x01(\t\x12#\n\x1b\x63\x65ll_block_compressor_class\x18\x04 \x01(\t\x12+\n\x0cversion_info\x18\x05 \x01(\x0b\x32\x15.hbase.pb.VersionInfo\x12(\n rpc_crypto_cipher_transformation\x18\x06 \x01(\t\x12*\n\tattribute\x18\x07 \x03(\x0b\x32\x17.hbase.pb.NameBytesPair\"\x1f\n\rCellBlockMeta\x12\x0e\n\x06length\x18\x01 \x01(\r\"\x97\x01\n\x11\x45xceptionResponse\x12\x1c\n\x14\x65xception_class_name\x18\x01 \x01(\t\x12\x13\n\x0bstack_trace\x18\x02 \x01(\t\x12\x10\n\x08hostname\x18\x03 \x01(\t\x12\x0c\n\x04port\x18\x04 \x01(\x05\x12\x14\n\x0c\x64o_not_retry\x18\x05 \x01(\x08\x12\x19\n\x11server_overloaded\x18\x06 \x01(\x08\"\xcd\x01\n\rRequestHeader\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\r\x12\x13\n\x0bmethod_name\x18\x03 \x01(\t\x12\x15\n\rrequest_param\x18\x04 \x01(\x08\x12\x30\n\x0f\x63\x65ll_block_meta\x18\x05 \x01(\x0b\x32\x17.hbase.pb.CellBlockMeta\x12\x10\n\x08priority\x18\x06 \x01(\r\x12\x0f\n\x07timeout\x18\x07 \x01(\r\x12*\n\tattribute\x18\x08 \x03(\x0b\x32\x17.hbase.pb.NameBytesPair\"\x83\x01\n\x0eResponseHeader\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\r\x12.\n\texception\x18\x02 \x01(\x0b\x32\x1b.hbase.pb.ExceptionResponse\x12\x30\n\x0f\x63\x65ll_block_meta\x18\x03 \x01(\x0b\x32\x17.hbase.pb.CellBlockMeta')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,13 +35,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_USERINFORMATION']._serialized_start=66
   _globals['_USERINFORMATION']._serialized_end=126
   _globals['_CONNECTIONHEADER']._serialized_start=129
-  _globals['_CONNECTIONHEADER']._serialized_end=370
-  _globals['_CELLBLOCKMETA']._serialized_start=372
-  _globals['_CELLBLOCKMETA']._serialized_end=403
-  _globals['_EXCEPTIONRESPONSE']._serialized_start=406
-  _globals['_EXCEPTIONRESPONSE']._serialized_end=557
-  _globals['_REQUESTHEADER']._serialized_start=560
-  _globals['_REQUESTHEADER']._serialized_end=765
-  _globals['_RESPONSEHEADER']._serialized_start=768
-  _globals['_RESPONSEHEADER']._serialized_end=899
+  _globals['_CONNECTIONHEADER']._serialized_end=415
+  _globals['_CELLBLOCKMETA']._serialized_start=417
+  _globals['_CELLBLOCKMETA']._serialized_end=448
+  _globals['_EXCEPTIONRESPONSE']._serialized_start=451
+  _globals['_EXCEPTIONRESPONSE']._serialized_end=602
+  _globals['_REQUESTHEADER']._serialized_start=605
+  _globals['_REQUESTHEADER']._serialized_end=810
+  _globals['_RESPONSEHEADER']._serialized_start=813
+  _globals['_RESPONSEHEADER']._serialized_end=944
 # @@protoc_insertion_point(module_scope)

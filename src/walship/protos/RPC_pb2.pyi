@@ -53,6 +53,7 @@ class ConnectionHeader(_message.Message):
     SERVICE_NAME_FIELD_NUMBER: _builtins.int
     CELL_BLOCK_CODEC_CLASS_FIELD_NUMBER: _builtins.int
     CELL_BLOCK_COMPRESSOR_CLASS_FIELD_NUMBER: _builtins.int
+    VERSION_INFO_FIELD_NUMBER: _builtins.int
     RPC_CRYPTO_CIPHER_TRANSFORMATION_FIELD_NUMBER: _builtins.int
     ATTRIBUTE_FIELD_NUMBER: _builtins.int
     service_name: _builtins.str
@@ -62,6 +63,8 @@ class ConnectionHeader(_message.Message):
     @_builtins.property
     def user_info(self) -> Global___UserInformation: ...
     @_builtins.property
+    def version_info(self) -> _HBase_pb2.VersionInfo: ...
+    @_builtins.property
     def attribute(self) -> _containers.RepeatedCompositeFieldContainer[_HBase_pb2.NameBytesPair]: ...
     def __init__(
         self,
@@ -70,12 +73,13 @@ class ConnectionHeader(_message.Message):
         service_name: _builtins.str | None = ...,
         cell_block_codec_class: _builtins.str | None = ...,
         cell_block_compressor_class: _builtins.str | None = ...,
+        version_info: _HBase_pb2.VersionInfo | None = ...,
         rpc_crypto_cipher_transformation: _builtins.str | None = ...,
         attribute: _abc.Iterable[_HBase_pb2.NameBytesPair] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["cell_block_codec_class", b"cell_block_codec_class", "cell_block_compressor_class", b"cell_block_compressor_class", "rpc_crypto_cipher_transformation", b"rpc_crypto_cipher_transformation", "service_name", b"service_name", "user_info", b"user_info"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cell_block_codec_class", b"cell_block_codec_class", "cell_block_compressor_class", b"cell_block_compressor_class", "rpc_crypto_cipher_transformation", b"rpc_crypto_cipher_transformation", "service_name", b"service_name", "user_info", b"user_info", "version_info", b"version_info"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attribute", b"attribute", "cell_block_codec_class", b"cell_block_codec_class", "cell_block_compressor_class", b"cell_block_compressor_class", "rpc_crypto_cipher_transformation", b"rpc_crypto_cipher_transformation", "service_name", b"service_name", "user_info", b"user_info"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attribute", b"attribute", "cell_block_codec_class", b"cell_block_codec_class", "cell_block_compressor_class", b"cell_block_compressor_class", "rpc_crypto_cipher_transformation", b"rpc_crypto_cipher_transformation", "service_name", b"service_name", "user_info", b"user_info", "version_info", b"version_info"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

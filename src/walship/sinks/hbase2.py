@@ -35,14 +35,14 @@ from walship.sinks.pooled import PooledSink
 from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
 from walship.thrift.encoded import EncodedCall, encode_call, encode_put_multiple
 from walship.thrift.hbase2 import hbase2
-from walship.wal.model import CellType
+from walship.wal.model import Cell, CellType
 
 try:  # the compiled put rows (an optional ext-module; the Python code below otherwise)
     from walship.sinks import _fastpath
 except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
     _fastpath = None  # type: ignore[assignment]
 
-__all__ = ["Thrift2Sink"]
+__all__ = ["Thrift2Sink", "delete_column"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,21 @@ def _compiled_puts(
             return i
         yield call
         call = open_calls[0] = _Call(table, False, attributes)
+
+
+def delete_column(cell: Cell) -> tuple[int, Any]:
+    """A delete marker as Thrift2 says it (the sink's mapping, shared with ``walship copy``):
+    its ``TDeleteType`` and its ``TColumn`` (the family, the qualifier of a column's delete,
+    the marker's own timestamp).
+
+    :raises KeyError: ``cell`` is a put.
+    """
+    column = hbase2.TColumn(
+        family=cell.family,
+        qualifier=cell.qualifier if cell.type in _WITH_QUALIFIER else None,
+        timestamp=cell.timestamp,
+    )
+    return _DELETE_TYPES[cell.type], column
 
 
 def _flush(open_calls: list[_Call | None]) -> Iterator[_Call]:
@@ -215,12 +230,7 @@ class Thrift2Sink(PooledSink):
                         last = (cell.row, [cell])
                         call.mutations.append(last)
                 else:
-                    delete_type = _DELETE_TYPES[cell.type]
-                    column = hbase2.TColumn(
-                        family=cell.family,
-                        qualifier=cell.qualifier if cell.type in _WITH_QUALIFIER else None,
-                        timestamp=cell.timestamp,
-                    )
+                    delete_type, column = delete_column(cell)
                     if last is not None and last.row == cell.row and last.deleteType == delete_type:
                         last.columns.append(column)
                     else:

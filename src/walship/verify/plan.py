@@ -40,6 +40,7 @@ _SCOPE_GLOBAL = 1
 class VerifyJob:
     """Everything a split needs, passed as JSON to Spark executors: where the source's
     state, WALs and Thrift2 servers are, the peer and its Thrift2 servers, what to compare.
+    ``wal_root`` is read only to tell rows in flight (a verify needs it, a copy does not).
 
     :param tables: the tables asked for (empty: every table the peer replicates).
     :param families: the families asked for (empty: every replicated family).
@@ -67,8 +68,6 @@ class VerifyJob:
     def __post_init__(self) -> None:
         validate_hosts(self.zk)
         validate_peer_id(self.peer_id)
-        if not self.wal_root:
-            raise ConfigError("verify: no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
         if self.start_ms < 0:
             raise VerifyError(f"--start-time is before 1970: {self.start_ms} ms")
         if self.start_ms >= self.end_ms:
@@ -101,6 +100,7 @@ class VerifyJob:
             raise ConfigError(f"verify job description: unknown field(s) {', '.join(unknown)}")
         for key in ("tables", "families", "row_prefixes"):
             data[key] = tuple(data.get(key) or ())
+        data.setdefault("wal_root", "")  # a copy's job needs none
         try:
             return cls(**data)
         except TypeError as exc:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from walship.errors import ReplicationError, VerifyError
+from walship.errors import ConfigError, ReplicationError, VerifyError
 from walship.progress import NO_METER, Meter
 from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
@@ -42,7 +42,12 @@ BAD_ROWS_SHOWN = 100
 
 
 def _in_flight(job: VerifyJob, table: str) -> dict[tuple[str, bytes], Unshipped]:
-    """Per ``(table, row)``, what the peer's queues still have to ship, read now."""
+    """Per ``(table, row)``, what the peer's queues still have to ship, read now.
+
+    :raises ConfigError: the job has no WAL root.
+    """
+    if not job.wal_root:
+        raise ConfigError("verify: no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
     layout = ZnodeLayout(job.znode_parent)
     with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
         planner = Planner(client, layout, WalStore(job.wal_root))

@@ -12,7 +12,7 @@ each only forward and by compare-and-set on the znode's version, as
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -101,6 +101,18 @@ class LastPushedIds:
                             removed += 1
                         except NoNodeError:
                             continue
+        return removed
+
+    def remove_regions(self, peer_id: str, regions: Iterable[str]) -> int:
+        """Delete the peer's ids of these regions (HBase's ``removeLastSequenceIds(peerId,
+        regions)``, for the tables a serial peer stopped taking); returns how many were deleted."""
+        removed = 0
+        for region in sorted(set(regions)):
+            try:
+                self.client.delete(self.layout.last_pushed(region, peer_id))
+                removed += 1
+            except NoNodeError:
+                continue
         return removed
 
     def _children(self, path: str) -> list[str]:
