@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from cluster_state import as_the_cluster_is
 from kazoo.client import KazooClient
 from replication_helpers import raw_peer
 
@@ -23,7 +24,7 @@ LISTENER = "sep_listeners:JsonLinesListener"
 
 
 def run(capsys: pytest.CaptureFixture[str], zk_hosts: str, *argv: str) -> tuple[int, str, str]:
-    code = main(["--zk", zk_hosts, "--znode-parent", PARENT, *argv])
+    code = main(["--zk", zk_hosts, "--znode-parent", PARENT, *as_the_cluster_is(zk_hosts, PARENT, argv)])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -112,8 +113,9 @@ def test_peer_set_changes_bandwidth_and_serial_in_one_write_each(
     lines, pb = set_1("--serial", "FALSE", "--bandwidth", "0")
     assert lines == ["updated peer 1", "  serial: true -> false", "  bandwidth: 200000 bytes/s -> unlimited"]
     assert pb.serial is False and pb.bandwidth == 0
-    lines, _ = set_1("--bandwidth", "0")
-    assert lines == ["updated peer 1: nothing changed"]
+    code, out, err = run(capsys, zk_hosts, "peer", "set", "1", "--bandwidth", "0")
+    assert code == 0 and out.splitlines() == ["updated peer 1: nothing changed"], err
+    assert raw_peer(zk, LAYOUT, "1")[1] == version  # through the master, no change sends no update
     code, out, _ = run(capsys, zk_hosts, "peer", "set", "1", "--bandwidth", "5", "--json")
     assert code == 0 and json.loads(out)["bandwidth"] == 5 and json.loads(out)["serial"] is False
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytest
+from cluster_state import as_the_cluster_is
 from kazoo.client import KazooClient
 from replication_helpers import TABLE, Cluster, contents, current_wals_enqueued, make_cluster, raw_peer, tail_in_thread
 from waiting import wait_until
@@ -33,7 +34,7 @@ LAYOUT = ZnodeLayout(PARENT)
 
 
 def run(capsys: pytest.CaptureFixture[str], zk_hosts: str, *argv: str) -> tuple[int, str, str]:
-    code = main(["--zk", zk_hosts, "--znode-parent", PARENT, *argv])
+    code = main(["--zk", zk_hosts, "--znode-parent", PARENT, *as_the_cluster_is(zk_hosts, PARENT, argv)])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -200,7 +201,20 @@ def test_no_flag_or_a_bad_boolean_is_a_usage_error(
 
 
 def test_the_command_as_a_process(zk_hosts: str, zk: KazooClient, peers: ReplicationPeers) -> None:
-    g = [sys.executable, "-m", "walship.cli", "--zk", zk_hosts, "--znode-parent", PARENT, "peer", "set", "2"]
+    # no master at PARENT: the cluster is down, so --offline
+    g = [
+        sys.executable,
+        "-m",
+        "walship.cli",
+        "--zk",
+        zk_hosts,
+        "--znode-parent",
+        PARENT,
+        "peer",
+        "set",
+        "2",
+        "--offline",
+    ]
     done = subprocess.run([*g, "--table-cfs", "t:r,l;u"], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["updated peer 2", "  table_cfs: default.t:r -> default.t:r,l;default.u"]
