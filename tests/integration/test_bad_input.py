@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from cluster_state import offline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kazoo.client import KazooClient
@@ -78,10 +79,11 @@ def world(zk: KazooClient, zk_hosts: str, tmp_path: Path) -> Iterator[tuple[list
 
 
 def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, list[str]]:
-    """``walship argv`` in this process: its exit code and its stderr lines."""
+    """``walship argv`` in this process: its exit code and its stderr lines. No cluster runs
+    here: a command that changes peers is ``--offline``."""
     capsys.readouterr()
     try:
-        code = main(argv)
+        code = main(offline(argv))
     except SystemExit as exc:  # argparse
         code = int(exc.code or 0)
     return code, capsys.readouterr().err.splitlines()
