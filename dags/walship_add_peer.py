@@ -1,0 +1,227 @@
+"""
+### walship_add_peer
+
+Onboards a new walship-managed peer of the source cluster (connection `walship_source`, whose
+extra `thrift2` names the source's Thrift2 server) from the UI: trigger it with the peer's
+Params. Each step is a task of its own that can be cleared and run again alone:
+
+1. **check** — the Params made into the peer's configuration and checked as
+   `walship peer add` checks it (a bad Param fails the run, naming it); the scope audit of that
+   configuration against the source's tables (`walship scope audit`): with `create_missing`,
+   the tables and families the peer lacks are created there first (the source's descriptors).
+   Fails while a finding would lose data; the source's scopes are never changed.
+2. **add** — the peer added through HBase's master, managed by walship, with HBase's peer-state
+   and walship's switch DISABLED: HBase queues the WALs for it from here on, nothing ships it
+   yet. A peer already there with the same configuration (an earlier try or run) is taken as
+   added; one with another configuration fails the run, naming each difference. The XCom holds
+   the moment it was added.
+3. **plan_copy**, **copy** — `walship copy` as a Spark job: the rows written before that moment
+   (cells with earlier timestamps, plus `copy_margin` seconds for clock skew; every delete
+   marker). Skipped when `copy` is false.
+4. **enable** — walship's switch ENABLED: `walship_replicate` (or a `walship_tail` run) ships
+   the peer from its next run on, from the queues HBase kept since step 2.
+5. **wait_drained** — deferred until every edit written before it started is on the peer (the
+   shipping DAG must be running; fails after `drain_timeout` seconds). Then **plan_verify**,
+   **verify**, **report**, **verified** — `walship_verify` on every table the peer replicates,
+   cells older than the drain cut (without a copy, only those written since step 2); a bad row
+   fails the run (the result is an event of the asset `walship_verify` all the same).
+6. **shipping** — the peer as the master has it: managed, ENABLED, shipped by walship alone.
+
+**disable_on_failure** runs when a step failed for good: once `add` ran, the peer is left
+DISABLED (walship's switch: HBase keeps its queues and WALs, nothing ships it), never half
+added, and the run fails saying so. Fix the cause and clear the failed task with its
+downstream tasks to go on from there (or `walship peer remove ID`). Manual only, one run at a
+time.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.sdk import Param, TriggerRule, dag, task
+from walship_airflow.onboarding import COPY_MARGIN_S
+from walship_airflow.operators import WalshipShipOperator, WalshipVerifyOperator, spark_pool
+from walship_airflow.sensors import WalDrainedSensor
+from walship_airflow.verify import VERIFY_ASSET
+
+SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
+COPY_APP = os.environ.get("WALSHIP_COPY_APP", str(SPARK_JOBS / "copy_rows.py"))
+VERIFY_APP = os.environ.get("WALSHIP_VERIFY_APP", str(SPARK_JOBS / "verify.py"))
+PYRUNNER_JAR = os.environ.get("WALSHIP_PYRUNNER_JAR", str(SPARK_JOBS / "pyrunner.jar"))
+
+
+@dag(
+    dag_id="walship_add_peer",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    doc_md=__doc__,
+    tags=["walship", "peers"],
+    default_args={"owner": "walship", "retries": 1, "retry_delay": timedelta(minutes=1)},
+    params={
+        "peer_id": Param(
+            "", type="string", minLength=1, description="the new peer's id (letters, digits, '_' and '.')"
+        ),
+        "cluster_key": Param(
+            "",
+            type="string",
+            minLength=1,
+            description="the peer cluster's ZooKeeper, as HBase's cluster key: host[,host...]:port:/znode-parent",
+        ),
+        "protocol": Param(
+            "thrift2",
+            type="string",
+            enum=["thrift2", "thrift1"],
+            description="how walship ships to the peer (walship.sink.protocol)",
+        ),
+        "sink_thrift2": Param(
+            "",
+            type="string",
+            minLength=1,
+            description="the peer's Thrift2 server(s), host:port[,...] (walship.sink.thrift2): the copy, the "
+            "verify and create_missing use it, whatever the protocol",
+        ),
+        "sink_thrift": Param(
+            "",
+            type=["null", "string"],
+            description="the peer's Thrift1 server(s), host:port[,...] (walship.sink.thrift): needed with "
+            "protocol thrift1",
+        ),
+        "table_cfs": Param(
+            "",
+            type=["null", "string"],
+            description="replicate only these, HBase's format: 'ns.table:cf1,cf2;table2' (empty, and namespaces "
+            "empty: every table)",
+        ),
+        "namespaces": Param(
+            "", type=["null", "string"], description="replicate only the tables of these namespaces: 'ns1,ns2'"
+        ),
+        "serial": Param(False, type="boolean", description="a serial peer (HBase's serial replication)"),
+        "bandwidth": Param(
+            0, type="integer", minimum=0, description="bytes a second at most, per shipping process (0: unlimited)"
+        ),
+        "copy": Param(
+            True,
+            type="boolean",
+            description="copy the rows written before the peer was added (walship copy, with Spark); off: the "
+            "peer gets only the edits written from then on",
+        ),
+        "create_missing": Param(
+            False,
+            type="boolean",
+            description="create the tables and families the peer lacks, with the source's descriptors",
+        ),
+        "copy_margin": Param(
+            COPY_MARGIN_S,
+            type="integer",
+            minimum=0,
+            description="seconds past the moment the peer was added that the copy also takes (clock skew between "
+            "ZooKeeper and the region servers; what is both copied and shipped lands once)",
+        ),
+        "configuration": Param(
+            {},
+            type=["null", "object"],
+            description='more peer configuration entries, e.g. {"walship.thrift.transport": "framed"}',
+        ),
+        "drain_timeout": Param(
+            3600,
+            type="integer",
+            minimum=1,
+            description="seconds to wait for the peer to catch up once enabled (walship_replicate ships it)",
+        ),
+        "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
+    },
+)
+def walship_add_peer() -> None:
+    @task
+    def check(**context: Any) -> dict[str, Any]:
+        from walship_airflow.onboarding import check_peer
+
+        return check_peer(context)
+
+    @task
+    def add(**context: Any) -> dict[str, Any]:
+        from walship_airflow.onboarding import add_peer
+
+        return add_peer(context)
+
+    @task
+    def plan_copy(added: dict[str, Any], **context: Any) -> list[dict[str, Any]]:
+        from walship_airflow.onboarding import copy_plan
+
+        return copy_plan(added, context, COPY_APP, PYRUNNER_JAR)
+
+    @task(trigger_rule=TriggerRule.NONE_FAILED)  # after the copy, or without one
+    def enable(**context: Any) -> dict[str, Any]:
+        from walship_airflow.onboarding import enable_peer
+
+        return enable_peer(context)
+
+    @task
+    def plan_verify(drained: dict[str, Any], added: dict[str, Any], **context: Any) -> list[dict[str, Any]]:
+        from walship_airflow.onboarding import verify_plan
+
+        return verify_plan(drained, added, context, VERIFY_APP, PYRUNNER_JAR)
+
+    @task(outlets=[VERIFY_ASSET])
+    def report(jobs: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
+        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.verify import report_result
+
+        return report_result(WalshipHook().get_source(), jobs, context)
+
+    @task(retries=0)
+    def verified(extra: dict[str, Any]) -> dict[str, Any]:
+        from walship_airflow.verify import check_result
+
+        return check_result(extra)
+
+    @task
+    def shipping(**context: Any) -> dict[str, Any]:
+        from walship_airflow.onboarding import confirm_shipping
+
+        return confirm_shipping(context)
+
+    @task(trigger_rule=TriggerRule.ONE_FAILED)
+    def disable_on_failure(**context: Any) -> None:
+        from walship_airflow.onboarding import disable_on_failure
+
+        disable_on_failure(context)
+
+    checked = check()
+    added: Any = add()  # XComArgs: the tasks below take what they resolve to
+    checked >> added
+    copy_jobs: Any = plan_copy(added)
+    copied = WalshipShipOperator.partial(task_id="copy", name="walship-copy", pool=spark_pool()).expand_kwargs(
+        copy_jobs
+    )
+    enabled = enable()
+    copied >> enabled
+    drained = WalDrainedSensor(
+        task_id="wait_drained",
+        peer_id="{{ params.peer_id }}",
+        drain_timeout="{{ params.drain_timeout }}",
+        poll_interval=2.0,
+        retries=0,  # its timeout says what is behind; a retry would only wait again
+    )
+    enabled >> drained
+    cut: Any = drained.output
+    verify_jobs: Any = plan_verify(cut, added)
+    verify = WalshipVerifyOperator.partial(task_id="verify", name="walship-verify", pool=spark_pool()).expand_kwargs(
+        verify_jobs
+    )
+    result: Any = report(verify_jobs)
+    verify >> result
+    good = verified(result)
+    done = shipping()
+    good >> done
+    steps = [checked, added, copy_jobs, copied, enabled, drained, verify_jobs, verify, result, good, done]
+    steps >> disable_on_failure()
+
+
+walship_add_peer()
