@@ -79,6 +79,11 @@ def test_peer_commands_change_what_hbases_admin_reads(
         assert seen is not None and seen["bandwidth"] == 2000000 and cfs(seen) == {table: ["l", "r"]}
         assert seen["configuration"]["walship.managed"] == "true" and seen["state"] == "DISABLED"
 
+        # HBase's master merges the old configuration into the new one: a removal is refused, not lost
+        code, _, err = run(capsys, a, "peer", "set", peer, "--remove-config", "walship.sink.thrift2")
+        assert code == 1 and len(err) == 1 and "cannot be removed on a running cluster" in err[0], err
+        assert "walship.sink.thrift2" in ((hbase_peer(hb, peer) or {}).get("configuration") or {})
+
         # a managed peer's disable is walship's switch: HBase's state stays DISABLED
         assert run(capsys, a, "peer", "disable", peer)[0] == 0
         assert not switch(a, peer) and (hbase_peer(hb, peer) or {}).get("state") == "DISABLED"

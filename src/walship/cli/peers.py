@@ -229,7 +229,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="add or change a configuration entry, repeatable",
     )
     pset.add_argument(
-        "--remove-config", action="append", default=[], metavar="KEY", help="remove a configuration entry, repeatable"
+        "--remove-config",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="remove a configuration entry, repeatable (--offline only: HBase's master keeps every key on an update)",
     )
     pset.add_argument(
         "--bandwidth",

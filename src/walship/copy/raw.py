@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from walship.errors import VerifyError, WalshipError
-from walship.sinks.hbase2 import delete_column
+from walship.sinks.hbase2 import delete_column, joins
 from walship.thrift.encoded import Cell as PutCell
 from walship.thrift.encoded import encode_put_multiple
 from walship.thrift.hbase2 import hbase2
@@ -47,7 +47,6 @@ ALL_VERSIONS = 2**31 - 1
 
 _PUT = int(CellType.Put)
 _TYPES = frozenset(int(t) for t in CellType)
-_DELETE_FAMILY = hbase2.TDeleteType.DELETE_FAMILY
 
 
 def _cells(table: str, result: Any) -> list[Cell]:
@@ -123,9 +122,7 @@ def _deletes(rows: Sequence[tuple[bytes, Sequence[Cell]]]) -> list[Any]:
                 continue
             delete_type, column = delete_column(cell)
             tdelete = by_type.get(delete_type)
-            if tdelete is None or (
-                delete_type == _DELETE_FAMILY and any(c.family == column.family for c in tdelete.columns)
-            ):
+            if tdelete is None or not joins(tdelete, delete_type, column):
                 tdelete = by_type[delete_type] = hbase2.TDelete(row=row, columns=[], deleteType=delete_type)
                 out.append(tdelete)
             tdelete.columns.append(column)

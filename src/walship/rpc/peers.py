@@ -138,6 +138,14 @@ class MasterPeers:
                 f"peer {peer_id}: {MANAGED_KEY} cannot be changed by an update "
                 f"('walship peer adopt {peer_id}' makes a peer managed)"
             )
+        removed = sorted(set(current.configuration) - set(updated.configuration))
+        if removed:
+            # UpdatePeerConfigProcedure merges the old configuration map into the new one
+            raise InvalidPeerConfigError(
+                f"peer {peer_id}: HBase's master keeps every configuration key on an update (it merges the old "
+                f"map into the new one), so {', '.join(removed)} cannot be removed on a running cluster; "
+                "set it to another value, or remove it with --offline while the cluster is down"
+            )
         if validate is not None:
             validate(updated)
         if updated.to_proto() != current.to_proto():

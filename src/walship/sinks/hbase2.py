@@ -42,7 +42,7 @@ try:  # the compiled put rows (an optional ext-module; the Python code below oth
 except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
     _fastpath = None  # type: ignore[assignment]
 
-__all__ = ["Thrift2Sink", "delete_column"]
+__all__ = ["Thrift2Sink", "delete_column", "joins"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,7 @@ _DELETE_TYPES = {
     int(CellType.DeleteFamily): hbase2.TDeleteType.DELETE_FAMILY,
     int(CellType.DeleteFamilyVersion): hbase2.TDeleteType.DELETE_FAMILY_VERSION,
 }
+_DELETE_FAMILY = hbase2.TDeleteType.DELETE_FAMILY
 _WITH_QUALIFIER = (int(CellType.Delete), int(CellType.DeleteColumn))
 #: A call of puts or of deletes: what it holds, its THBaseService call and its list argument.
 _APIS = {False: ("puts", "putMultiple", "tputs"), True: ("deletes", "deleteMultiple", "tdeletes")}
@@ -107,6 +108,15 @@ def _compiled_puts(
             return i
         yield call
         call = open_calls[0] = _Call(table, False, attributes)
+
+
+def joins(tdelete: Any, delete_type: int, column: Any) -> bool:
+    """Whether a marker may go into ``tdelete`` (of the same row): one of the same type, except a
+    second ``DELETE_FAMILY`` of a family the ``TDelete`` holds, since HBase's
+    ``Delete.addFamily`` drops what the Delete held of that family, keeping only the last."""
+    if tdelete.deleteType != delete_type:
+        return False
+    return delete_type != _DELETE_FAMILY or all(c.family != column.family for c in tdelete.columns)
 
 
 def delete_column(cell: Cell) -> tuple[int, Any]:
@@ -231,7 +241,7 @@ class Thrift2Sink(PooledSink):
                         call.mutations.append(last)
                 else:
                     delete_type, column = delete_column(cell)
-                    if last is not None and last.row == cell.row and last.deleteType == delete_type:
+                    if last is not None and last.row == cell.row and joins(last, delete_type, column):
                         last.columns.append(column)
                     else:
                         if call.full():
