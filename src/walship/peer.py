@@ -30,6 +30,7 @@ __all__ = [
     "SUBSCRIPTION_KEY",
     "PeerConfig",
     "TableCfs",
+    "check_update",
     "format_table_cfs",
     "parse_cluster_key",
     "parse_host_ports",
@@ -350,3 +351,19 @@ def read_table_cfs(items: Iterable[Replication_pb2.TableCF]) -> dict[str, tuple[
         name = qualifier if ns in ("", "default") else f"{ns}:{qualifier}"
         out[name] = tuple(f.decode() for f in tcf.families) or None
     return out or None
+
+
+def check_update(current: PeerConfig, updated: PeerConfig) -> None:
+    """What an update of ``current`` may not change: the peer id, its state and
+    ``walship.managed`` (``peer adopt`` owns that).
+
+    :raises InvalidPeerConfigError: ``updated`` changes one of them.
+    """
+    peer_id = current.peer_id
+    if updated.peer_id != peer_id or updated.enabled != current.enabled:
+        raise InvalidPeerConfigError(f"peer {peer_id}: an update cannot change the peer id or its state")
+    if updated.configuration.get(MANAGED_KEY) != current.configuration.get(MANAGED_KEY):
+        raise InvalidPeerConfigError(
+            f"peer {peer_id}: {MANAGED_KEY} cannot be changed by an update "
+            f"('walship peer adopt {peer_id}' makes a peer managed)"
+        )

@@ -35,7 +35,7 @@ from walship.errors import (
     PeerNotFoundError,
     RemoteHBaseError,
 )
-from walship.peer import MANAGED_KEY, PeerConfig, validate_peer_id
+from walship.peer import MANAGED_KEY, PeerConfig, check_update, validate_peer_id
 from walship.protos import Replication_pb2
 from walship.rpc.auth import Authentication
 from walship.rpc.master import MasterAdmin
@@ -104,8 +104,8 @@ class MasterPeers:
         """Add the peer through the master; a managed one DISABLED in HBase, then walship's
         switch set to ``config.enabled``. A peer the master refuses writes nothing.
 
-        :raises RemoteHBaseError: the master refused it (a peer with that id exists: HBase's
-            ``ReplicationException``; a bad cluster key or table-cfs: ``DoNotRetryIOException``).
+        :raises RemoteHBaseError: the master refused it (a peer with that id exists, a bad cluster
+            key or table-cfs: HBase's ``DoNotRetryIOException``, naming why).
         """
         hbase_enabled = config.enabled and not config.managed
         self.admin.add_peer(config.peer_id, config.to_proto(), enabled=hbase_enabled)
@@ -131,13 +131,7 @@ class MasterPeers:
         """
         current = self.get(peer_id)
         updated = change(current)
-        if updated.peer_id != peer_id or updated.enabled != current.enabled:
-            raise InvalidPeerConfigError(f"peer {peer_id}: an update cannot change the peer id or its state")
-        if updated.configuration.get(MANAGED_KEY) != current.configuration.get(MANAGED_KEY):
-            raise InvalidPeerConfigError(
-                f"peer {peer_id}: {MANAGED_KEY} cannot be changed by an update "
-                f"('walship peer adopt {peer_id}' makes a peer managed)"
-            )
+        check_update(current, updated)
         removed = sorted(set(current.configuration) - set(updated.configuration))
         if removed:
             # UpdatePeerConfigProcedure merges the old configuration map into the new one

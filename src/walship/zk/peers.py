@@ -33,7 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from walship.errors import InvalidPeerConfigError, PeerError, PeerExistsError, PeerNotFoundError
-from walship.peer import MANAGED_KEY, PeerConfig, validate_peer_id
+from walship.peer import MANAGED_KEY, PeerConfig, check_update, validate_peer_id
 from walship.protos import Replication_pb2
 from walship.zk.client import translated
 from walship.zk.encoding import decode_peer, decode_peer_state, encode_peer, encode_peer_state
@@ -253,13 +253,7 @@ class ReplicationPeers:
                 raise PeerNotFoundError(f"peer {peer_id} does not exist ({path})") from None
             current = self._config(peer_id, decode_peer(data, path))
             updated = change(current)
-            if updated.peer_id != peer_id or updated.enabled != current.enabled:
-                raise InvalidPeerConfigError(f"peer {peer_id}: an update cannot change the peer id or its state")
-            if updated.configuration.get(MANAGED_KEY) != current.configuration.get(MANAGED_KEY):
-                raise InvalidPeerConfigError(
-                    f"peer {peer_id}: {MANAGED_KEY} cannot be changed by an update "
-                    f"('walship peer adopt {peer_id}' makes a peer managed)"
-                )
+            check_update(current, updated)
             if validate is not None:
                 validate(updated)
             try:
