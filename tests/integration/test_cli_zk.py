@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from walship.cli import main
 from walship.zk import ReplicationQueues, ZnodeLayout
 from walship.zk.localserver import free_port
+from walship.zk.master import MasterAddress, register_master
 
 pytestmark = pytest.mark.integration
 
@@ -117,6 +118,21 @@ def test_a_peer_change_without_a_master_needs_offline(
     assert "no HBase master is registered at /hbase/master" in err and "--offline" in err
     assert zk.exists("/hbase/replication/peers/1") is None  # nothing written
     assert run(capsys, "--zk", zk_hosts, *add)[0] == 0  # offline: the znodes written directly
+
+
+def test_a_master_that_does_not_answer_is_named(
+    zk_hosts: str, capsys: pytest.CaptureFixture[str], zk: KazooClient
+) -> None:
+    """A master registered in ZooKeeper whose port refuses: one line naming its address and the
+    znode it came from, once it was looked for again for a while; nothing written."""
+    port = free_port()
+    register_master(zk, ZnodeLayout("/hbase"), MasterAddress("127.0.0.1", port, 1))
+    add = ["peer", "add", "1", "--cluster-key", "h:1:/x", "--config", "walship.sink.thrift=h:9090"]
+    code = main(["--zk", zk_hosts, *add])
+    _, err = capsys.readouterr()
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert f"the master at 127.0.0.1:{port} (from /hbase/master) does not answer" in err
+    assert "peer 1" in err and zk.exists("/hbase/replication/peers/1") is None
 
 
 def test_duplicate_peer(zk_hosts: str, capsys: pytest.CaptureFixture[str]) -> None:

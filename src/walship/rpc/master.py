@@ -65,6 +65,9 @@ NOT_ACTIVE = frozenset(
 )
 
 
+#: Seconds a master that does not answer is looked for again (a command's default).
+DEFAULT_FIND_TIMEOUT = 15.0
+
 #: Seconds a connection stays good for a change after its last call (HBase's server closes
 #: connections idle for ``hbase.ipc.client.connection.maxidletime``, 10 s).
 IDLE_REUSE = 5.0
@@ -83,8 +86,10 @@ class MasterAdmin:
     """The master's replication peer calls for the cluster at ``layout`` in ``client``'s ensemble.
 
     :param auth: how connections authenticate (default SIMPLE, as the current user).
-    :param timeout: seconds a call's answer may take, and how long a master that does not
-        answer is looked for again before giving up.
+    :param timeout: seconds a call's answer may take.
+    :param find_timeout: how long a master that does not answer (or answers that it is not the
+        active one) is looked for again in ZooKeeper before giving up: a backup master takes
+        over once the old one's session expires.
     :param procedure_timeout: seconds to wait for a procedure to finish (HBase's
         ``hbase.client.sync.wait.timeout.msec``, 10 minutes, by default).
     """
@@ -96,12 +101,14 @@ class MasterAdmin:
         *,
         auth: Authentication | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        find_timeout: float = DEFAULT_FIND_TIMEOUT,
         procedure_timeout: float = 600.0,
     ) -> None:
         self.client = client
         self.layout = layout
         self.auth: Authentication = auth if auth is not None else SimpleAuth()
         self.timeout = timeout
+        self.find_timeout = find_timeout
         self.procedure_timeout = procedure_timeout
         self._conn: RpcConnection | None = None
         self._master: MasterAddress | None = None
@@ -145,7 +152,7 @@ class MasterAdmin:
         :param changes: the call changes something: after a connection that broke mid-call it
             is not sent again (it may have run), the error is raised.
         """
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.find_timeout
         pause = 0.05
         while True:
             sent = False
