@@ -150,6 +150,28 @@ def test_a_master_killed_and_started_again_takes_its_znode_back_at_once(
     assert after is not None and after.address == before.address and after.start_code > before.start_code
 
 
+def test_a_client_finds_a_master_that_moved(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk: KazooClient, zk_hosts: str
+) -> None:
+    """The cluster's master goes and comes back at another address (as a backup master taking
+    over): the same admin's next call reads <parent>/master again and reaches it."""
+    mc = minicluster_factory("A")
+    layout = ZnodeLayout(mc.znode_parent)
+    admin = MasterAdmin(zk, layout)
+    try:
+        assert admin.list_peers() == []
+        first = read_master(zk, layout)
+        mc.stop()
+        mc.master_port = 0  # a free port: another address
+        mc.start(timeout=25)
+        moved = read_master(zk, layout)
+        assert first is not None and moved is not None and moved.address != first.address
+        assert admin.list_peers() == []  # the dead connection dropped, the new master found
+        assert admin._master == moved
+    finally:
+        admin.close()
+
+
 # -- peers through the master ----------------------------------------------------------------------
 
 

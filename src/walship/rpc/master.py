@@ -171,6 +171,10 @@ class MasterAdmin:
                         f"{peer}the master at {where} (from {self.layout.master}) does not answer: {exc}"
                     ) from None
                 log.debug("%s: %s; looking for the active master again in %.2f s", method, exc, pause)
+            except MasterNotFoundError:
+                # between a master's znode going and a backup's coming: wait for one, if one was seen
+                if self._master is None or time.monotonic() + pause > deadline:
+                    raise
             except RemoteHBaseError as exc:
                 if exc.exception_class not in NOT_ACTIVE or time.monotonic() + pause > deadline:
                     raise RemoteHBaseError(
