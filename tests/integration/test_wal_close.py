@@ -28,13 +28,19 @@ def test_nothing_is_lost_when_wals_roll_in_hbase_order_while_tailing(
     tailing, result = tail_in_thread(a, duration=300, idle_sleep=0.02, stop=stop)
     try:
         table = a.table()
-        for i in range(ROWS):  # one put at a time: many rolls, each leaving the old WAL open a moment
-            table.put(b"row-%05d" % i, {b"r:q": b"v%d" % i})
-        wait_until(lambda: len(contents(b)) == ROWS, timeout=120, what=f"all {ROWS} rows on B")
+        admin = AdminClient(a.mc.admin)
+        written = 0
+        # one put at a time: many rolls, each leaving the old WAL open a moment; on until at least
+        # two rolled WALs were archived (a roll completes 0.5 s after it began, so how many a fixed
+        # number of puts makes depends on how fast they go)
+        while written < ROWS or (len(admin.info()["old_wals"]) < 2 and written < 20 * ROWS):
+            table.put(b"row-%05d" % written, {b"r:q": b"v%d" % written})
+            written += 1
+        wait_until(lambda: len(contents(b)) == written, timeout=120, what=f"all {written} rows on B")
     finally:
         stop.set()
         tailing.join(60)
     assert result and result[0].status == "ok", result
     assert contents(b) == contents(a, b"r")
-    info = AdminClient(a.mc.admin).info()
+    info = admin.info()
     assert len(info["old_wals"]) >= 2  # it did roll (archiving at the next roll) while the tailer shipped
