@@ -24,6 +24,7 @@ from walship.minicluster.meta import META_TABLE
 from walship.minicluster.placement import close_region, open_region
 from walship.minicluster.view import MasterView
 from walship.peer import PeerConfig
+from walship.replicate.filters import table_rule
 from walship.serial.metarow import REP_BARRIER, SEQNUM, barriers_of, encoded_region_name
 from walship.zk.lastpushed import LastPushedIds
 
@@ -50,19 +51,10 @@ Barriers = list[tuple[bytes, str, int]]
 
 def need_to_replicate(peer: PeerConfig, table: bytes) -> bool:
     """HBase's ``ReplicationPeerConfig.needToReplicate(table)``: the peer takes (some families
-    of) the table (``t`` or ``ns:t``)."""
-    ns_b, sep, _ = table.partition(b":")
-    namespace = ns_b.decode(errors="replace") if sep else "default"
-    name = table.decode(errors="replace").removeprefix("default:")
-    if peer.replicate_all:
-        if peer.exclude_namespaces and namespace in peer.exclude_namespaces:
-            return False
-        if not peer.exclude_table_cfs or name not in peer.exclude_table_cfs:
-            return True
-        return bool(peer.exclude_table_cfs[name])  # only some families excluded
-    if peer.namespaces and namespace in peer.namespaces:
-        return True
-    return bool(peer.table_cfs) and name in (peer.table_cfs or {})
+    of) the table (``t`` or ``ns:t``): the shipper's own table rule. (It never takes a system
+    table, which HBase's would with replicate_all; no system table has a family of scope 1, so
+    the regions this module touches are the same.)"""
+    return table_rule(peer, table).replicate
 
 
 def tables_changed(old: PeerConfig, new: PeerConfig) -> bool:

@@ -177,9 +177,10 @@ class MasterPeers:
         :raises PeerError: the peer is managed by walship already.
         """
         current = self.get(peer_id)
-        if current.managed and self.store.has_switch(peer_id) and not current.hbase_state_enabled:
+        switched = self.store.has_switch(peer_id)
+        if current.managed and switched and not current.hbase_state_enabled:
             raise PeerError(f"peer {peer_id} is managed by walship already")
-        if not self.store.has_switch(peer_id):
+        if not switched:
             # a peer marked managed in HBase's shell (add_peer ... CONFIG => {'walship.managed' => 'true'})
             # is walship's to ship; an unmarked one keeps the state HBase had
             self.store.set_switch(peer_id, True if current.managed else current.hbase_state_enabled)

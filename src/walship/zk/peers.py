@@ -145,11 +145,7 @@ class ReplicationPeers:
         writes it."""
         peer = self.get(peer_id)
         path = self.layout.walship_peer_state(peer_id) if peer.managed else self.layout.peer_state(peer_id)
-        data = encode_peer_state(enabled)
-        try:
-            self.client.set(path, data)
-        except NoNodeError:
-            self.client.create(path, data, makepath=True)
+        self._put_state(path, enabled)
         log.info("%s %speer %s", "enabled" if enabled else "disabled", "managed " if peer.managed else "", peer_id)
 
     def adopt(self, peer_id: str) -> PeerConfig:
@@ -312,10 +308,7 @@ class ReplicationPeers:
         path = self.layout.peer_state(validate_peer_id(peer_id))
         if not self.exists(peer_id):
             raise PeerNotFoundError(f"peer {peer_id} does not exist ({self.layout.peer(peer_id)})")
-        try:
-            self.client.set(path, encode_peer_state(enabled))
-        except NoNodeError:
-            self.client.create(path, encode_peer_state(enabled))
+        self._put_state(path, enabled, makepath=False)
 
     def write_config(self, peer_id: str, config: PeerConfig) -> None:
         """HBase's UpdatePeerConfigProcedure's write: the peer znode holds ``config``.
@@ -345,12 +338,15 @@ class ReplicationPeers:
 
     def set_switch(self, peer_id: str, enabled: bool) -> None:
         """walship's enabled switch of a managed peer, created if missing."""
-        path = self.layout.walship_peer_state(validate_peer_id(peer_id))
+        self._put_state(self.layout.walship_peer_state(validate_peer_id(peer_id)), enabled)
+
+    def _put_state(self, path: str, enabled: bool, *, makepath: bool = True) -> None:
+        """A ReplicationState znode set to ``enabled``, created if missing."""
         data = encode_peer_state(enabled)
         try:
             self.client.set(path, data)
         except NoNodeError:
-            self.client.create(path, data, makepath=True)
+            self.client.create(path, data, makepath=makepath)
 
     def close(self) -> None:
         """Nothing to close (the ZooKeeper client is the caller's); as :class:`walship.rpc.peers.MasterPeers`."""
