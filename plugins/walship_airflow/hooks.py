@@ -8,6 +8,13 @@ Example::
 The extra ``thrift2`` (``host:port[,host:port...]`` of the source's Thrift2 servers) is needed
 only by the ``walship_scope`` DAG, which reads the source's table descriptors.
 
+Kerberos: the extras ``principal`` (``walship@EXAMPLE.COM``) and ``keytab`` (the keytab's path
+on the workers, never its bytes) make every client of the task (ZooKeeper, HBase's master,
+the Thrift servers, WebHDFS) authenticate as that principal; without ``keytab``, the worker's
+ticket cache (kept fresh by ``airflow kerberos``) must hold its ticket. Processes that get no
+connection read ``WALSHIP_PRINCIPAL`` / ``WALSHIP_KEYTAB``; the ship task sets them, and
+spark-submit's ``--principal`` / ``--keytab``, for its Spark job.
+
 ZooKeeper credentials: the connection's login and password (digest, as zkCli's ``addauth
 digest login:password``), or its extra ``zk_auth`` (``SCHEME:CREDENTIAL``). Processes that get
 no connection (the triggerer's trigger, Spark's executors) read ``WALSHIP_ZK_AUTH``; the ship
@@ -37,6 +44,33 @@ class SourceCluster:
     auth: str | None = field(default=None, repr=False)
     #: the source's Thrift2 server(s), ``host:port[,...]`` (extra ``thrift2``), if given
     thrift2: str | None = None
+    #: Kerberos: walship's principal (extra ``principal``) and its keytab's path (extra ``keytab``)
+    principal: str | None = None
+    keytab: str | None = None
+
+    def login(self) -> None:
+        """Log this process in as the connection's principal (nothing without one).
+
+        :raises AirflowException: the keytab or the principal is refused (one line naming them).
+        """
+        if not self.principal:
+            return
+        from walship import security
+        from walship.errors import WalshipError
+
+        try:
+            identity = security.identity_from(self.principal, self.keytab)
+            if identity is not None and security.active() != identity:
+                security.login(identity)
+        except WalshipError as exc:
+            raise AirflowException(str(exc)) from None
+
+    def kerberos_env(self) -> dict[str, str]:
+        """``WALSHIP_PRINCIPAL`` / ``WALSHIP_KEYTAB`` for a process this task starts (a Spark job)."""
+        env = {"WALSHIP_PRINCIPAL": self.principal} if self.principal else {}
+        if self.principal and self.keytab:
+            env["WALSHIP_KEYTAB"] = self.keytab
+        return env
 
 
 class WalshipHook(BaseHook):
@@ -55,6 +89,8 @@ class WalshipHook(BaseHook):
         self.walship_conn_id = walship_conn_id
 
     def get_source(self) -> SourceCluster:
+        """The connection's source cluster; with a principal in it, this process is logged in
+        as that principal from here on (:meth:`SourceCluster.login`)."""
         conn = self.get_connection(self.walship_conn_id)
         extra = conn.extra_dejson or {}
         if not conn.host:
@@ -68,13 +104,26 @@ class WalshipHook(BaseHook):
             mask_secret(auth)  # the whole SCHEME:CREDENTIAL, wherever a task would log it
             mask_secret(auth.split(":", 1)[-1])
         thrift2 = extra.get("thrift2")
-        return SourceCluster(
+        principal = str(extra.get("principal") or "").strip() or None
+        keytab = extra.get("keytab")
+        if keytab is not None and (not isinstance(keytab, str) or "\n" in keytab or len(keytab) > 4096):
+            raise AirflowException(
+                f"connection {self.walship_conn_id}: extra 'keytab' must be the keytab's path on the workers, "
+                "not its contents"
+            )
+        if keytab and not principal:
+            raise AirflowException(f"connection {self.walship_conn_id}: extra 'keytab' needs extra 'principal'")
+        source = SourceCluster(
             zk=hosts,
             znode_parent=str(extra.get("znode_parent") or "/hbase"),
             wal_root=str(wal_root),
             auth=auth,
             thrift2=str(thrift2).strip() if thrift2 else None,
+            principal=principal,
+            keytab=str(keytab).strip() if keytab else None,
         )
+        source.login()  # the task's clients authenticate as the connection's principal
+        return source
 
     @contextlib.contextmanager
     def connected(self) -> Iterator[tuple[Any, Any, Any]]:

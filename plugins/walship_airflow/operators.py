@@ -22,6 +22,18 @@ def spark_pool() -> str:
     return os.environ.get(POOL_ENV, "").strip() or "default_pool"
 
 
+def _on_yarn(conn_id: str) -> bool:
+    """Whether the Spark connection submits to YARN, where spark-submit's own ``--principal`` /
+    ``--keytab`` get the job its Hadoop delegation tokens and log the application master in again."""
+    from airflow.sdk import BaseHook
+
+    try:
+        host = BaseHook.get_connection(conn_id).host or ""
+    except Exception:  # no such connection: the submit itself says so
+        return False
+    return host.startswith("yarn")
+
+
 class WalshipShipOperator(SparkSubmitOperator):
     """A :class:`SparkSubmitOperator` for ``spark_jobs/ship.py``: when the ``walship_source``
     connection holds ZooKeeper credentials, they reach the driver (client and local mode) as
@@ -58,9 +70,21 @@ class WalshipShipOperator(SparkSubmitOperator):
         self.walship_conn_id = walship_conn_id
 
     def execute(self, context: Context) -> None:
-        auth = WalshipHook(self.walship_conn_id).get_source().auth
-        if auth and not self.standalone_cluster:  # Spark refuses env_vars there; the workers' own environment holds it
-            self.env_vars = {**(self.env_vars or {}), AUTH_ENV: auth}
+        source = WalshipHook(self.walship_conn_id).get_source()
+        if (
+            source.auth and not self.standalone_cluster
+        ):  # Spark refuses env_vars there; the workers' own environment holds it
+            self.env_vars = {**(self.env_vars or {}), AUTH_ENV: source.auth}
+        if source.principal:
+            # the job's driver and executors log in where they run (walship.security reads these);
+            # spark-submit's own --principal/--keytab log Spark in (YARN's delegation tokens)
+            kerberos = source.kerberos_env()
+            if not self.standalone_cluster:
+                self.env_vars = {**(self.env_vars or {}), **kerberos}
+            self.conf = {**(self.conf or {}), **{f"spark.executorEnv.{k}": v for k, v in kerberos.items()}}
+            if source.keytab and _on_yarn(self._conn_id):
+                self.principal = self.principal or source.principal
+                self.keytab = self.keytab or source.keytab
         super().execute(context)
 
 

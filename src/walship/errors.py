@@ -36,6 +36,12 @@ catch the whole family in one place and let programming errors through::
     ├── VerifyError                  `walship verify` cannot compare a peer with the source (names
     │   │                            the peer, table, family or flag)
     │   └── VerifyUnavailableError   a Thrift2 server of the source or of the peer does not answer
+    ├── KerberosError                Kerberos: a login or a server's authentication failed (names
+    │   │                            the principal, and the keytab or the server)
+    │   ├── KeytabError              the keytab is missing, unreadable or not a keytab
+    │   ├── KerberosLoginError       the KDC gives the principal no ticket (unknown principal,
+    │   │                            no key for it, an expired ticket and no keytab)
+    │   └── SaslAuthError            a server refused the principal in SASL or SPNEGO (names it)
     ├── MasterError                  HBase's master (its RPC, walship.rpc) refused or failed a call
     │   ├── MasterNotFoundError      no active master is registered in ZooKeeper (names the znode)
     │   ├── MasterUnavailableError   the registered master does not answer (names its address)
@@ -325,6 +331,24 @@ class BarrierReadError(ReplicationError):
 
 class BarrierUnavailableError(BarrierReadError):
     """The source's Thrift2 server does not answer (or a call to it failed on the way)."""
+
+
+class KerberosError(WalshipError):
+    """Kerberos refused walship's identity (names the principal, and the keytab or the server)."""
+
+
+class KeytabError(KerberosError, ConfigError):
+    """The keytab given is missing, unreadable or not a keytab."""
+
+
+class KerberosLoginError(KerberosError):
+    """The KDC gives the principal no ticket: unknown principal, no key for it in the keytab,
+    an expired ticket and no keytab."""
+
+
+class SaslAuthError(KerberosError):
+    """A server (HBase's master, a Thrift server, WebHDFS) refused the principal during SASL or
+    SPNEGO authentication, or the two sides agree on no protection level."""
 
 
 class MasterError(WalshipError):

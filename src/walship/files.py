@@ -5,6 +5,7 @@ URL names a file system walship can open, made before anything is written."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from typing import Any
 
@@ -13,7 +14,59 @@ from fsspec.implementations.local import LocalFileSystem
 
 from walship.errors import ConfigError
 
-__all__ = ["check_url", "fsync_file", "move_into_place", "sync_dir"]
+__all__ = ["check_url", "fsync_file", "move_into_place", "sync_dir", "url_to_fs"]
+
+log = logging.getLogger(__name__)
+
+#: The HTTP principal WebHDFS's NameNode answers SPNEGO as (``_HOST``: the URL's host).
+WEBHDFS_PRINCIPAL_ENV = "WALSHIP_WEBHDFS_PRINCIPAL"
+#: The NameNode's RPC principal for ``hdfs://`` (Hadoop's ``dfs.namenode.kerberos.principal``),
+#: when no ``hdfs-site.xml`` on the client's CLASSPATH names it.
+HDFS_PRINCIPAL_ENV = "WALSHIP_HDFS_PRINCIPAL"
+
+
+def url_to_fs(url: str) -> tuple[Any, str]:
+    """fsspec's ``url_to_fs``, authenticated as walship's Kerberos principal when it logged in
+    (:mod:`walship.security`): ``webhdfs://`` with SPNEGO (requests-gssapi), ``hdfs://``
+    through libhdfs with the process's ticket cache. Raises what fsspec raises."""
+    from walship import security
+
+    identity = security.active()
+    protocol, _ = fsspec.core.split_protocol(url)
+    if identity is None or protocol not in ("webhdfs", "swebhdfs", "hdfs", "viewfs"):
+        fs, path = fsspec.core.url_to_fs(url)
+        return fs, str(path)
+    if protocol in ("hdfs", "viewfs"):
+        fs, path = fsspec.core.url_to_fs(url, **_hdfs_kerberos_options())
+        return fs, str(path)
+    fs, path = fsspec.core.url_to_fs(url)
+    if getattr(fs, "session", None) is not None and fs.session.auth is None:
+        principal = os.environ.get(WEBHDFS_PRINCIPAL_ENV) or "HTTP/_HOST"
+        fs.session.auth = security.spnego_auth(identity, principal, fs.host)
+        log.debug("WebHDFS %s: SPNEGO as %s to %s", fs.url, identity.principal, principal)
+    return fs, str(path)
+
+
+def _hdfs_kerberos_options() -> dict[str, Any]:
+    """pyarrow's HadoopFileSystem options for a Kerberized HDFS: the ticket cache this process
+    logged in to (:func:`walship.security.login`), the NameNode's principal when given, and the
+    krb5.conf of ``KRB5_CONFIG`` for libhdfs's JVM."""
+    ccache = os.environ.get("KRB5CCNAME", "")
+    options: dict[str, Any] = {}
+    if ccache.startswith(("FILE:", "/")):
+        options["kerb_ticket"] = ccache.removeprefix("FILE:")
+    elif not ccache:
+        options["kerb_ticket"] = f"/tmp/krb5cc_{os.getuid()}"
+    namenode = os.environ.get(HDFS_PRINCIPAL_ENV)
+    extra = {"hadoop.security.authentication": "kerberos"}
+    if namenode:
+        extra["dfs.namenode.kerberos.principal"] = namenode
+    options["extra_conf"] = extra
+    krb5_conf = os.environ.get("KRB5_CONFIG")
+    opts = os.environ.get("LIBHDFS_OPTS", "")
+    if krb5_conf and "java.security.krb5.conf" not in opts:
+        os.environ["LIBHDFS_OPTS"] = f"{opts} -Djava.security.krb5.conf={krb5_conf}".strip()
+    return options
 
 
 def check_url(url: str, what: str) -> str:

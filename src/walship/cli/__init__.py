@@ -31,7 +31,7 @@ from walship.cli import (
     zookeeper,
 )
 from walship.cli.argtypes import clip, duration, seconds
-from walship.cli.common import Handler
+from walship.cli.common import Handler, kerberos_login
 from walship.errors import ConfigError, WalshipError
 from walship.files import check_url
 from walship.zk import DEFAULT_PARENT, DEFAULT_ZK, ZnodeLayout
@@ -113,6 +113,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="ZooKeeper authentication, as zkCli's addauth (e.g. digest:user:password; env WALSHIP_ZK_AUTH)",
     )
     parser.add_argument(
+        "--principal",
+        default=None,
+        metavar="NAME@REALM",
+        help="Kerberos: walship's principal, for ZooKeeper, HBase's master, the Thrift servers and WebHDFS "
+        "(env WALSHIP_PRINCIPAL; without --keytab, the ticket cache's ticket)",
+    )
+    parser.add_argument(
+        "--keytab",
+        default=None,
+        metavar="PATH",
+        help="Kerberos: the principal's keytab; runs that outlive a ticket get new ones from it (env WALSHIP_KEYTAB)",
+    )
+    parser.add_argument(
         "--zk-session-timeout",
         type=seconds,
         default=None,
@@ -156,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["WALSHIP_ZK_SESSION_TIMEOUT"] = str(args.zk_session_timeout)
     try:
         check_globals(args, argv)
-        return func(args)
+        with kerberos_login(args.principal, args.keytab):
+            return func(args)
     except BrokenPipeError:
         # a reader such as `head` went away; nothing is lost, stop quietly
         with contextlib.suppress(OSError):

@@ -10,6 +10,7 @@ from typing import BinaryIO
 
 from kazoo.client import KazooClient
 
+import walship.security as security
 from walship.cli.argtypes import shorten
 from walship.errors import ConfigError
 from walship.replicate.walstore import WalStore
@@ -20,6 +21,7 @@ from walship.zk.client import validate_hosts
 __all__ = [
     "Handler",
     "add_offline_flag",
+    "kerberos_login",
     "open_input",
     "parse_config_pairs",
     "peers_admin",
@@ -95,3 +97,24 @@ def parse_config_pairs(pairs: Sequence[str]) -> dict[str, str]:
             raise ConfigError(f"invalid --config {shorten(pair)}: expected key=value")
         out[key.strip()] = value.strip()
     return out
+
+
+@contextlib.contextmanager
+def kerberos_login(principal: str | None, keytab: str | None) -> Iterator[None]:
+    """Log in as ``--principal`` / ``--keytab`` (or ``WALSHIP_PRINCIPAL`` / ``WALSHIP_KEYTAB``)
+    for the command, when one is given, and keep the ticket fresh while it runs.
+
+    :raises KeytabError: the keytab is missing or unreadable.
+    :raises KerberosLoginError: the KDC gives the principal no ticket.
+    """
+    identity = security.identity_from(principal, keytab)
+    if identity is None:
+        yield
+        return
+    security.login(identity)
+    keeper = security.TicketKeeper(identity).start() if identity.keytab else None
+    try:
+        yield
+    finally:
+        if keeper is not None:
+            keeper.stop()

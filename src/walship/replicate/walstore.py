@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, cast
 from urllib.parse import quote
 
-import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from walship.errors import WalMissingError, WalRootError
+from walship.files import url_to_fs
 from walship.replicate.walfiles import CountedFile, ReadStats, SizedFile
 from walship.wal.names import parse_wal_name
 
@@ -71,7 +71,7 @@ class WalStore:
     def __init__(self, root: str) -> None:
         self.root = root
         try:
-            fs, base = fsspec.core.url_to_fs(root)
+            fs, base = url_to_fs(root)
         except ValueError as exc:  # fsspec: "Protocol not known"
             raise WalRootError(f"cannot open the WAL root {root!r}: {exc}") from None
         except (OSError, ImportError) as exc:

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from walship.errors import ChangeLogError
-from walship.files import fsync_file, move_into_place
+from walship.files import fsync_file, move_into_place, url_to_fs
 from walship.sep.events import SepEvent
 from walship.wal.names import parse_wal_name
 
@@ -196,7 +196,7 @@ def open_changelog(url: str) -> tuple[Any, str]:
         or it cannot be reached.
     """
     try:
-        fs, root = fsspec.core.url_to_fs(url)
+        fs, root = url_to_fs(url)
     except (ValueError, ImportError, OSError) as exc:
         raise ChangeLogError(f"change log {url}: {exc}") from None
     return fs, str(root).rstrip("/") or "/"

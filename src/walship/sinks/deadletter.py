@@ -32,10 +32,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import fsspec
-
 from walship.errors import DeadLetterError
-from walship.files import fsync_file, move_into_place
+from walship.files import fsync_file, move_into_place, url_to_fs
 from walship.peer import PeerConfig
 from walship.sinks.base import DEADLETTER_DIR_KEY, FilteredEntry
 from walship.wal.dump import to_string_binary
@@ -202,7 +200,7 @@ class DeadLetterStore:
         self.url = url.rstrip("/")
         self.peer_id = peer_id
         try:
-            fs, base = fsspec.core.url_to_fs(self.url)
+            fs, base = url_to_fs(self.url)
         except (ValueError, ImportError) as exc:
             raise DeadLetterError(f"dead-letter directory {url!r} of peer {peer_id}: {exc}") from exc
         self.fs: Any = fs

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from walship.errors import ConfigError, ReplicationError, VerifyError
+from walship.files import url_to_fs
 from walship.progress import NO_METER, Meter
 from walship.replicate.planning import Planner
 from walship.replicate.walstore import WalStore
@@ -249,9 +250,7 @@ def write_report(result: VerifyResult, directory: str) -> dict[str, str]:
         files["repair"] = [json.dumps(r, sort_keys=True) for r in result.repairs]
     written: dict[str, str] = {}
     try:
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(directory)
+        fs, root = url_to_fs(directory)
         fs.makedirs(root, exist_ok=True)
         for name, lines in files.items():
             path = f"{root.rstrip('/')}/{name}.jsonl"

@@ -207,6 +207,8 @@ def connect(
         sasl_options = {"mechanism": "DIGEST-MD5", "username": user, "password": password}
     elif credentials:
         auth_data = [credentials]
+    else:
+        sasl_options = _kerberos_options()
     client = KazooClient(
         hosts=hosts,
         timeout=session_timeout if session_timeout is not None else zk_session_timeout(),
@@ -222,17 +224,59 @@ def connect(
     except KazooTimeoutError as exc:
         client.close()
         if sasl_options:
-            raise ZkAuthError(
-                f"ZooKeeper at {hosts} did not accept the SASL login within {timeout:g} s "
-                "(wrong user or password, or the server has no SASL)"
-            ) from exc
+            who = (
+                f"Kerberos principal {sasl_options['principal']}"
+                if sasl_options.get("mechanism") == "GSSAPI"
+                else "the SASL login (wrong user or password, or the server has no SASL)"
+            )
+            raise ZkAuthError(f"ZooKeeper at {hosts} did not accept {who} within {timeout:g} s") from exc
         raise ZkUnavailableError(f"ZooKeeper at {hosts} did not answer within {timeout:g} s") from exc
     except AuthFailedError as exc:
         client.close()
-        raise ZkAuthError(
-            f"ZooKeeper at {hosts} refused the {credentials[0] if credentials else ''} credentials"
-        ) from exc
+        raise ZkAuthError(f"ZooKeeper at {hosts} refused the {_credentials_named(credentials, sasl_options)}") from exc
+    if sasl_options and sasl_options.get("mechanism") == "GSSAPI":
+        _check_sasl(client, hosts, sasl_options)
     return client
+
+
+def _kerberos_options() -> dict[str, str] | None:
+    """kazoo's SASL GSSAPI as the process's Kerberos principal (``None`` when not logged in):
+    the server's principal is ``zookeeper/<host as the connect string names it>``
+    (``WALSHIP_ZK_SERVICE`` names another service, as ZooKeeper's ``zookeeper.sasl.client.username``)."""
+    from walship.security import active
+
+    identity = active()
+    if identity is None:
+        return None
+    service = os.environ.get("WALSHIP_ZK_SERVICE") or "zookeeper"
+    return {"mechanism": "GSSAPI", "service": service, "principal": identity.principal}
+
+
+def _credentials_named(credentials: tuple[str, str] | None, sasl_options: dict[str, str] | None) -> str:
+    if sasl_options and sasl_options.get("mechanism") == "GSSAPI":
+        return f"Kerberos principal {sasl_options['principal']} (SASL GSSAPI)"
+    return f"{credentials[0] if credentials else ''} credentials"
+
+
+def _check_sasl(client: KazooClient, hosts: str, sasl_options: dict[str, str]) -> None:
+    """kazoo's ``start`` returns before SASL runs: one request now, so a refused principal is
+    one line here rather than an error on the first real request.
+
+    :raises ZkAuthError: the server refused the principal (names it and the server).
+    """
+    try:
+        client.exists("/")
+    except (AuthFailedError, NoAuthError) as exc:
+        client.stop()
+        client.close()
+        raise ZkAuthError(
+            f"ZooKeeper at {hosts} refused Kerberos principal {sasl_options['principal']} "
+            f"(SASL GSSAPI to {sasl_options['service']}/<host>; {type(exc).__name__}); nothing was written"
+        ) from None
+    except KAZOO_ERRORS as exc:
+        client.stop()
+        client.close()
+        raise translate(exc, f"ZooKeeper at {hosts} (SASL GSSAPI as {sasl_options['principal']})") from None
 
 
 def _refused_everywhere(hosts: str, timeout: float) -> bool:
@@ -275,9 +319,16 @@ def inherit_acls(client: KazooClient, parent: str) -> None:
         acls, _ = client.get_acls(parent)
         client.get_children(parent)
     except (NoAuthError, AuthFailedError) as exc:
+        from walship.security import active
+
+        identity = active()
+        who = (
+            f"Kerberos principal {identity.principal} is not in its ACL (HBase's superuser grants it)"
+            if identity is not None and getattr(client._connection, "sasl_options", None)
+            else "authentication failed or missing (give --zk-auth SCHEME:CREDENTIAL or WALSHIP_ZK_AUTH)"
+        )
         raise ZkAuthError(
-            f"znode {parent}: ZooKeeper refused access ({type(exc).__name__}): authentication failed or missing "
-            "(give --zk-auth SCHEME:CREDENTIAL or WALSHIP_ZK_AUTH); nothing was written"
+            f"znode {parent}: ZooKeeper refused access ({type(exc).__name__}): {who}; nothing was written"
         ) from exc
     except KAZOO_ERRORS as exc:
         raise translate(exc, f"znode {parent}") from exc
