@@ -25,8 +25,9 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # A compiler only for dependencies without a wheel on this platform; it stays in this stage.
+# libkrb5-dev: gssapi and kerberos (walship.security) build against MIT Kerberos.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && apt-get install -y --no-install-recommends gcc libc6-dev libkrb5-dev \
  && rm -rf /var/lib/apt/lists/*
 
 RUN python -m venv /opt/venv
@@ -51,6 +52,7 @@ ARG WALSHIP_UID=50000
 RUN mkdir -p /usr/share/man/man1 \
  && apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps tini curl \
+      libgssapi-krb5-2 krb5-user \
  && rm -rf /var/lib/apt/lists/*
 
 COPY --from=build /opt/venv /opt/venv

@@ -185,7 +185,9 @@ def check_ticket(identity: KerberosIdentity) -> int:
         creds = gssapi.Credentials(name=name, usage="initiate")
         lifetime = creds.lifetime
     except gssapi.raw.misc.GSSError as exc:
-        raise KerberosLoginError(f"Kerberos login of {identity.describe()} failed: {_gss_reason(exc)}") from None
+        raise KerberosLoginError(
+            f"Kerberos login of {identity.describe()} failed: {_gss_reason(exc, identity)}"
+        ) from None
     if lifetime is not None and lifetime <= 0:
         raise KerberosLoginError(
             f"Kerberos login of {identity.describe()} failed: the ticket has expired (give --keytab, or run kinit)"
@@ -193,22 +195,22 @@ def check_ticket(identity: KerberosIdentity) -> int:
     return int(lifetime or 0)
 
 
-def _gss_reason(exc: Exception) -> str:
-    """The last line GSSAPI gives (the Kerberos library's own words), with a hint for the usual ones."""
-    text = " ".join(str(getattr(exc, "gen_message", lambda: "")() or exc).split())
+def _gss_reason(exc: Exception, identity: KerberosIdentity) -> str:
+    """The Kerberos library's own words, with a hint for the usual ones."""
     minor = " ".join(str(exc).split())
     lower = minor.lower()
     if "not found in kerberos database" in lower:
         return f"the KDC does not know the principal ({_tail(minor)})"
-    if "no key table entry" in lower or ("keytab" in lower and "not found" in lower):
+    missing = "can't find client principal" in lower or "no key table entry" in lower
+    if identity.keytab is not None and missing:
         return f"the keytab holds no key for the principal ({_tail(minor)})"
-    if "no credentials cache" in lower or "no kerberos credentials" in lower or "can't find client principal" in lower:
+    if missing or "no credentials cache" in lower or "no kerberos credentials" in lower:
         return f"no ticket for it in the ticket cache and no keytab: give --keytab, or run kinit ({_tail(minor)})"
     if "expired" in lower:
         return f"the ticket has expired and there is no keytab: give --keytab, or run kinit ({_tail(minor)})"
     if "cannot contact any kdc" in lower or "cannot find kdc" in lower:
         return f"no KDC answers for the realm ({_tail(minor)})"
-    return _tail(minor) or text
+    return _tail(minor) or type(exc).__name__
 
 
 def _tail(message: str) -> str:
