@@ -76,6 +76,8 @@ EXISTING_SOURCE = {
     "WALSHIP_SOURCE_WAL_ROOT": "hdfs://nn.example:8020/hbase",
     "WALSHIP_SOURCE_THRIFT2": "thrift-a.example:9090,thrift-b.example:9090",
     "WALSHIP_SOURCE_ZK_AUTH": "digest:walship:zk-test-credential",
+    "WALSHIP_SOURCE_PRINCIPAL": "walship/etl.example@EXAMPLE.COM",
+    "WALSHIP_SOURCE_KEYTAB": "/etc/security/keytabs/walship.keytab",
 }
 #: Settings that must be one value across all Airflow components.
 SHARED_AIRFLOW_SETTINGS = (
@@ -703,6 +705,8 @@ def test_an_existing_hbase_is_named_in_env(tmp_path: Path) -> None:
         "WALSHIP_WAL_ROOT": EXISTING_SOURCE["WALSHIP_SOURCE_WAL_ROOT"],
         "WALSHIP_SOURCE_THRIFT2": EXISTING_SOURCE["WALSHIP_SOURCE_THRIFT2"],
         "WALSHIP_ZK_AUTH": EXISTING_SOURCE["WALSHIP_SOURCE_ZK_AUTH"],
+        "WALSHIP_PRINCIPAL": EXISTING_SOURCE["WALSHIP_SOURCE_PRINCIPAL"],
+        "WALSHIP_KEYTAB": EXISTING_SOURCE["WALSHIP_SOURCE_KEYTAB"],
     }
     expected_conn = {
         "conn_type": "walship",
@@ -712,6 +716,8 @@ def test_an_existing_hbase_is_named_in_env(tmp_path: Path) -> None:
             "wal_root": EXISTING_SOURCE["WALSHIP_SOURCE_WAL_ROOT"],
             "thrift2": EXISTING_SOURCE["WALSHIP_SOURCE_THRIFT2"],
             "zk_auth": EXISTING_SOURCE["WALSHIP_SOURCE_ZK_AUTH"],
+            "principal": EXISTING_SOURCE["WALSHIP_SOURCE_PRINCIPAL"],
+            "keytab": EXISTING_SOURCE["WALSHIP_SOURCE_KEYTAB"],
         },
     }
     bad = []
