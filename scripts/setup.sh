@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-command set-up of a fresh machine: Java 17+, Debian's zookeeper, docker-compose and
-# chromium (with chromium-driver), a C compiler and the Python headers, and .venv with the
+# chromium (with chromium-driver), a C compiler and the Python headers, MIT Kerberos (a KDC for
+# the secure tests, its client and headers), and .venv with the
 # pinned dependencies (constraints.txt) and walship's compiled WAL decoder, the real-HBase harness,
 # libhdfs.so (pyarrow's HDFS client) and the Spark driver's class archive.
 # Idempotent: a second run only checks.
@@ -88,6 +89,16 @@ if [ ! -f "$py_include/Python.h" ]; then
     /usr/include/*) say "installing Debian's python3-dev (headers for the compiled WAL decoder)"; apt_install python3-dev ;;
   esac
   [ -f "$py_include/Python.h" ] || { say "no Python headers for $PYTHON (no $py_include/Python.h)"; exit 1; }
+fi
+
+# 6b. MIT Kerberos from Debian's packages: the secure tests run a throw-away KDC of their own
+#     (walship.harness.kdc: krb5kdc, kdb5_util, kadmin.local, never as a system service nor with
+#     /etc/krb5.conf), kinit/klist for checks, and the headers pip compiles the Python Kerberos
+#     clients (gssapi, kerberos) against
+if [ ! -x /usr/sbin/krb5kdc ] || [ ! -x /usr/sbin/kadmin.local ] || ! command -v kinit >/dev/null 2>&1 \
+   || ! command -v krb5-config >/dev/null 2>&1; then
+  say "installing Debian's krb5-kdc, krb5-admin-server, krb5-user and libkrb5-dev packages"
+  apt_install krb5-kdc krb5-admin-server krb5-user libkrb5-dev
 fi
 
 # 7. The virtualenv with pinned versions

@@ -12,6 +12,7 @@ import airflow_env
 import fsspec
 import pytest
 import real_hbase as real_hbase_helpers
+import secure_hbase as secure_hbase_helpers
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, add_peer, make_cluster
 
@@ -47,6 +48,18 @@ def real_multiwal(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFa
     hb = real_hbase_helpers.start_multiwal(tmp_path_factory.mktemp("hbase-multiwal"), zk_server.hosts)
     yield hb
     hb.stop()
+
+
+@pytest.fixture(scope="session")
+def secure_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[secure_hbase_helpers.SecureStack]:
+    """The Kerberized stack (``secure_hbase.start_secure``): an MIT KDC, a ZooKeeper with SASL
+    Kerberos (``.zk_hosts``, ``localhost:port``) and secure HBase 2.6 clusters ``.sa`` (source,
+    two region servers, WALs on Kerberized HDFS) and ``.sb`` (peer, one region server), with the
+    keytabs of ``walship``, ``walship-short`` (20 s tickets) and ``intruder``; started once per
+    run, in parallel. Tests use tables and peers of their own."""
+    stack = secure_hbase_helpers.start_secure(tmp_path_factory.mktemp("secure-hbase"))
+    yield stack
+    stack.stop()
 
 
 @pytest.fixture

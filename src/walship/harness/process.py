@@ -12,6 +12,12 @@ Example::
     with HBaseProcess("A", data_dir, zk="127.0.0.1:2181", znode_parent="/hbase-a") as a:
         a.call("create_table", table="t", families={"r": {"scope": 1}})
         happybase.Connection(*a.thrift)
+
+With ``secure=SecureHarness(...)`` the cluster runs Kerberized (the launcher's ``--secure``):
+HBase's RPC, its ZooKeeper client (its znodes get ``sasl:`` ACLs), HDFS and WebHDFS (SPNEGO),
+and its Thrift servers (SASL GSSAPI), plus a Thrift2 server over HTTP behind SPNEGO
+(:attr:`HBaseProcess.thrift2_http`). Every service principal is ``<service>/<service_host>``
+(the ready line's ``service_host``, ``localhost`` on an ordinary machine).
 """
 
 from __future__ import annotations
@@ -24,13 +30,14 @@ import queue
 import shutil
 import subprocess
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from walship.childproc import wait_or_kill
 from walship.errors import ConfigError, HarnessError
 
-__all__ = ["COLLECTORS", "HBaseProcess", "check_collector", "harness_dir", "java_command"]
+__all__ = ["COLLECTORS", "HBaseProcess", "SecureHarness", "check_collector", "harness_dir", "java_command"]
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +110,51 @@ def java_command(heap: str = "768m", collector: str = "serial") -> list[str]:
     ]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class SecureHarness:
+    """What a Kerberized harness cluster needs (the launcher's ``--secure`` file).
+
+    :param krb5_conf: the Kerberos client configuration naming the realm's KDC.
+    :param realm: the realm (``EXAMPLE.COM``).
+    :param keytab: the keys of the service principal (``hbase/<host>``) for every host name
+        the JVM may resolve for itself (``localhost``, ``127.0.0.1``, the machine's name), and
+        by default of the SPNEGO principal (``HTTP/<host>``) too.
+    :param superusers: HBase's extra superusers (``hbase.superuser``: its znodes grant them
+        ``sasl:<user>`` ALL; on HDFS they are in the superuser group).
+    :param principal: the service principal, ``_HOST`` the service host.
+    :param spnego_principal: the SPNEGO principal of the HTTP Thrift server and WebHDFS.
+    :param spnego_keytab: its keys (default ``keytab``).
+    :param access_control: HBase's AccessController on the master and the region servers, so a
+        principal that is not a superuser is refused what it has no grant for.
+    """
+
+    krb5_conf: Path
+    realm: str
+    keytab: Path
+    superusers: tuple[str, ...] = ()
+    principal: str | None = None
+    spnego_principal: str | None = None
+    spnego_keytab: Path | None = None
+    access_control: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        """The launcher's ``--secure`` file's contents."""
+        return {
+            "krb5_conf": str(self.krb5_conf),
+            "realm": self.realm,
+            "keytab": str(self.keytab),
+            "principal": self.principal or f"hbase/_HOST@{self.realm}",
+            "spnego_principal": self.spnego_principal or f"HTTP/_HOST@{self.realm}",
+            "spnego_keytab": str(self.spnego_keytab or self.keytab),
+            "superusers": list(self.superusers),
+            "access_control": self.access_control,
+        }
+
+    def jvm_flags(self) -> list[str]:
+        """The JVM's own Kerberos settings (read before the launcher runs)."""
+        return [f"-Djava.security.krb5.conf={self.krb5_conf}", "-Dsun.security.krb5.debug=false"]
+
+
 class HBaseProcess:
     """One real HBase cluster in its own JVM; :meth:`start` returns once it serves.
 
@@ -112,6 +164,8 @@ class HBaseProcess:
         ``hdfs`` (WALs on a MiniDFSCluster, read over WebHDFS).
     :param conf: any HBase settings, as ``--conf key=value``.
     :param collector: the JVM's garbage collector, one of :data:`COLLECTORS`.
+    :param secure: run Kerberized (see :class:`SecureHarness`); ``zk`` is then a ZooKeeper with
+        SASL Kerberos, named by the host of its principal (``localhost:port``).
     """
 
     def __init__(
@@ -126,6 +180,7 @@ class HBaseProcess:
         conf: dict[str, str] | None = None,
         heap: str = "768m",
         collector: str = "serial",
+        secure: SecureHarness | None = None,
     ) -> None:
         self.name = name
         self.data_dir = Path(data_dir)
@@ -136,6 +191,7 @@ class HBaseProcess:
         self.conf = dict(conf or {})
         self.heap = heap
         self.collector = check_collector(collector)
+        self.secure_config = secure
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -151,6 +207,23 @@ class HBaseProcess:
     @property
     def thrift2(self) -> tuple[str, int]:
         return _address(self.ready["thrift2"])
+
+    @property
+    def thrift2_http(self) -> tuple[str, int] | None:
+        """The Thrift2 server over HTTP behind SPNEGO (secure clusters only, else ``None``)."""
+        value = self.ready.get("thrift2_http")
+        return _address(value) if value else None
+
+    @property
+    def secure(self) -> bool:
+        """Whether the running cluster is Kerberized (its ready line says so)."""
+        return bool(self.ready.get("secure"))
+
+    @property
+    def service_host(self) -> str | None:
+        """The host of the cluster's service principals (``hbase/<host>``, ``HTTP/<host>``), secure only."""
+        value = self.ready.get("service_host")
+        return str(value) if value else None
 
     @property
     def cluster_id(self) -> str:
@@ -182,11 +255,16 @@ class HBaseProcess:
     # -- life cycle ---------------------------------------------------------------------------
 
     def command(self) -> list[str]:
-        cmd = [*java_command(self.heap, self.collector), "--name", self.name, "--data-dir", str(self.data_dir)]
+        java = java_command(self.heap, self.collector)
+        if self.secure_config is not None:
+            java[1:1] = self.secure_config.jvm_flags()
+        cmd = [*java, "--name", self.name, "--data-dir", str(self.data_dir)]
         cmd += ["--regionservers", str(self.regionservers), "--znode-parent", self.znode_parent]
         cmd += ["--wal-fs", self.wal_fs]
         if self.zk:
             cmd += ["--zk", self.zk]
+        if self.secure_config is not None:
+            cmd += ["--secure", str(self.data_dir / "secure.json")]
         for key, value in self.conf.items():
             cmd += ["--conf", f"{key}={value}"]
         return cmd
@@ -197,6 +275,8 @@ class HBaseProcess:
         :raises HarnessError: it exited or did not get ready in time (the message names its log).
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.secure_config is not None:
+            (self.data_dir / "secure.json").write_text(json.dumps(self.secure_config.to_json(), indent=1))
         cmd = self.command()
         self._log = open(self.log_file, "a")  # noqa: SIM115
         self.proc = subprocess.Popen(

@@ -21,11 +21,12 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from walship.errors import ZooKeeperServerError
 
-__all__ = ["DEFAULT_JAR", "LocalZooKeeper", "ZooKeeperServerError", "free_port"]
+__all__ = ["DEFAULT_JAR", "LocalZooKeeper", "ZooKeeperKerberos", "ZooKeeperServerError", "free_port"]
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,37 @@ def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 
         return ""
 
 
+@dataclass(frozen=True)
+class ZooKeeperKerberos:
+    """The server side of SASL GSSAPI (Kerberos) logins to a :class:`LocalZooKeeper`.
+
+    :param principal: the server's principal (``zookeeper/localhost@EXAMPLE.COM``). A client asks
+        its KDC for ``zookeeper/<host as it names the server>`` and Java's acceptor takes tickets
+        for this one principal only, so clients must name the server by its host (:attr:`host`;
+        Java clients canonicalize ``127.0.0.1`` to ``localhost``, kazoo does not).
+    :param keytab: holds the principal's key.
+    :param krb5_conf: the Kerberos client configuration naming the realm's KDC.
+    """
+
+    principal: str
+    keytab: Path
+    krb5_conf: Path
+
+    @property
+    def host(self) -> str:
+        """The host part of :attr:`principal` (``localhost``)."""
+        return self.principal.split("@", 1)[0].partition("/")[2] or "localhost"
+
+
 class LocalZooKeeper:
     """One ZooKeeper server process.
 
     :param data_dir: holds ``zoo.cfg``, the snapshots, ``zookeeper.log`` and the pid file.
     :param port: client port on ``host``.
+    :param sasl_users: SASL DIGEST-MD5 users (name -> password).
+    :param kerberos: SASL GSSAPI logins: the server's principal and keytab. A client's
+        authenticated id is its principal's first part (``hbase/localhost@EXAMPLE.COM`` and
+        ``hbase@EXAMPLE.COM`` are both ``sasl:hbase``), as a secure HBase expects.
     """
 
     def __init__(
@@ -70,6 +97,7 @@ class LocalZooKeeper:
         jar: str | None = None,
         java: str | None = None,
         sasl_users: Mapping[str, str] | None = None,
+        kerberos: ZooKeeperKerberos | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port
@@ -77,12 +105,14 @@ class LocalZooKeeper:
         self.jar = jar or os.environ.get("WALSHIP_ZOOKEEPER_JAR", DEFAULT_JAR)
         self.java = java or shutil.which("java") or "java"
         self.sasl_users = dict(sasl_users or {})
+        self.kerberos = kerberos
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def hosts(self) -> str:
-        """The connect string, ``host:port``."""
-        return f"{self.host}:{self.port}"
+        """The connect string, ``host:port``; with :attr:`kerberos`, the host is the one of the
+        server's principal (``localhost:port``), the name Kerberos clients must use."""
+        return f"{self.kerberos.host if self.kerberos else self.host}:{self.port}"
 
     @property
     def pid_file(self) -> Path:
@@ -105,7 +135,12 @@ class LocalZooKeeper:
                     "4lw.commands.whitelist=ruok,srvr,stat,mntr",
                     *(
                         ["authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider"]
-                        if self.sasl_users
+                        if self.sasl_users or self.kerberos
+                        else []
+                    ),
+                    *(
+                        ["kerberos.removeHostFromPrincipal=true", "kerberos.removeRealmFromPrincipal=true"]
+                        if self.kerberos
                         else []
                     ),
                     "",
@@ -115,14 +150,26 @@ class LocalZooKeeper:
         return cfg
 
     def _jaas(self) -> list[str]:
-        """JVM flags for SASL DIGEST-MD5 logins of :attr:`sasl_users` (none without them)."""
-        if not self.sasl_users:
+        """JVM flags for SASL DIGEST-MD5 logins of :attr:`sasl_users` and Kerberos logins
+        (:attr:`kerberos`); none without either."""
+        if not self.sasl_users and not self.kerberos:
             return []
         jaas = self.data_dir / "jaas.conf"
-        users = " ".join(f'user_{name}="{password}"' for name, password in self.sasl_users.items())
-        jaas.write_text(f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required {users};\n}};\n")
+        modules = []
+        if self.sasl_users:
+            users = " ".join(f'user_{name}="{password}"' for name, password in self.sasl_users.items())
+            modules.append(f"  org.apache.zookeeper.server.auth.DigestLoginModule required {users};")
+        flags = []
+        if self.kerberos:
+            k = self.kerberos
+            modules.append(
+                "  com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true"
+                f' useTicketCache=false isInitiator=false keyTab="{k.keytab}" principal="{k.principal}";'
+            )
+            flags = [f"-Djava.security.krb5.conf={k.krb5_conf}", "-Dsun.security.krb5.debug=false"]
+        jaas.write_text("Server {\n" + "\n".join(modules) + "\n};\n")
         jaas.chmod(0o600)
-        return [f"-Djava.security.auth.login.config={jaas}"]
+        return [f"-Djava.security.auth.login.config={jaas}", *flags]
 
     def is_running(self) -> bool:
         return four_letter_word(self.host, self.port) == "imok"

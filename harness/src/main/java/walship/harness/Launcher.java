@@ -68,7 +68,9 @@ import org.apache.hbase.thirdparty.com.google.gson.JsonParser;
  * cluster. Everything HBase logs goes to stderr.
  *
  * <p>Options: {@code --name N --data-dir D [--regionservers 3] [--zk host:port]
- * [--znode-parent /hbase] [--wal-fs local|hdfs] [--conf key=value]...}
+ * [--znode-parent /hbase] [--wal-fs local|hdfs] [--secure file.json] [--conf key=value]...}
+ * ({@code --secure}: Kerberos everywhere, see {@link SecureMode}; with it a third Thrift
+ * server, Thrift2 over HTTP behind SPNEGO, is started).
  */
 public final class Launcher {
   private static final Gson GSON = new GsonBuilder().disableHtmlEscaping().serializeNulls().create();
@@ -80,6 +82,8 @@ public final class Launcher {
   private MiniDFSCluster dfs;
   private ThriftRunner thrift1;
   private ThriftRunner thrift2;
+  private ThriftRunner thrift2Http;
+  private SecureMode secure;
   private PrintStream out;
 
   public static void main(String[] args) throws Exception {
@@ -134,6 +138,9 @@ public final class Launcher {
   private void start() throws Exception {
     File dataDir = new File(opts.get("data-dir")).getAbsoluteFile();
     dataDir.mkdirs();
+    if (opts.containsKey("secure")) {
+      secure = SecureMode.read(opts.get("secure"));
+    }
     // HBaseTestingUtility keeps its local files under this directory
     System.setProperty("test.build.data.basedirectory", new File(dataDir, "test-data").getPath());
     Configuration conf = HBaseConfiguration.create();
@@ -162,10 +169,16 @@ public final class Launcher {
     }
     util = new HBaseTestingUtility(conf);
     conf = util.getConfiguration();
+    boolean hdfs = opts.getOrDefault("wal-fs", "local").equals("hdfs");
+    if (secure != null) {
+      secure.configure(conf, hdfs);
+    }
     for (Map.Entry<String, String> e : confs.entrySet()) {
       conf.set(e.getKey(), e.getValue());
     }
-    boolean hdfs = opts.getOrDefault("wal-fs", "local").equals("hdfs");
+    if (secure != null) {
+      secure.login(conf);
+    }
     if (hdfs) {
       conf.setBoolean("dfs.webhdfs.enabled", true);
       dfs = util.startMiniDFSCluster(1);
@@ -203,6 +216,14 @@ public final class Launcher {
       new Configuration(thriftConf)), "thrift2");
     thrift1.start();
     thrift2.start();
+    if (secure != null) {
+      Configuration httpConf = new Configuration(thriftConf);
+      httpConf.setBoolean("hbase.regionserver.thrift.http", true);
+      httpConf.setBoolean("hbase.thrift.support.proxyuser", true);
+      thrift2Http = new ThriftRunner(new org.apache.hadoop.hbase.thrift2.ThriftServer(httpConf),
+        "thrift2-http");
+      thrift2Http.start();
+    }
     JsonObject ready = info();
     ready.addProperty("ready", true);
     out.println(GSON.toJson(ready));
@@ -241,6 +262,11 @@ public final class Launcher {
     o.add("regionservers", servers);
     o.addProperty("thrift", thrift1 == null ? null : "127.0.0.1:" + thrift1.port);
     o.addProperty("thrift2", thrift2 == null ? null : "127.0.0.1:" + thrift2.port);
+    o.addProperty("thrift2_http", thrift2Http == null ? null : "127.0.0.1:" + thrift2Http.port);
+    o.addProperty("secure", secure != null);
+    o.addProperty("realm", secure == null ? null : secure.realm);
+    // the host of every service principal (hbase/<host>, HTTP/<host>) clients must ask for
+    o.addProperty("service_host", secure == null ? null : secure.serviceHost);
     return o;
   }
 
@@ -612,7 +638,7 @@ public final class Launcher {
   }
 
   private void shutdown() {
-    for (ThriftRunner t : new ThriftRunner[] { thrift1, thrift2 }) {
+    for (ThriftRunner t : new ThriftRunner[] { thrift1, thrift2, thrift2Http }) {
       if (t != null) {
         t.stop();
       }
