@@ -1,10 +1,11 @@
 """HBase's own RPC, for the master's replication peer calls: the framing (:mod:`.wire`), how a
-connection authenticates (:mod:`.auth`), one connection (:mod:`.connection`) and HBase's Admin
-for peers (:mod:`.master`)."""
+connection authenticates (:mod:`.auth`; Kerberos in :mod:`.sasl`), one connection
+(:mod:`.connection`) and HBase's Admin for peers (:mod:`.master`)."""
 
 from __future__ import annotations
 
-from walship.rpc.auth import Authentication, SimpleAuth
+from walship.rpc.auth import Authentication, SimpleAuth, default_auth
 from walship.rpc.master import MasterAdmin, PeerDescription
+from walship.rpc.sasl import KerberosAuth
 
-__all__ = ["Authentication", "MasterAdmin", "PeerDescription", "SimpleAuth"]
+__all__ = ["Authentication", "KerberosAuth", "MasterAdmin", "PeerDescription", "SimpleAuth", "default_auth"]

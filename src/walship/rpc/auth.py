@@ -3,10 +3,13 @@
 
 HBase's client (``RpcConnection``) picks one ``AuthMethod`` a connection: SIMPLE sends the
 user's name in the ``ConnectionHeader`` and nothing else; KERBEROS (SASL GSSAPI) and DIGEST
-(SASL DIGEST-MD5, delegation tokens) run a SASL exchange first and name no user (the server
-takes it from SASL), and with ``hbase.rpc.protection`` above ``authentication`` every byte
-after it travels wrapped. :class:`Authentication` is that seam: a SASL mechanism is one more
-class here, returning a :class:`Channel` that wraps and unwraps; the connection does not change.
+(SASL DIGEST-MD5, delegation tokens) run a SASL exchange first (the server takes the user from
+SASL; KERBEROS names the same principal in the header, DIGEST none), and with
+``hbase.rpc.protection`` above ``authentication`` every byte after it travels wrapped.
+:class:`Authentication` is that seam: a SASL mechanism is one more class
+(:class:`walship.rpc.sasl.KerberosAuth`), returning a :class:`Channel` that wraps and unwraps;
+the connection does not change. :func:`default_auth` picks KERBEROS when the process logged in
+to Kerberos, else SIMPLE.
 
 Example::
 
@@ -21,12 +24,22 @@ import getpass
 import logging
 import os
 import socket
+from collections.abc import Mapping
 from typing import Protocol
 
 from walship.protos import RPC_pb2
 from walship.rpc.wire import AUTH_SIMPLE
 
-__all__ = ["Authentication", "Channel", "SimpleAuth", "current_user"]
+__all__ = [
+    "DEFAULT_PROTECTION",
+    "ENV_PROTECTION",
+    "ENV_SERVER_PRINCIPAL",
+    "Authentication",
+    "Channel",
+    "SimpleAuth",
+    "current_user",
+    "default_auth",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +54,8 @@ class Channel(Protocol):
 
 
 class Authentication(Protocol):
-    """One authentication method of HBase's RPC."""
+    """One authentication method of HBase's RPC (:class:`SimpleAuth`;
+    :class:`walship.rpc.sasl.KerberosAuth`)."""
 
     #: the method's name as HBase's ``AuthMethod`` spells it (SIMPLE, KERBEROS, DIGEST)
     name: str
@@ -49,12 +63,44 @@ class Authentication(Protocol):
     auth_byte: int
 
     def user_info(self) -> RPC_pb2.UserInformation | None:
-        """The ``ConnectionHeader``'s user: SIMPLE names it, SASL methods leave it out."""
+        """The ``ConnectionHeader``'s user: SIMPLE names it; KERBEROS names the principal SASL
+        authenticated (HBase's ``getUserInfo`` of each provider); ``None`` leaves it out."""
         ...
 
     def negotiate(self, sock: socket.socket, server: str) -> Channel:
         """Run the method's exchange after the preamble; the channel calls go over from here."""
         ...
+
+
+#: The master's principal (``hbase/_HOST[@REALM]``; HBase's ``hbase.master.kerberos.principal``).
+ENV_SERVER_PRINCIPAL = "WALSHIP_HBASE_PRINCIPAL"
+#: The protection levels walship accepts (``privacy``, ``integrity``, ``authentication`` or
+#: SASL's names, comma-separated; HBase's ``hbase.rpc.protection``).
+ENV_PROTECTION = "WALSHIP_RPC_PROTECTION"
+#: All three: the master's ``hbase.rpc.protection`` decides.
+DEFAULT_PROTECTION = "privacy,integrity,authentication"
+
+
+def default_auth(environ: Mapping[str, str] | None = None) -> Authentication:
+    """How walship's connections to a master authenticate: KERBEROS as the identity the process
+    logged in with (:func:`walship.security.active`), to the principal in
+    ``WALSHIP_HBASE_PRINCIPAL`` (default ``hbase/_HOST``) with the levels in
+    ``WALSHIP_RPC_PROTECTION`` (default all three); SIMPLE as the current user without one.
+
+    :raises ConfigError: ``WALSHIP_RPC_PROTECTION`` or ``WALSHIP_HBASE_PRINCIPAL`` does not parse.
+    """
+    from walship.rpc.sasl import DEFAULT_SERVER_PRINCIPAL, KerberosAuth
+    from walship.security import active, server_name
+    from walship.security.sasl import parse_qop
+
+    identity = active()
+    if identity is None:
+        return SimpleAuth()
+    env = os.environ if environ is None else environ
+    pattern = (env.get(ENV_SERVER_PRINCIPAL) or DEFAULT_SERVER_PRINCIPAL).strip()
+    server_name(pattern, "_HOST")  # its form checked here, not on the first connection
+    qops = parse_qop(env.get(ENV_PROTECTION) or DEFAULT_PROTECTION, ENV_PROTECTION)
+    return KerberosAuth(identity, pattern, qops)
 
 
 def current_user() -> str:

@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from walship.errors import MasterUnavailableError, RemoteHBaseError
+from walship.errors import MasterUnavailableError, RemoteHBaseError, SaslAuthError
 from walship.protos import RPC_pb2
 from walship.rpc.auth import Authentication, Channel
 from walship.rpc.wire import (
@@ -46,6 +46,10 @@ M = TypeVar("M", bound=Message)
 
 #: Call ids of an answer about the connection, not a call: HBase's -1 (and 0, which no call uses).
 _CONNECTION_IDS = frozenset({0, CONNECTION_CALL_ID})
+
+#: HBase's answer, at connection level, to a SIMPLE client of a server with Kerberos on
+#: (``ServerRpcConnection.processPreamble``), and to a user the server does not authorize.
+ACCESS_DENIED = "org.apache.hadoop.hbase.security.AccessDeniedException"
 
 #: Seconds a connect or a call's answer may take (each call carries it to the server, in
 #: milliseconds, as HBase's client sends its operation timeout).
@@ -88,6 +92,7 @@ class RpcConnection:
         self._lock = threading.Lock()
         self._next_id = 0
         self._closed = False
+        self._channel: Channel | None = None
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
@@ -97,14 +102,17 @@ class RpcConnection:
         try:
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock.sendall(preamble(auth.auth_byte))
-            self._channel: Channel = auth.negotiate(self._sock, self.server)
+            self._channel = auth.negotiate(self._sock, self.server)
             header = RPC_pb2.ConnectionHeader(service_name=service)
             user = auth.user_info()
             if user is not None:
                 header.user_info.CopyFrom(user)
             self._channel.sendall(connection_header(header))
         except OSError as exc:
+            refusal = self._read_refusal() if isinstance(exc, (BrokenPipeError, ConnectionResetError)) else None
             self.close()
+            if refusal is not None:
+                raise refusal from None
             raise MasterUnavailableError(
                 f"cannot set up a connection to {service} at {self.server}: {exc.strerror or exc}"
             ) from None
@@ -128,10 +136,19 @@ class RpcConnection:
             header = RPC_pb2.RequestHeader(
                 call_id=call_id, method_name=method, request_param=True, timeout=int(self.timeout * 1000)
             )
+            channel = self._channel
+            assert channel is not None
+            send_error: OSError | None = None
             try:
-                self._channel.sendall(request_frame(header, request))
+                try:
+                    channel.sendall(request_frame(header, request))
+                except (BrokenPipeError, ConnectionResetError) as exc:
+                    # a server that refused the connection (HBase answers a refused preamble with an
+                    # error, then closes) may have answered before reading the call: read its answer
+                    log.debug("%s: sending %s failed (%s); reading what the server answered", what, method, exc)
+                    send_error = exc
                 while True:
-                    frame = read_frame(self._channel, what)
+                    frame = read_frame(channel, what)
                     reply, body = split_response(frame, what)
                     if reply.call_id == call_id:
                         break
@@ -140,12 +157,15 @@ class RpcConnection:
                     log.debug("%s: dropped an answer to call %d, waiting for %d", what, reply.call_id, call_id)
             except (OSError, RpcProtocolError) as exc:
                 self._close_locked()
-                detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                failed = send_error or exc
+                detail = failed.strerror if isinstance(failed, OSError) and failed.strerror else str(failed)
                 raise MasterUnavailableError(f"{method} on {what}: {detail}") from None
         if reply.HasField("exception"):
             error = remote_error(reply.exception, self.server, method)
             if reply.call_id in _CONNECTION_IDS:
                 self.close()
+                if error.exception_class == ACCESS_DENIED:
+                    raise self._access_denied(error) from None
             raise error
         response = response_type()
         try:
@@ -154,13 +174,48 @@ class RpcConnection:
             raise RpcProtocolError(f"{method} on {what}: the answer is not a {response_type.__name__}: {exc}") from None
         return response
 
+    def _read_refusal(self) -> Exception | None:
+        """The answer of a server that refused the connection and closed it while we were still
+        writing (HBase answers a refused preamble with call id -1), if it is there to read."""
+        what = f"{self.service} at {self.server}"
+        try:
+            reply, _ = split_response(read_frame(self._channel or self._sock, what), what)
+        except (OSError, RpcProtocolError):
+            return None
+        if not reply.HasField("exception") or reply.call_id not in _CONNECTION_IDS:
+            return None
+        error = remote_error(reply.exception, self.server, "the connection")
+        return self._access_denied(error) if error.exception_class == ACCESS_DENIED else error
+
+    def _access_denied(self, error: RemoteHBaseError) -> SaslAuthError:
+        """The connection refused for who it is: a SIMPLE client of a server that requires
+        Kerberos, or a principal the server does not authorize."""
+        where = (
+            f"the master at {self.server}" if self.service == "MasterService" else f"{self.service} at {self.server}"
+        )
+        said = f"HBase's answer: {error.short_class}: {error.remote_message or '(no message)'}"
+        if self.auth.name == "SIMPLE":
+            return SaslAuthError(f"{where} requires Kerberos: give --principal ({said})")
+        user = self.auth.user_info()
+        who = f"principal {user.effective_user}" if user is not None and user.effective_user else self.auth.name
+        return SaslAuthError(f"{where} refused {who} ({said})")
+
     @property
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def channel(self) -> Channel | None:
+        """What frames go over: the socket, or a SASL channel that wraps them."""
+        return self._channel
+
     def _close_locked(self) -> None:
         if not self._closed:
             self._closed = True
+            close = getattr(self._channel, "close", None)
+            if self._channel is not self._sock and close is not None:
+                with contextlib.suppress(Exception):
+                    close()
             with contextlib.suppress(OSError):
                 self._sock.close()
 

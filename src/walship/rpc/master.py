@@ -31,7 +31,7 @@ from kazoo.client import KazooClient
 
 from walship.errors import MasterNotFoundError, MasterUnavailableError, ProcedureFailedError, RemoteHBaseError
 from walship.protos import Master_pb2, Replication_pb2
-from walship.rpc.auth import Authentication, SimpleAuth
+from walship.rpc.auth import Authentication, default_auth
 from walship.rpc.connection import DEFAULT_TIMEOUT, RpcConnection
 from walship.zk.layout import ZnodeLayout
 from walship.zk.master import MasterAddress, read_master
@@ -85,7 +85,8 @@ class PeerDescription:
 class MasterAdmin:
     """The master's replication peer calls for the cluster at ``layout`` in ``client``'s ensemble.
 
-    :param auth: how connections authenticate (default SIMPLE, as the current user).
+    :param auth: how connections authenticate (default :func:`~walship.rpc.auth.default_auth`:
+        KERBEROS as the logged-in principal, else SIMPLE as the current user).
     :param timeout: seconds a call's answer may take.
     :param find_timeout: how long a master that does not answer (or answers that it is not the
         active one) is looked for again in ZooKeeper before giving up: a backup master takes
@@ -106,7 +107,7 @@ class MasterAdmin:
     ) -> None:
         self.client = client
         self.layout = layout
-        self.auth: Authentication = auth if auth is not None else SimpleAuth()
+        self.auth: Authentication = auth if auth is not None else default_auth()
         self.timeout = timeout
         self.find_timeout = find_timeout
         self.procedure_timeout = procedure_timeout

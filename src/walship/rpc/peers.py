@@ -222,6 +222,10 @@ def peer_admin(
     """What changes the peers of the cluster at ``layout``: its master when one is registered;
     HBase's znodes directly only with ``offline`` (a cluster that is down).
 
+    :param auth: how connections to the master authenticate (default
+        :func:`~walship.rpc.auth.default_auth`: KERBEROS when the process logged in to
+        Kerberos, else SIMPLE).
+
     :raises MasterNotFoundError: no master is registered and ``offline`` is not given.
     :raises MasterRunningError: ``offline`` while a master is registered (names it).
     """

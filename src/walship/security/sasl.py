@@ -17,7 +17,7 @@ from typing import Any
 from walship.errors import ConfigError, SaslAuthError
 from walship.security.kerberos import KerberosIdentity, server_name
 
-__all__ = ["QOPS", "RPC_PROTECTION", "parse_qop", "sasl_client", "spnego_auth"]
+__all__ = ["QOPS", "RPC_PROTECTION", "gss_words", "parse_qop", "sasl_client", "spnego_auth"]
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,20 @@ def sasl_client(identity: KerberosIdentity, principal_pattern: str, host: str, q
         )
     except Exception as exc:  # pure-sasl raises plain Exceptions (and pykerberos its GSSError)
         raise SaslAuthError(
-            f"SASL GSSAPI as {identity.principal} to {service}/{server_host} cannot start: {exc}"
+            f"SASL GSSAPI as {identity.principal} to {service}/{server_host} cannot start: {gss_words(exc)}"
         ) from None
+
+
+def gss_words(exc: BaseException) -> str:
+    """An error of pykerberos (``GSSError((major, code), (minor, code))``) or pure-sasl as one
+    line: the Kerberos library's most specific words (the minor status, else the major)."""
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    if len(args) == 2 and all(isinstance(a, tuple) and a for a in args):
+        major, minor = str(args[0][0]), str(args[1][0])
+        words = minor if minor.strip() and "unknown error" not in minor.lower() else major
+    else:
+        words = str(exc)
+    return " ".join(words.split()) or type(exc).__name__
 
 
 def spnego_auth(identity: KerberosIdentity, principal_pattern: str, host: str) -> Any:
