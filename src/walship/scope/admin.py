@@ -141,7 +141,8 @@ def peer_tables_reader(peer: PeerConfig, *, timeout_ms: int = 30_000) -> PeerTab
 
 
 def open_source(spec: str | None, *, name: str, how: str, timeout_ms: int = 30_000) -> Thrift2Admin:
-    """The source cluster's Thrift2 server(s), ``host:port[,host:port...]`` (buffered, binary).
+    """The source cluster's Thrift2 server(s), ``host:port[,host:port...]`` (buffered, binary;
+    SASL or HTTP as :meth:`~walship.thrift.conn.ThriftOptions.for_source` says).
 
     :param name: where ``spec`` comes from, for messages (``--source-thrift2``, a
         connection's extra).
@@ -155,4 +156,6 @@ def open_source(spec: str | None, *, name: str, how: str, timeout_ms: int = 30_0
         servers = parse_host_ports(spec.strip(), name)
     except InvalidPeerConfigError as exc:
         raise ConfigError(str(exc)) from None
-    return Thrift2Admin(servers, label="the source cluster", hint=name, timeout_ms=timeout_ms)
+    return Thrift2Admin(
+        servers, label="the source cluster", hint=name, options=ThriftOptions.for_source(), timeout_ms=timeout_ms
+    )

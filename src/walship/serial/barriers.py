@@ -90,7 +90,9 @@ class BarrierReader:
     :param thrift2: the source cluster's Thrift2 server, ``host:port`` (a comma list: the first
         that answers).
     :param timeout: seconds to connect and to wait for each answer.
-    :param options: its transport, protocol and TLS (default: buffered, binary, plain).
+    :param options: its transport, protocol, TLS and authentication (default:
+        :meth:`~walship.thrift.conn.ThriftOptions.for_source`: buffered, binary, SASL when
+        walship is logged in to Kerberos).
     :param caching: meta rows fetched per call of a scan.
     :raises ConfigError: ``thrift2`` is not ``host:port``.
     :raises BarrierUnavailableError: the server does not answer.
@@ -113,7 +115,7 @@ class BarrierReader:
             servers,
             label="the source cluster",
             hint=f"its Thrift2 server {thrift2}",
-            options=options,
+            options=options or ThriftOptions.for_source(),
             timeout_ms=max(1, int(timeout * 1000)),
         )
         self._names: dict[str, bytes] = {}

@@ -77,6 +77,7 @@ class PooledSink:
     ) -> None:
         self.peer = peer
         self.options = ThriftOptions.of(peer)
+        self.options.identity(f"peer {peer.peer_id}")  # SASL without a login: fail now, naming the key
         servers = self.servers_of(peer)
         if not servers:
             raise ConfigError(

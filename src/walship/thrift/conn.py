@@ -1,20 +1,42 @@
 """Connections to a peer's HBase Thrift servers, shared by the Thrift1 and Thrift2 sinks.
 
-* :class:`ThriftOptions`: the transport, protocol and TLS a peer's Thrift servers speak, from
-  its configuration, as HBase's Thrift servers are started (``-f``, ``-c``,
-  ``hbase.thrift.ssl.enabled``); the same keys apply to both services:
+* :class:`ThriftOptions` (:mod:`walship.thrift.options`): the transport, protocol, TLS and
+  authentication a peer's Thrift servers speak, from its configuration, as HBase's Thrift
+  servers are started (``-f``, ``-c``, ``hbase.thrift.ssl.enabled``,
+  ``hbase.thrift.security.qop``, ``hbase.regionserver.thrift.http``); the same keys apply to
+  both services:
   ``walship.sink.thrift.transport`` = ``buffered`` (default) | ``framed``,
   ``walship.sink.thrift.protocol`` = ``binary`` (default) | ``compact``,
   ``walship.sink.thrift.ssl`` = ``false`` (default) | ``true``, with
   ``walship.sink.thrift.ssl.ca`` (a PEM file of the CAs to trust; default: the system's) and
   ``walship.sink.thrift.ssl.verify`` = ``true`` (default) | ``false`` (check that the
-  certificate names the host; the certificate itself is always verified).
+  certificate names the host; the certificate itself is always verified);
+  ``walship.sink.thrift.security.qop`` = ``auth`` | ``auth-int`` | ``auth-conf`` (or a comma
+  list of those walship accepts; HBase's ``authentication``, ``integrity``, ``privacy`` too):
+  SASL GSSAPI (Kerberos) on the buffered transport, as the logged-in principal (``--principal``;
+  not logged in: a configuration error), to the servers' principal
+  ``walship.sink.thrift.kerberos.principal`` (default ``hbase/_HOST``; ``_HOST`` is the host
+  as the sink's server list names it, the realm the host's), the frames signed (``auth-int``)
+  or encrypted (``auth-conf``) as the server chooses among those accepted;
+  ``walship.sink.thrift.http`` = ``false`` (default) | ``true``: Thrift over HTTP ``POST``
+  (binary; HTTPS with ``walship.sink.thrift.ssl``), with SPNEGO to
+  ``walship.sink.thrift.spnego.principal`` (default ``HTTP/_HOST``) when walship is logged in
+  to Kerberos (the ``qop`` key is then not used: the HTTP server authenticates each request).
+  The source cluster's servers: :meth:`ThriftOptions.for_source` (SASL when logged in).
+* :func:`open_transport`: a connection's transport, opened (SASL negotiated, see
+  :mod:`walship.thrift.sasl`; HTTP in :mod:`walship.thrift.http`).
 * :func:`open_thrift2` (THBaseService); Thrift1's, a happybase connection, is
   :func:`walship.thrift.conn1.open_connection` (happybase and Thrift1's IDL are loaded only
   where Thrift1 is spoken).
 * :class:`ThriftSession`: one connection to the first answering of a cluster's servers, for
   reading and changing its tables (``walship scope``, ``walship verify``); its errors are the
   caller's own.
+
+A server that refuses walship's principal raises :class:`~walship.errors.SaslAuthError`; one
+that speaks another kind of connection (SASL, plain, HTTP) than asked,
+:class:`~walship.thrift.sasl.SecurityMismatchError`: neither is transient, and the callers
+(the sinks' :class:`~walship.thrift.pool.ServerPool`, :class:`ThriftSession`) fail with them
+rather than retry.
 """
 
 from __future__ import annotations
@@ -24,15 +46,13 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
 from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket, TSSLSocket, TTransportException
 
-from walship.errors import InvalidPeerConfigError
+from walship.errors import SaslAuthError
 
 try:
     from thriftpy2.protocol.cybin import ProtocolError as CyProtocolError  # type: ignore[attr-defined]
@@ -42,22 +62,42 @@ except ImportError:  # thriftpy2 without its compiled protocol
         """Never raised: the compiled protocol is not there."""
 
 
-from walship.peer import PeerConfig
-from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.thrift.encoded import EncodingClient
 from walship.thrift.hbase2 import hbase2
+from walship.thrift.options import (
+    MAX_CONNECTIONS,
+    THRIFT_CONNECTIONS_KEY,
+    THRIFT_HTTP_KEY,
+    THRIFT_PRINCIPAL_KEY,
+    THRIFT_PROTOCOL_KEY,
+    THRIFT_QOP_KEY,
+    THRIFT_SPNEGO_PRINCIPAL_KEY,
+    THRIFT_SSL_CA_KEY,
+    THRIFT_SSL_KEY,
+    THRIFT_SSL_VERIFY_KEY,
+    THRIFT_TRANSPORT_KEY,
+    ThriftOptions,
+    connections_of,
+)
+from walship.thrift.probe import PROBE_TIMEOUT_MS
+from walship.thrift.sasl import AnswerCheck, SaslClientTransport, SecurityMismatchError
 
 __all__ = [
     "MAX_CONNECTIONS",
     "THRIFT2_REFUSALS",
     "THRIFT_CONNECTIONS_KEY",
+    "THRIFT_HTTP_KEY",
+    "THRIFT_PRINCIPAL_KEY",
     "THRIFT_PROTOCOL_KEY",
+    "THRIFT_QOP_KEY",
+    "THRIFT_SPNEGO_PRINCIPAL_KEY",
     "THRIFT_SSL_CA_KEY",
     "THRIFT_SSL_KEY",
     "THRIFT_SSL_VERIFY_KEY",
     "THRIFT_TRANSPORT_KEY",
     "TRANSPORT_CLASSES",
     "TRANSPORT_ERRORS",
+    "SecurityMismatchError",
     "Thrift2Client",
     "ThriftOptions",
     "ThriftSession",
@@ -65,24 +105,12 @@ __all__ = [
     "describe_error",
     "open_socket",
     "open_thrift2",
+    "open_transport",
     "thrift_transport",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Peer configuration keys: how to speak to the peer's Thrift servers.
-THRIFT_TRANSPORT_KEY = "walship.sink.thrift.transport"
-THRIFT_PROTOCOL_KEY = "walship.sink.thrift.protocol"
-THRIFT_SSL_KEY = "walship.sink.thrift.ssl"
-THRIFT_SSL_CA_KEY = "walship.sink.thrift.ssl.ca"
-THRIFT_SSL_VERIFY_KEY = "walship.sink.thrift.ssl.verify"
-#: Peer configuration key: how many connections a sink spreads a large batch's calls over, each
-#: carrying the rows whose key hashes to it, in WAL order (as HBase's replication source spreads
-#: a batch over threads by region, up to one for each sink region server it picked). Default:
-#: one for each of the peer's Thrift servers the sink names.
-THRIFT_CONNECTIONS_KEY = "walship.sink.thrift.connections"
-MAX_CONNECTIONS = 64
-_BOOLEANS = {"true": True, "false": False}
 #: A call to a peer goes out in pieces of at most this many bytes.
 WRITE_BUFFER = 4 << 20
 #: A server that cannot be reached, or answers with what is not Thrift (a wrong port, another
@@ -103,77 +131,6 @@ TRANSPORT_CLASSES: dict[str, Any] = {"buffered": TBufferedTransport, "framed": T
 #: The server's own errors: a refusal of what was asked, not a failure to answer (Thrift1's:
 #: :data:`walship.thrift.conn1.THRIFT1_REFUSALS`).
 THRIFT2_REFUSALS: tuple[type[BaseException], ...] = (hbase2.TIOError, hbase2.TIllegalArgument)
-
-
-def _choice(peer: PeerConfig, key: str, allowed: Sequence[str], default: str) -> str:
-    raw = peer.configuration.get(key)
-    if raw is None:
-        return default
-    value = raw.strip().lower()
-    if value not in allowed:
-        raise InvalidPeerConfigError(f"peer {peer.peer_id}: {key} must be one of {', '.join(allowed)}, got {raw!r}")
-    return value
-
-
-def _flag(peer: PeerConfig, key: str, default: bool) -> bool:
-    return _BOOLEANS[_choice(peer, key, tuple(_BOOLEANS), "true" if default else "false")]
-
-
-@dataclass(frozen=True)
-class ThriftOptions:
-    """How to speak to a peer's Thrift servers (see the module's description)."""
-
-    transport: str = "buffered"
-    protocol: str = "binary"
-    ssl: bool = False
-    #: PEM file of the CAs to trust (``None``: the system's)
-    ca: str | None = None
-    #: check that the server's certificate names the host
-    verify: bool = True
-
-    @classmethod
-    def of(cls, peer: PeerConfig) -> ThriftOptions:
-        """The options in the peer's configuration.
-
-        :raises InvalidPeerConfigError: a value out of its allowed set (the message names the
-            key, the peer and the allowed values), or a CA file that does not exist.
-        """
-        ca = peer.configuration.get(THRIFT_SSL_CA_KEY) or None
-        if ca is not None and not Path(ca).is_file():
-            raise InvalidPeerConfigError(f"peer {peer.peer_id}: {THRIFT_SSL_CA_KEY}: no such file: {ca}")
-        return cls(
-            transport=_choice(peer, THRIFT_TRANSPORT_KEY, TRANSPORTS, "buffered"),
-            protocol=_choice(peer, THRIFT_PROTOCOL_KEY, PROTOCOLS, "binary"),
-            ssl=_flag(peer, THRIFT_SSL_KEY, False),
-            ca=ca,
-            verify=_flag(peer, THRIFT_SSL_VERIFY_KEY, True),
-        )
-
-    def describe(self) -> str:
-        """E.g. ``framed/compact over TLS``."""
-        return f"{self.transport}/{self.protocol}{' over TLS' if self.ssl else ''}"
-
-
-def connections_of(peer: PeerConfig, servers: int) -> int:
-    """The peer's ``walship.sink.thrift.connections``; by default one for each of its
-    ``servers`` Thrift servers (at most :data:`MAX_CONNECTIONS`).
-
-    :raises InvalidPeerConfigError: not a whole number from 1 to 64 (the message names the
-        peer and the key).
-    """
-    raw = peer.configuration.get(THRIFT_CONNECTIONS_KEY)
-    if raw is None:
-        return max(1, min(servers, MAX_CONNECTIONS))
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_CONNECTIONS:
-        raise InvalidPeerConfigError(
-            f"peer {peer.peer_id}: {THRIFT_CONNECTIONS_KEY} must be a whole number from 1 to {MAX_CONNECTIONS}, "
-            f"got {raw!r}"
-        )
-    return value
 
 
 def describe_error(exc: BaseException | None) -> str:
@@ -253,15 +210,62 @@ class Thrift2Client:
         self.close()
 
 
+def open_transport(host: str, port: int, options: ThriftOptions, timeout_ms: int) -> Any:
+    """The transport a connection to ``host:port`` speaks through, opened: HTTP (SPNEGO when
+    logged in), SASL GSSAPI negotiated (under a buffered transport), or the buffered or framed
+    transport over the socket (its first answer checked: :class:`~walship.thrift.sasl.AnswerCheck`).
+
+    :raises InvalidPeerConfigError: SASL asked for, and walship not logged in to Kerberos.
+    :raises SaslAuthError: the server refused walship's principal (names it and the server).
+    :raises SecurityMismatchError: the server answered SASL negotiation with what is not SASL,
+        or it answers a plain call when SASL negotiation got no answer.
+    :raises TTransportException: the server cannot be reached, the TLS handshake failed, or
+        the server closed the connection or timed out during SASL negotiation.
+    """
+    server = f"{host}:{port}"
+    identity = options.identity(f"Thrift server {server}")
+
+    def reopen() -> Any:
+        """A new socket to the server, for a probe of what it speaks (:mod:`walship.thrift.probe`)."""
+        return open_socket(host, port, options, min(timeout_ms or PROBE_TIMEOUT_MS, PROBE_TIMEOUT_MS))
+
+    if options.http:
+        from walship.thrift.http import HttpTransport  # requests, only where HTTP is spoken
+
+        http = HttpTransport(host, port, options, timeout_ms, identity, reopen)
+        return TRANSPORT_CLASSES["buffered"](http, buf_size=WRITE_BUFFER)
+    sock = open_socket(host, port, options, timeout_ms)
+    if not options.sasl:
+        return thrift_transport(options, AnswerCheck(sock, server, reopen))
+    assert identity is not None  # options.identity raised otherwise: SASL needs a principal
+    from walship.security.kerberos import server_name
+    from walship.security.sasl import sasl_client  # pure-sasl and pykerberos: only with Kerberos
+
+    target = "/".join(server_name(options.principal, host))
+    try:
+        client = sasl_client(identity, options.principal, host, options.qops)
+    except SaslAuthError as exc:
+        sock.close()
+        raise SaslAuthError(f"Thrift server {server}: {exc}") from None
+    sasl = SaslClientTransport(
+        sock, client, server=server, who=identity.principal, target=target, reopen=reopen, protocol=options.protocol
+    )
+    sasl.negotiate(timeout_ms / 1000 if timeout_ms else None)
+    # HBase's SASL server is never framed; the buffered transport gives the compiled protocol
+    # the transport it needs and writes a call in one frame
+    return TRANSPORT_CLASSES["buffered"](sasl, buf_size=WRITE_BUFFER)
+
+
 def open_thrift2(
     host: str, port: int, options: ThriftOptions | None = None, *, timeout_ms: int = 30_000
 ) -> Thrift2Client:
     """A connection to one Thrift2 (THBaseService) server, opened, speaking ``options``.
 
     :raises TTransportException: the server cannot be reached or the TLS handshake failed.
+    :raises SaslAuthError, SecurityMismatchError, InvalidPeerConfigError: see :func:`open_transport`.
     """
     options = options or ThriftOptions()
-    transport = thrift_transport(options, open_socket(host, port, options, timeout_ms))
+    transport = open_transport(host, port, options, timeout_ms)
     return Thrift2Client(transport, EncodingClient(hbase2.THBaseService, options.protocol, transport), (host, port))
 
 
@@ -307,6 +311,10 @@ class ThriftSession:
         for host, port in servers:
             try:
                 self._conn = self.opener(host, port, self.options, timeout_ms=timeout_ms)
+            except SaslAuthError as exc:
+                raise SaslAuthError(f"{label}: {exc}") from None
+            except SecurityMismatchError as exc:
+                raise self.refused(f"{label}: {exc} ({hint})") from None
             except TRANSPORT_ERRORS as exc:
                 log.debug("%s: %s server %s:%d unreachable: %s", label, self.service, host, port, describe_error(exc))
                 last = exc
@@ -347,6 +355,10 @@ class ThriftSession:
             raise self.refused(
                 f"{self.label}: {self.service} server {self.server} refused to {what}: {describe_error(exc)}"
             ) from None
+        except SaslAuthError as exc:  # SPNEGO, refused for a request
+            raise SaslAuthError(f"{self.label}: {exc}") from None
+        except SecurityMismatchError as exc:
+            raise self.refused(f"{self.label}: could not {what}: {exc} ({self.hint})") from None
         except TApplicationException as exc:
             raise self.unavailable(
                 f"{self.label}: {self.server} could not {what}: {describe_error(exc)} (is it a {self.service} server, "

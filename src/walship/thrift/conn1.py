@@ -1,7 +1,7 @@
 """A connection to one of a peer's Thrift1 (``Hbase``) servers: a happybase connection whose
-calls can also go out encoded ahead, over the transport, protocol and TLS the peer's options
-name (see :mod:`walship.thrift.conn`). Importing this module loads happybase and Thrift1's IDL,
-which a Thrift2-only process never needs."""
+calls can also go out encoded ahead, over the transport, protocol, TLS and authentication (SASL
+GSSAPI, HTTP with SPNEGO) the peer's options name (see :mod:`walship.thrift.conn`). Importing
+this module loads happybase and Thrift1's IDL, which a Thrift2-only process never needs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import happybase
 
-from walship.thrift.conn import ThriftOptions, open_socket, thrift_transport
+from walship.thrift.conn import ThriftOptions, open_transport
 from walship.thrift.encoded import EncodingClient
 from walship.thrift.hbase1 import Hbase_thrift
 
@@ -22,16 +22,19 @@ THRIFT1_REFUSALS: tuple[type[BaseException], ...] = (Hbase_thrift.IOError, Hbase
 def open_connection(host: str, port: int, options: ThriftOptions | None = None, *, timeout_ms: int = 30_000) -> Any:
     """A :class:`happybase.Connection` to one Thrift1 server, opened, speaking ``options``.
 
-    happybase has no TLS: for TLS the connection's transport and client are thriftpy2's, over
-    a TLS socket (``connection.client`` and ``close()`` work as for any other).
+    happybase has no TLS, SASL nor HTTP: the connection's transport and client are
+    :func:`~walship.thrift.conn.open_transport`'s and thriftpy2's (``connection.client``,
+    ``table()`` and ``close()`` work as for any other).
 
     :raises TTransportException: the server cannot be reached or the TLS handshake failed.
+    :raises SaslAuthError, SecurityMismatchError, InvalidPeerConfigError: see
+        :func:`~walship.thrift.conn.open_transport`.
     """
     options = options or ThriftOptions()
     conn = happybase.Connection(
         host, port, timeout=timeout_ms, autoconnect=False, transport=options.transport, protocol=options.protocol
     )
-    transport = thrift_transport(options, open_socket(host, port, options, timeout_ms))
+    transport = open_transport(host, port, options, timeout_ms)
     conn.transport = transport
     conn.client = EncodingClient(Hbase_thrift.Hbase, options.protocol, transport)
     return conn

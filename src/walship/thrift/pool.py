@@ -1,6 +1,8 @@
 """A peer's Thrift servers as one: calls go to one of them picked at random, a failed one is
-left for another, with exponential backoff between rounds; refusals (the server's own errors)
-are not retried. Shared by the Thrift1 and Thrift2 sinks.
+left for another, with exponential backoff between rounds; refusals (the server's own errors),
+authentication refusals (:class:`~walship.errors.SaslAuthError`) and a server speaking another
+kind of connection than configured (:class:`~walship.thrift.sasl.SecurityMismatchError`) are
+not retried. Shared by the Thrift1 and Thrift2 sinks.
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from typing import Any, Protocol, TypeVar
 
 from thriftpy2.transport import TTransportException
 
-from walship.errors import SinkError, SinkUnavailableError
+from walship.errors import SaslAuthError, SinkError, SinkUnavailableError
 from walship.thrift.conn import (
+    THRIFT_HTTP_KEY,
     THRIFT_PROTOCOL_KEY,
+    THRIFT_QOP_KEY,
     THRIFT_SSL_KEY,
     THRIFT_TRANSPORT_KEY,
     TRANSPORT_ERRORS,
+    SecurityMismatchError,
     ThriftOptions,
     describe_error,
 )
@@ -93,6 +98,8 @@ class ServerPool:
             for host, port in choices:
                 try:
                     conn = self.opener(host, port)
+                except SecurityMismatchError:
+                    raise  # not another server's turn: the call fails with it
                 except TRANSPORT_ERRORS as exc:
                     last = exc
                     log.warning(
@@ -129,7 +136,9 @@ class ServerPool:
         error, with backoff.
 
         :param what: what the call does, for a refusal's message (e.g. ``edits to table t``).
-        :raises SinkError: the server refused (one of ``refusals``): not retried.
+        :raises SinkError: the server refused (one of ``refusals``), or speaks another kind of
+            connection than configured (SASL, HTTP, plain): not retried.
+        :raises SaslAuthError: the server refused walship's principal: not retried.
         :raises SinkUnavailableError: no server answered within the retries.
         """
         delay = self.backoff
@@ -139,6 +148,12 @@ class ServerPool:
                 return func(self.connection())
             except self.refusals as exc:
                 raise SinkError(f"peer {self.peer_id} refused {what}: {describe_error(exc)}") from None
+            except SaslAuthError as exc:  # not transient: the run fails with it
+                self.drop()
+                raise SaslAuthError(f"peer {self.peer_id}: {exc}") from None
+            except SecurityMismatchError as exc:
+                self.drop()
+                raise SinkError(f"peer {self.peer_id}: {exc}") from None
             except SinkUnavailableError:
                 if attempt + 1 >= self.retries:
                     raise
@@ -173,8 +188,9 @@ class ServerPool:
             isinstance(exc, TTransportException) and exc.type == TTransportException.END_OF_FILE
         )
         hint = (
-            f"; the server closed the connection: does it expect TLS ({THRIFT_SSL_KEY}) or another transport "
-            f"({THRIFT_TRANSPORT_KEY}) or protocol ({THRIFT_PROTOCOL_KEY})?"
+            f"; the server closed the connection: does it expect TLS ({THRIFT_SSL_KEY}), SASL ({THRIFT_QOP_KEY}), "
+            f"HTTP ({THRIFT_HTTP_KEY}) or another transport ({THRIFT_TRANSPORT_KEY}) or protocol "
+            f"({THRIFT_PROTOCOL_KEY})?"
             if closed
             else ""
         )

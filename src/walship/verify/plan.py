@@ -116,7 +116,7 @@ class VerifyJob:
             servers = parse_host_ports(self.source_thrift2.strip(), SOURCE_FLAG)
         except InvalidPeerConfigError as exc:
             raise VerifyError(str(exc)) from None
-        return Side(servers, label="the source cluster", hint=SOURCE_FLAG)
+        return Side(servers, label="the source cluster", hint=SOURCE_FLAG, options=ThriftOptions.for_source())
 
     def peer_side(self) -> Side:
         servers = parse_host_ports(self.peer_thrift2, f"{SINK_THRIFT2_KEY} of peer {self.peer_id}")
