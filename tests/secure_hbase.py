@@ -42,9 +42,10 @@ log = logging.getLogger(__name__)
 REALM = "EXAMPLE.COM"
 #: Superusers of both clusters.
 SUPERUSERS = ("walship", "walship-short")
-#: Source SA: HBase's log cleaner every second with a 2 s TTL (as tests/real_hbase.py's A).
+#: Source SA: HBase's log cleaner keeps archived WALs for an hour, so that what the secure tests
+#: see deleted from oldWALs/ on its Kerberized HDFS is walship's cleaner's doing.
 SA_CONF = {
-    "hbase.master.logcleaner.ttl": "2000",
+    "hbase.master.logcleaner.ttl": "3600000",
     "hbase.master.cleaner.interval": "1000",
     "hbase.regionserver.abort.timeout": "3000",
 }

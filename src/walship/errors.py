@@ -41,7 +41,9 @@ catch the whole family in one place and let programming errors through::
     │   ├── KeytabError              the keytab is missing, unreadable or not a keytab
     │   ├── KerberosLoginError       the KDC gives the principal no ticket (unknown principal,
     │   │                            no key for it, an expired ticket and no keytab)
-    │   └── SaslAuthError            a server refused the principal in SASL or SPNEGO (names it)
+    │   ├── SaslAuthError            a server refused the principal in SASL or SPNEGO (names it)
+    │   └── FileAccessError          a file system (HDFS, WebHDFS) refused walship's user or
+    │                                principal a listing, read or delete (names URL and principal)
     ├── MasterError                  HBase's master (its RPC, walship.rpc) refused or failed a call
     │   ├── MasterNotFoundError      no active master is registered in ZooKeeper (names the znode)
     │   ├── MasterUnavailableError   the registered master does not answer (names its address)
@@ -349,6 +351,11 @@ class KerberosLoginError(KerberosError):
 class SaslAuthError(KerberosError):
     """A server (HBase's master, a Thrift server, WebHDFS) refused the principal during SASL or
     SPNEGO authentication, or the two sides agree on no protection level."""
+
+
+class FileAccessError(KerberosError, PermissionError):
+    """A file system refused walship (its Kerberos principal, or its user without one) a
+    listing, a read or a delete: names the root URL, the path and the principal."""
 
 
 class MasterError(WalshipError):

@@ -5,18 +5,24 @@ URL names a file system walship can open, made before anything is written."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
-from typing import Any
+import tempfile
+import urllib.parse
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from walship.errors import ConfigError
+from walship.errors import ConfigError, FileAccessError
 
-__all__ = ["check_url", "fsync_file", "move_into_place", "sync_dir", "url_to_fs"]
+__all__ = ["check_url", "fsync_file", "move_into_place", "refusals_named", "sync_dir", "url_to_fs"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=type)
 
 #: The HTTP principal WebHDFS's NameNode answers SPNEGO as (``_HOST``: the URL's host).
 WEBHDFS_PRINCIPAL_ENV = "WALSHIP_WEBHDFS_PRINCIPAL"
@@ -42,9 +48,33 @@ def url_to_fs(url: str) -> tuple[Any, str]:
     fs, path = fsspec.core.url_to_fs(url)
     if getattr(fs, "session", None) is not None and fs.session.auth is None:
         principal = os.environ.get(WEBHDFS_PRINCIPAL_ENV) or "HTTP/_HOST"
-        fs.session.auth = security.spnego_auth(identity, principal, fs.host)
+        host = urllib.parse.urlsplit(fs.url).hostname or ""
+        fs.session.auth = security.spnego_auth(identity, principal, host)
         log.debug("WebHDFS %s: SPNEGO as %s to %s", fs.url, identity.principal, principal)
     return fs, str(path)
+
+
+_FALLBACK_CONF: list[str] = []
+
+
+def _fallback_core_site() -> None:
+    """Hadoop's login (``UserGroupInformation``) reads ``hadoop.security.authentication`` from
+    the ``core-site.xml`` on libhdfs's CLASSPATH, not from a file system's own settings: a
+    client's configuration directory (first in ``hadoop classpath``) says ``kerberos``. For a
+    CLASSPATH without one, a directory holding just that setting goes last on it (a
+    ``core-site.xml`` before it wins), once, before libhdfs starts its JVM."""
+    if _FALLBACK_CONF:
+        return
+    directory = tempfile.mkdtemp(prefix="walship-hadoop-conf-")
+    with open(os.path.join(directory, "core-site.xml"), "w") as f:
+        f.write(
+            '<?xml version="1.0"?>\n<configuration>\n'
+            "  <property><name>hadoop.security.authentication</name><value>kerberos</value></property>\n"
+            "</configuration>\n"
+        )
+    _FALLBACK_CONF.append(directory)
+    classpath = os.environ.get("CLASSPATH", "")
+    os.environ["CLASSPATH"] = f"{classpath}{os.pathsep}{directory}" if classpath else directory
 
 
 def _hdfs_kerberos_options() -> dict[str, Any]:
@@ -62,6 +92,7 @@ def _hdfs_kerberos_options() -> dict[str, Any]:
     if namenode:
         extra["dfs.namenode.kerberos.principal"] = namenode
     options["extra_conf"] = extra
+    _fallback_core_site()
     krb5_conf = os.environ.get("KRB5_CONFIG")
     opts = os.environ.get("LIBHDFS_OPTS", "")
     if krb5_conf and "java.security.krb5.conf" not in opts:
@@ -122,3 +153,40 @@ def sync_dir(fs: Any, directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def refused(root: str, exc: PermissionError) -> FileAccessError:
+    """One line for a file system's refusal under ``root``: who walship is and what it said."""
+    from walship import security
+
+    identity = security.active()
+    who = f"Kerberos principal {identity.principal}" if identity else "walship's user (no Kerberos principal)"
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    return FileAccessError(f"{root} refused {who}: {detail} (permission denied; nothing was deleted or changed)")
+
+
+def refusals_named(root_attr: str) -> Callable[[T], T]:
+    """A class decorator: every public method turns a ``PermissionError`` into a
+    :class:`FileAccessError` naming the object's ``root_attr`` (a URL) and the principal."""
+
+    def wrap(cls: T) -> T:
+        for name, member in list(vars(cls).items()):
+            if name.startswith("_") or not callable(member) or isinstance(member, staticmethod | classmethod):
+                continue
+            setattr(cls, name, _translating(member, root_attr))
+        return cls
+
+    return wrap
+
+
+def _translating(fn: Callable[..., Any], root_attr: str) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except FileAccessError:
+            raise
+        except PermissionError as exc:
+            raise refused(str(getattr(self, root_attr)), exc) from None
+
+    return call

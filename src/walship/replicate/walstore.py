@@ -26,7 +26,7 @@ from urllib.parse import quote
 from fsspec.implementations.local import LocalFileSystem
 
 from walship.errors import WalMissingError, WalRootError
-from walship.files import url_to_fs
+from walship.files import refusals_named, url_to_fs
 from walship.replicate.walfiles import CountedFile, ReadStats, SizedFile
 from walship.wal.names import parse_wal_name
 
@@ -61,8 +61,11 @@ class WalLocation:
     visible: bool = True
 
 
+@refusals_named("root")
 class WalStore:
-    """Finds and opens WALs under one cluster's WAL root.
+    """Finds and opens WALs under one cluster's WAL root. A file system's refusal (HDFS
+    permissions, a principal WebHDFS does not let in) is a :class:`~walship.errors.FileAccessError`
+    naming the root and the principal.
 
     :param root: the directory holding ``WALs/`` and ``oldWALs/`` (``hbase.wal.dir``, or
         ``hbase.rootdir``); for a minicluster, its data dir.

@@ -108,6 +108,10 @@ class MasterPeers:
             key or table-cfs: HBase's ``DoNotRetryIOException``, naming why).
         """
         hbase_enabled = config.enabled and not config.managed
+        if config.managed:
+            # HBase 2.6 checks a peer change's ADMIN permission inside its procedure, where the
+            # caller is the master itself: a refused switch must not come after HBase's peer
+            self.store.check_switch_writable(config.peer_id)
         self.admin.add_peer(config.peer_id, config.to_proto(), enabled=hbase_enabled)
         if config.managed:
             self.store.set_switch(config.peer_id, config.enabled)

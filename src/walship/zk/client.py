@@ -72,14 +72,24 @@ _UNAVAILABLE = (
 )
 
 
-def translate(exc: BaseException, what: str) -> ZkError:
-    """walship's error for a kazoo error met while doing ``what`` (e.g. a znode path)."""
+def translate(exc: BaseException, what: str, server: str | None = None) -> ZkError:
+    """walship's error for a kazoo error met while doing ``what`` (e.g. a znode path), on the
+    ZooKeeper at ``server`` (named in a refusal, when known)."""
     name = type(exc).__name__
     detail = f": {exc}" if str(exc) else ""
     if isinstance(exc, _UNAVAILABLE):
         return ZkUnavailableError(f"{what}: ZooKeeper unavailable ({name}{detail}); nothing was lost, retry later")
     if isinstance(exc, NoAuthError | AuthFailedError):
-        return ZkAuthError(f"{what}: ZooKeeper refused the operation ({name}): authentication failed or missing")
+        from walship.security import active
+
+        identity = active()
+        who = (
+            f"Kerberos principal {identity.principal} is not in the znode's ACL (HBase's superuser grants it)"
+            if identity is not None and isinstance(exc, NoAuthError)
+            else "authentication failed or missing"
+        )
+        at = f" at {server}" if server else ""
+        return ZkAuthError(f"{what}: ZooKeeper{at} refused the operation ({name}): {who}")
     return ZkError(f"{what}: ZooKeeper error {name}{detail}")
 
 
@@ -118,7 +128,9 @@ def translating(label: str, fn: F) -> F:
             try:
                 return (yield from fn(*args, **kwargs))
             except KAZOO_ERRORS as exc:
-                raise translate(exc, _what(label, name, args[1:] if _is_method(fn) else args, kwargs)) from exc
+                raise translate(
+                    exc, _what(label, name, args[1:] if _is_method(fn) else args, kwargs), _server_of(fn, args)
+                ) from exc
 
         return cast(F, generator)
 
@@ -127,9 +139,22 @@ def translating(label: str, fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except KAZOO_ERRORS as exc:
-            raise translate(exc, _what(label, name, args[1:] if _is_method(fn) else args, kwargs)) from exc
+            raise translate(
+                exc, _what(label, name, args[1:] if _is_method(fn) else args, kwargs), _server_of(fn, args)
+            ) from exc
 
     return cast(F, call)
+
+
+def _server_of(fn: Callable[..., Any], args: tuple[Any, ...]) -> str | None:
+    """The ZooKeeper servers a store method's client talks to (``host:port,...``), if it has one."""
+    if not args or not _is_method(fn):
+        return None
+    client = getattr(args[0], "client", None)
+    hosts = getattr(client, "hosts", None)
+    if not isinstance(hosts, list | tuple):
+        return None
+    return ",".join(f"{h}:{p}" for h, p in hosts if isinstance(h, str)) or None
 
 
 def _is_method(fn: Callable[..., Any]) -> bool:

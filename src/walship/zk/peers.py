@@ -336,6 +336,23 @@ class ReplicationPeers:
 
     # -- walship's own znodes of a peer
 
+    def check_switch_writable(self, peer_id: str) -> None:
+        """That this session may create the peer's switch, checked before the master adds the
+        peer: walship's folder of peer switches is made if missing, and a probe znode created
+        and deleted in one transaction (nothing stays).
+
+        :raises ZkAuthError: the znodes' ACL does not let this session write them.
+        """
+        folder = self.layout.walship_peer(validate_peer_id(peer_id)).rsplit("/", 1)[0]
+        self.client.ensure_path(folder)
+        probe = f"{folder}/.walship-write-check-{peer_id}"
+        transaction = self.client.transaction()
+        transaction.create(probe)
+        transaction.delete(probe)
+        for result in transaction.commit():
+            if isinstance(result, Exception) and not isinstance(result, NodeExistsError):
+                raise result
+
     def set_switch(self, peer_id: str, enabled: bool) -> None:
         """walship's enabled switch of a managed peer, created if missing."""
         self._put_state(self.layout.walship_peer_state(validate_peer_id(peer_id)), enabled)
