@@ -49,7 +49,7 @@ def url_to_fs(url: str) -> tuple[Any, str]:
     if getattr(fs, "session", None) is not None and fs.session.auth is None:
         principal = os.environ.get(WEBHDFS_PRINCIPAL_ENV) or "HTTP/_HOST"
         host = urllib.parse.urlsplit(fs.url).hostname or ""
-        fs.session.auth = security.spnego_auth(identity, principal, host)
+        fs.session.auth = security.spnego_auth(identity, principal, host, mutual=False)
         log.debug("WebHDFS %s: SPNEGO as %s to %s", fs.url, identity.principal, principal)
     return fs, str(path)
 

@@ -86,15 +86,30 @@ def gss_words(exc: BaseException) -> str:
     return " ".join(words.split()) or type(exc).__name__
 
 
-def spnego_auth(identity: KerberosIdentity, principal_pattern: str, host: str) -> Any:
+def spnego_auth(identity: KerberosIdentity, principal_pattern: str, host: str, *, mutual: bool = True) -> Any:
     """``requests``' auth for a server on ``host`` answering SPNEGO (HTTP Negotiate) as
-    ``principal_pattern`` (``HTTP/_HOST@REALM``), as ``identity``."""
+    ``principal_pattern`` (``HTTP/_HOST@REALM``), as ``identity``; with ``mutual``, a server's
+    answering token is checked when it sends one (WebHDFS's NameNode redirects reads to a
+    DataNode that answers as no one: there, ``mutual=False``)."""
     import gssapi
-    from requests_gssapi import OPTIONAL, HTTPSPNEGOAuth
+    from requests_gssapi import DISABLED, OPTIONAL, HTTPSPNEGOAuth
 
     service, server_host = server_name(principal_pattern, host)
     target = gssapi.Name(f"{service}@{server_host}", gssapi.NameType.hostbased_service)
     creds = gssapi.Credentials(
         name=gssapi.Name(identity.principal, gssapi.NameType.kerberos_principal), usage="initiate"
     )
-    return HTTPSPNEGOAuth(creds=creds, target_name=target, mutual_authentication=OPTIONAL)
+    return HTTPSPNEGOAuth(creds=creds, target_name=target, mutual_authentication=OPTIONAL if mutual else DISABLED)
+
+
+class _NoTracebacks(logging.Filter):
+    """requests-gssapi logs a failed GSSAPI step with its traceback (``log.exception``): walship
+    raises the failure as one line, so the log record keeps only its message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        return True
+
+
+logging.getLogger("requests_gssapi.gssapi_").addFilter(_NoTracebacks())

@@ -41,19 +41,6 @@ CONTENT_TYPE = "application/x-thrift"
 _OBJECT_REPR = re.compile(r"<[^>]*object at 0x[0-9a-fA-F]+>:\s*")
 
 
-class _NoTracebacks(logging.Filter):
-    """requests-gssapi logs a failed GSSAPI step with its traceback (``log.exception``): the
-    failure is raised here as one line, so its log record keeps only its message."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.exc_info = None
-        record.exc_text = None
-        return True
-
-
-logging.getLogger("requests_gssapi.gssapi_").addFilter(_NoTracebacks())
-
-
 class _TlsAdapter(HTTPAdapter):
     """HTTPS with a CA file of one's own and, when asked, no check of the certificate's host."""
 
