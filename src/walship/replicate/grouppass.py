@@ -118,6 +118,8 @@ class GroupPass:
                 continue
             try:
                 self._read_wal(name, part, max_batches)
+            except FileNotFoundError as exc:
+                self._moved_while_read(name, part, exc)
             except WalshipError as exc:  # ZooKeeper's among them: walship.zk raises them for kazoo's
                 for m in part:
                     if not m.stopped:
@@ -173,8 +175,9 @@ class GroupPass:
                         live = live or not (m.stopped or m.paused)
                     if not live:
                         return
-            except WalError:
-                # ship what was read before the bad entry, so each position points at it
+            except (WalError, FileNotFoundError):
+                # ship what was read before the bad entry (or before the WAL moved), so each
+                # position points at what comes next
                 for m in part:
                     if not m.stopped and m.read:
                         self._hand_over(m, background=False)
@@ -189,6 +192,17 @@ class GroupPass:
                     self._end_wal(m, loc, reader, running.get(m.queue.server, False), read_at)
                 except WalshipError as exc:
                     self.stop(m, exc)
+
+    def _moved_while_read(self, name: str, part: list[Member], exc: FileNotFoundError) -> None:
+        """The WAL was archived (moved to ``oldWALs/``) between its lookup and a read: over
+        WebHDFS a file is opened by its first read. What was read is shipped (see
+        :meth:`_read_wal`); each queue's WAL group waits, at its position, for the next pass,
+        which finds the WAL where it went."""
+        log.info("WAL %s moved while being read (%s); read again from its position next pass", name, exc)
+        for m in part:
+            if not m.stopped:
+                m.paused = True
+                m.hold(name)
 
     def _offer_run(self, m: Member, entries: list[WalEntry], max_batches: int | None) -> None:
         """Offer a list of entries to a member (not a serial peer's), batch after batch."""
