@@ -10,12 +10,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fixtures_spark_wal import spark_submit
 from secure_hbase import SecureStack
 from test_real_hdfs import hdfs_client_env
 from waiting import wait_until
@@ -23,6 +25,7 @@ from waiting import wait_until
 from walship import security
 from walship.harness import HBaseProcess
 from walship.replicate import WalStore
+from walship.spark.ship import ShipJob
 from walship.thrift.conn import ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2 as T
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
@@ -226,6 +229,42 @@ def test_replication_outlives_a_ticket_and_is_watched_verified_and_cleaned(stack
     with zk_client(stack.zk_hosts) as client:
         queued = {w.name for q in ReplicationQueues(client, ZnodeLayout(sa.znode_parent)).list_queues() for w in q.wals}
     assert not deleted & queued
+
+
+def test_a_lingering_spark_ship_task_logs_in_where_it_runs_and_outlives_its_ticket(
+    stack: SecureStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spark_jobs/ship.py as the ship task submits it: the principal and keytab in the driver's
+    and the executors' environment (WALSHIP_PRINCIPAL, WALSHIP_KEYTAB), never on the command line."""
+    sa, realm = stack.sa, stack.realm
+    table = create_table(stack, "s")
+    peer = unique("s")
+    added = walship(stack, "peer", "add", peer, "--cluster-key", stack.sb.cluster_key, "--table-cfs", table,
+                    *sink(stack, "thrift1"))  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    queues_ready(stack, peer)
+    monkeypatch.setenv("KRB5_CONFIG", str(stack.krb5_conf))
+    monkeypatch.setenv("WALSHIP_PRINCIPAL", f"walship-short@{realm}")  # 20 s tickets
+    monkeypatch.setenv("WALSHIP_KEYTAB", str(stack.walship_short_keytab))
+    job = ShipJob(zk=stack.zk_hosts, znode_parent=sa.znode_parent, wal_root=sa.wal_root, peer_id=peer, linger=40)
+    done: list[subprocess.CompletedProcess[str]] = []
+    submit = threading.Thread(target=lambda: done.append(spark_submit("ship.py", ["--job", job.to_json()], tmp_path)))
+    began = time.monotonic()
+    submit.start()
+    try:
+        for i in range(8):  # a round every 4 s: the task keeps lingering past its first tickets
+            put_rows(sa, table, range(i * 10, i * 10 + 10))
+            wait_until(lambda i=i: time.monotonic() > began + 4 * (i + 1), timeout=10, what=f"round {i}'s time")
+        wait_until(lambda: len(rows_of(stack.sb, table)) >= 80, timeout=60, what="every round's rows on SB")
+    finally:
+        submit.join(timeout=300)
+    (run,) = done
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    printed = [line for line in run.stdout.splitlines() if line.startswith('{"peer_id"')]
+    assert json.loads(printed[-1])["status"] == "ok", printed
+    assert time.monotonic() - began > 30
+    assert "walship-short" not in job.to_json()  # not in the job's description (its command line)
+    assert rows_of(stack.sb, table) == rows_of(sa, table)
 
 
 def test_copy_into_a_new_peer(stack: SecureStack) -> None:

@@ -108,13 +108,7 @@ def kerberos_login(principal: str | None, keytab: str | None) -> Iterator[None]:
     :raises KerberosLoginError: the KDC gives the principal no ticket.
     """
     identity = security.identity_from(principal, keytab)
-    if identity is None:
+    if identity is not None:
+        security.login(identity)
+    with security.kept_fresh():
         yield
-        return
-    security.login(identity)
-    keeper = security.TicketKeeper(identity).start() if identity.keytab else None
-    try:
-        yield
-    finally:
-        if keeper is not None:
-            keeper.stop()

@@ -22,12 +22,13 @@ read here, only its path checked, and never logged.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from walship.errors import ConfigError, KerberosLoginError, KeytabError
@@ -40,6 +41,7 @@ __all__ = [
     "active",
     "check_ticket",
     "identity_from",
+    "kept_fresh",
     "login",
     "logout",
     "server_name",
@@ -289,3 +291,19 @@ class TicketKeeper:
         self.renewals += 1
         log.debug("ticket of %s valid for %d s more", self.identity.principal, lifetime)
         return lifetime
+
+
+@contextlib.contextmanager
+def kept_fresh() -> Iterator[KerberosIdentity | None]:
+    """The block runs logged in as :func:`active`'s identity (flags, or the environment on a
+    Spark executor), a :class:`TicketKeeper` getting new tickets from its keytab while it
+    runs; nothing without Kerberos.
+
+    :raises KeytabError, KerberosLoginError: the identity cannot log in.
+    """
+    identity = active()
+    if identity is None or identity.keytab is None:
+        yield identity
+        return
+    with TicketKeeper(identity):
+        yield identity

@@ -30,6 +30,7 @@ from walship.replicate.feeds import group_key
 from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
+from walship.security import kept_fresh
 from walship.spark.warmup import WorkerWarmUp
 from walship.zk import QueueId, ZnodeLayout, zk_client
 from walship.zk.client import validate_hosts
@@ -158,7 +159,9 @@ def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Ite
     if not todo:
         return
     stop = threading.Event()  # a group failed: the others stop lingering, the task fails soon
-    with zk_client(job.zk) as client:
+    # on a Kerberized cluster the executor logs in where it runs (WALSHIP_PRINCIPAL/KEYTAB) and a
+    # lingering task gets new tickets from the keytab as the old ones end
+    with kept_fresh(), zk_client(job.zk) as client:
         if len(todo) == 1:
             results = [ship_group(job, client, todo[0], stop)]
         else:
