@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
-from walship_airflow.hooks import WalshipHook
+from walship_airflow.hooks import SourceCluster, WalshipHook
 
 #: The variable the Spark driver and executors read ZooKeeper credentials from.
 AUTH_ENV = "WALSHIP_ZK_AUTH"
@@ -70,14 +70,19 @@ class WalshipShipOperator(SparkSubmitOperator):
         self.walship_conn_id = walship_conn_id
 
     def execute(self, context: Context) -> None:
-        source = WalshipHook(self.walship_conn_id).get_source()
+        self.pass_source(WalshipHook(self.walship_conn_id).get_source())
+        super().execute(context)
+
+    def pass_source(self, source: SourceCluster) -> None:
+        """Give the Spark job the source's credentials through its environment: ZooKeeper's
+        (``WALSHIP_ZK_AUTH``) and the Kerberos identity (``WALSHIP_PRINCIPAL``,
+        ``WALSHIP_KEYTAB``: for the driver and, as ``spark.executorEnv``, the executors, which
+        log in where they run); on YARN, spark-submit's own ``--principal``/``--keytab`` too."""
         if (
             source.auth and not self.standalone_cluster
         ):  # Spark refuses env_vars there; the workers' own environment holds it
             self.env_vars = {**(self.env_vars or {}), AUTH_ENV: source.auth}
         if source.principal:
-            # the job's driver and executors log in where they run (walship.security reads these);
-            # spark-submit's own --principal/--keytab log Spark in (YARN's delegation tokens)
             kerberos = source.kerberos_env()
             if not self.standalone_cluster:
                 self.env_vars = {**(self.env_vars or {}), **kerberos}
@@ -85,7 +90,6 @@ class WalshipShipOperator(SparkSubmitOperator):
             if source.keytab and _on_yarn(self._conn_id):
                 self.principal = self.principal or source.principal
                 self.keytab = self.keytab or source.keytab
-        super().execute(context)
 
 
 class WalshipVerifyOperator(WalshipShipOperator):
