@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -265,6 +266,51 @@ def test_a_lingering_spark_ship_task_logs_in_where_it_runs_and_outlives_its_tick
     assert time.monotonic() - began > 30
     assert "walship-short" not in job.to_json()  # not in the job's description (its command line)
     assert rows_of(stack.sb, table) == rows_of(sa, table)
+
+
+def test_the_metrics_server_outlives_its_ticket(stack: SecureStack, tmp_path: Path) -> None:
+    sa, realm = stack.sa, stack.realm
+    table = create_table(stack, "p")
+    peer = unique("p")
+    added = walship(stack, "peer", "add", peer, "--cluster-key", stack.sb.cluster_key, "--table-cfs", table,
+                    *sink(stack, "thrift1"))  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    queues_ready(stack, peer)
+    log_path = tmp_path / "metrics.log"
+    began = time.monotonic()
+    with log_path.open("w") as log_file:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "walship.cli", "-v", "--principal", f"walship-short@{realm}", "--keytab",
+             str(stack.walship_short_keytab), "--zk", stack.zk_hosts, "--znode-parent", sa.znode_parent,
+             "--wal-root", sa.wal_root, "metrics", "serve", "--host", "127.0.0.1", "--port", "0", "--peer", peer],
+            env={**{k: v for k, v in os.environ.items() if k not in KERBEROS_ENV}, "KRB5_CONFIG": str(stack.krb5_conf)},
+            stdout=subprocess.PIPE, stderr=log_file, text=True,
+        )  # fmt: skip
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().split(" on ", 1)[1].strip()
+
+            def scrape() -> dict[str, float]:
+                """Each family's samples summed (walship_queue_bytes: over the peer's queues)."""
+                body = urllib.request.urlopen(url, timeout=30).read().decode()
+                out: dict[str, float] = {}
+                for line in body.splitlines():
+                    if line.startswith(("walship_status_up", "walship_queue_bytes")):
+                        name = line.split("{")[0].split(" ")[0]
+                        out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+                return out
+
+            assert scrape()["walship_status_up"] == 1
+            wait_until(lambda: time.monotonic() > began + 45, timeout=60, what="two of its tickets' ends")
+            put_rows(sa, table, range(20))  # unshipped: the queue's bytes grow
+            sa.call("roll")
+            later = scrape()
+            assert later["walship_status_up"] == 1, log_path.read_text()[-3000:]
+            assert later["walship_queue_bytes"] > 0
+        finally:
+            server.terminate()
+            server.communicate(timeout=30)
+    assert log_path.read_text().count(f"ticket of walship-short@{realm} valid for") >= 3
 
 
 def test_copy_into_a_new_peer(stack: SecureStack) -> None:
