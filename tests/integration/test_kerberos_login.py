@@ -109,7 +109,7 @@ def test_refusals_name_the_principal(krb5: MitKdc, tmp_path: Path, capsys: pytes
 
     # a keytab whose principal the KDC no longer knows
     keytab = krb5.add_principal("retired")
-    krb5._kadmin(f"delprinc -force retired@{realm}")
+    krb5.delete_principal("retired")
     line = refused(capsys, "--principal", f"retired@{realm}", "--keytab", str(keytab))
     assert f"principal retired@{realm}" in line and "the KDC does not know the principal" in line
 

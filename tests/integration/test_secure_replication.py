@@ -15,7 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from fixtures_spark_wal import spark_submit
@@ -147,27 +147,40 @@ def queues_ready(stack: SecureStack, peer: str) -> None:
     wait_until(ready, timeout=60, what=f"peer {peer}'s queues on every server of SA")
 
 
-def test_replication_outlives_a_ticket_and_is_watched_verified_and_cleaned(stack: SecureStack, tmp_path: Path) -> None:
-    sa, realm = stack.sa, stack.realm
-    table = create_table(stack, "k")
-    peer = unique("k")
+def new_peer(stack: SecureStack, prefix: str, protocol: str) -> tuple[str, str]:
+    """A table on SA and SB and a managed peer of it added through the master (``walship peer
+    add``, as walship), its queues on every server of SA: (table, peer)."""
+    table = create_table(stack, prefix)
+    peer = unique(prefix)
     added = walship(stack, "peer", "add", peer, "--cluster-key", stack.sb.cluster_key, "--table-cfs", table,
-                    *sink(stack, "thrift2"))  # fmt: skip
+                    *sink(stack, protocol))  # fmt: skip
     assert added.returncode == 0, added.stderr
     queues_ready(stack, peer)
+    return table, peer
 
-    # a tail run as walship-short, whose tickets last 20 s, for longer than two of them; its
-    # debug log goes to a file (a pipe nobody reads while it runs would stop it once full)
+
+def as_walship_short(stack: SecureStack, log_file: IO[str], *argv: str) -> subprocess.Popen[str]:
+    """``walship -v ... argv`` as walship-short (20 s tickets), started; its log to ``log_file``
+    (a pipe nobody reads while it runs would stop it once full)."""
+    sa = stack.sa
+    return subprocess.Popen(
+        [sys.executable, "-m", "walship.cli", "-v", "--principal", f"walship-short@{stack.realm}", "--keytab",
+         str(stack.walship_short_keytab), "--zk", stack.zk_hosts, "--znode-parent", sa.znode_parent,
+         "--wal-root", sa.wal_root, *argv],
+        env={**{k: v for k, v in os.environ.items() if k not in KERBEROS_ENV}, "KRB5_CONFIG": str(stack.krb5_conf)},
+        stdout=subprocess.PIPE, stderr=log_file, text=True,
+    )  # fmt: skip
+
+
+def test_replication_outlives_a_ticket_and_is_watched_verified_and_cleaned(stack: SecureStack, tmp_path: Path) -> None:
+    sa, realm = stack.sa, stack.realm
+    table, peer = new_peer(stack, "k", "thrift2")
+
+    # a tail run as walship-short, whose tickets last 20 s, for longer than two of them
     log_path = tmp_path / "tail.log"
     began = time.monotonic()
     with log_path.open("w") as log_file:
-        tail = subprocess.Popen(
-            [sys.executable, "-m", "walship.cli", "-v", "--principal", f"walship-short@{realm}", "--keytab",
-             str(stack.walship_short_keytab), "--zk", stack.zk_hosts, "--znode-parent", sa.znode_parent,
-             "--wal-root", sa.wal_root, "tail", "--peer", peer, "--duration", "50"],
-            env={**{k: v for k, v in os.environ.items() if k not in KERBEROS_ENV}, "KRB5_CONFIG": str(stack.krb5_conf)},
-            stdout=subprocess.PIPE, stderr=log_file, text=True,
-        )  # fmt: skip
+        tail = as_walship_short(stack, log_file, "tail", "--peer", peer, "--duration", "50")
         try:
             put_rows(sa, table, range(100))
             wait_until(lambda: len(rows_of(stack.sb, table)) >= 100, timeout=40, what="the first rows on SB")
@@ -238,12 +251,7 @@ def test_a_lingering_spark_ship_task_logs_in_where_it_runs_and_outlives_its_tick
     """spark_jobs/ship.py as the ship task submits it: the principal and keytab in the driver's
     and the executors' environment (WALSHIP_PRINCIPAL, WALSHIP_KEYTAB), never on the command line."""
     sa, realm = stack.sa, stack.realm
-    table = create_table(stack, "s")
-    peer = unique("s")
-    added = walship(stack, "peer", "add", peer, "--cluster-key", stack.sb.cluster_key, "--table-cfs", table,
-                    *sink(stack, "thrift1"))  # fmt: skip
-    assert added.returncode == 0, added.stderr
-    queues_ready(stack, peer)
+    table, peer = new_peer(stack, "s", "thrift1")
     monkeypatch.setenv("KRB5_CONFIG", str(stack.krb5_conf))
     monkeypatch.setenv("WALSHIP_PRINCIPAL", f"walship-short@{realm}")  # 20 s tickets
     monkeypatch.setenv("WALSHIP_KEYTAB", str(stack.walship_short_keytab))
@@ -270,22 +278,13 @@ def test_a_lingering_spark_ship_task_logs_in_where_it_runs_and_outlives_its_tick
 
 def test_the_metrics_server_outlives_its_ticket(stack: SecureStack, tmp_path: Path) -> None:
     sa, realm = stack.sa, stack.realm
-    table = create_table(stack, "p")
-    peer = unique("p")
-    added = walship(stack, "peer", "add", peer, "--cluster-key", stack.sb.cluster_key, "--table-cfs", table,
-                    *sink(stack, "thrift1"))  # fmt: skip
-    assert added.returncode == 0, added.stderr
-    queues_ready(stack, peer)
+    table, peer = new_peer(stack, "p", "thrift1")
     log_path = tmp_path / "metrics.log"
     began = time.monotonic()
     with log_path.open("w") as log_file:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "walship.cli", "-v", "--principal", f"walship-short@{realm}", "--keytab",
-             str(stack.walship_short_keytab), "--zk", stack.zk_hosts, "--znode-parent", sa.znode_parent,
-             "--wal-root", sa.wal_root, "metrics", "serve", "--host", "127.0.0.1", "--port", "0", "--peer", peer],
-            env={**{k: v for k, v in os.environ.items() if k not in KERBEROS_ENV}, "KRB5_CONFIG": str(stack.krb5_conf)},
-            stdout=subprocess.PIPE, stderr=log_file, text=True,
-        )  # fmt: skip
+        server = as_walship_short(
+            stack, log_file, "metrics", "serve", "--host", "127.0.0.1", "--port", "0", "--peer", peer
+        )
         try:
             assert server.stdout is not None
             url = server.stdout.readline().split(" on ", 1)[1].strip()

@@ -244,9 +244,9 @@ class MitKdc:
         path.chmod(0o600)
         return path
 
-    def add_principal_password(self, name: str, password: str) -> None:
-        """Create ``name`` with ``password`` (for a kinit with a password)."""
-        self._kadmin(f'addprinc -pw "{password}" {self._qualify(name)}')
+    def delete_principal(self, name: str) -> None:
+        """Remove ``name`` from the realm (its keytabs stay: a principal the KDC no longer knows)."""
+        self._kadmin(f"delprinc -force {self._qualify(name)}")
 
     def _qualify(self, name: str) -> str:
         return name if "@" in name else f"{name}@{self._realm}"
