@@ -7,6 +7,7 @@ master does not offer are each refused in one line naming the principal and the 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,12 +52,14 @@ def walship(secure_hbase: SecureStack, monkeypatch: pytest.MonkeyPatch) -> Itera
 @pytest.fixture(scope="module")
 def private(secure_hbase: SecureStack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HBaseProcess]:
     """A third Kerberized cluster on the stack's KDC and ZooKeeper, with
-    ``hbase.rpc.protection=privacy`` (the stack's two use ``authentication``)."""
+    ``hbase.rpc.protection=privacy`` and Thrift servers at ``auth-conf`` (the stack's two use
+    ``authentication`` and ``auth``)."""
     stack = secure_hbase
     secure = SecureHarness(stack.krb5_conf, stack.realm, stack.service_keytab, superusers=SUPERUSERS)
     hb = HBaseProcess(
         "SP", tmp_path_factory.mktemp("secure-private") / "SP", zk=stack.zk_hosts, znode_parent="/hbase-sp",
-        regionservers=1, conf={"hbase.rpc.protection": "privacy"}, secure=secure,
+        regionservers=1, conf={"hbase.rpc.protection": "privacy", "hbase.thrift.security.qop": "auth-conf"},
+        secure=secure,
     )  # fmt: skip
     hb.start()
     try:
@@ -202,3 +205,23 @@ def test_a_principal_without_grants_is_refused_by_hbases_access_controller(
     message = str(caught.value)
     assert "\n" not in message and caught.value.short_class == "AccessDeniedException"
     assert "intruder" in message and master_address(hb) in message
+
+
+def test_a_thrift_server_at_auth_conf_gets_every_frame_encrypted(
+    private: HBaseProcess, walship: KerberosIdentity, caplog: pytest.LogCaptureFixture
+) -> None:
+    from walship.thrift.conn import ThriftOptions, open_thrift2
+    from walship.thrift.hbase2 import hbase2 as T
+
+    table = unique("enc")
+    private.call("create_table", table=table, families={"r": {"scope": 1}})
+    host = private.service_host or "localhost"
+    caplog.set_level(logging.DEBUG, logger="walship.thrift.sasl")
+    with open_thrift2(host, private.thrift2[1], ThriftOptions.for_source()) as c:
+        c.client.put(table.encode(), T.TPut(row=b"r1", columnValues=[T.TColumnValue(b"r", b"q", b"secret", 1)]))
+        got = c.client.get(table.encode(), T.TGet(row=b"r1"))
+    assert [(cv.value, cv.timestamp) for cv in got.columnValues] == [(b"secret", 1)]
+    negotiated = [
+        r.getMessage() for r in caplog.records if r.name == "walship.thrift.sasl" and "SASL GSSAPI as" in r.getMessage()
+    ]
+    assert negotiated and all(m.endswith(": auth-conf") for m in negotiated), negotiated
