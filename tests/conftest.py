@@ -50,6 +50,23 @@ def real_multiwal(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFa
     hb.stop()
 
 
+#: The running secure stack and the last test that uses it (see :func:`pytest_runtest_teardown`).
+_SECURE: dict[str, Any] = {}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    users = [item for item in items if "secure_hbase" in getattr(item, "fixturenames", ())]
+    _SECURE["last"] = users[-1].nodeid if users else None
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are finalized
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the secure stack (a KDC, ZooKeeper and two HBase JVMs) after the last test that
+    uses it, not at the end of the session: the tests after it get the machine's cores back."""
+    if item.nodeid == _SECURE.get("last") and _SECURE.get("stack") is not None:
+        _SECURE.pop("stack").stop()
+
+
 @pytest.fixture(scope="session")
 def secure_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[secure_hbase_helpers.SecureStack]:
     """The Kerberized stack (``secure_hbase.start_secure``): an MIT KDC, a ZooKeeper with SASL
@@ -58,8 +75,10 @@ def secure_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[secure_hb
     keytabs of ``walship``, ``walship-short`` (20 s tickets) and ``intruder``; started once per
     run, in parallel. Tests use tables and peers of their own."""
     stack = secure_hbase_helpers.start_secure(tmp_path_factory.mktemp("secure-hbase"))
+    _SECURE["stack"] = stack
     yield stack
-    stack.stop()
+    if _SECURE.pop("stack", None) is not None:
+        stack.stop()
 
 
 @pytest.fixture

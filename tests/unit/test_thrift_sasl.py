@@ -297,6 +297,31 @@ def test_a_sasl_server_leaving_a_plain_call_unanswered_is_asked(pair: tuple[Any,
     assert "Unsupported mechanism type walship-probe" in text
 
 
+def test_a_sasl_server_closing_on_a_plain_call_is_asked(pair: tuple[Any, socket.socket]) -> None:
+    """HBase's SASL server may also close the connection, as what it read for a SASL header says."""
+    sock, server_end = pair
+    server_end.shutdown(socket.SHUT_WR)  # it reads the call, then closes without an answer
+    probe = Probed(message(BAD, b"Unsupported mechanism type walship-probe"))
+    try:
+        with pytest.raises(SecurityMismatchError) as err:
+            plain_client(sock, probe).tableExists(table_name("t"))
+    finally:
+        probe.close()
+    assert "speaks SASL" in str(err.value) and "closed" in str(err.value)
+
+
+def test_a_plain_server_closing_is_only_closed(pair: tuple[Any, socket.socket]) -> None:
+    sock, server_end = pair
+    server_end.shutdown(socket.SHUT_WR)  # it reads the call, then closes without an answer
+    probe = Probed(b"")  # the probe's START is not answered either
+    try:
+        with pytest.raises(TTransportException) as err:
+            plain_client(sock, probe).tableExists(table_name("t"))
+    finally:
+        probe.close()
+    assert not isinstance(err.value, SecurityMismatchError)
+
+
 def test_a_slow_plain_server_is_only_slow(pair: tuple[Any, socket.socket]) -> None:
     sock, _ = pair
     sock.sock.settimeout(0.3)

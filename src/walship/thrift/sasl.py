@@ -367,11 +367,15 @@ class AnswerCheck:
             return out
         try:
             data: bytes = self._sock.read(size)
-        except TimeoutError:
+        except (TimeoutError, TTransportException) as exc:
+            # HBase's SASL server leaves a plain call unanswered, or (as what it read for a SASL
+            # header says) closes the connection: either way, ask it on a second one
+            if isinstance(exc, TTransportException) and exc.type != TTransportException.END_OF_FILE:
+                raise
             refusal = sasl_refusal(self._reopen) if self._reopen is not None else None
             if refusal is not None:
                 raise SecurityMismatchError(
-                    f"Thrift server {self.server} speaks SASL (it left a call without it unanswered, and answered "
+                    f"Thrift server {self.server} speaks SASL (it left a call without it unanswered or closed, and answered "
                     f"SASL: {refusal!r}): set {THRIFT_QOP_KEY} (auth, auth-int or auth-conf, as the server's "
                     "hbase.thrift.security.qop) and log in with --principal"
                 ) from None
