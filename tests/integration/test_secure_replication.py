@@ -175,6 +175,12 @@ def as_walship_short(stack: SecureStack, log_file: IO[str], *argv: str) -> subpr
 def test_replication_outlives_a_ticket_and_is_watched_verified_and_cleaned(stack: SecureStack, tmp_path: Path) -> None:
     sa, realm = stack.sa, stack.realm
     table, peer = new_peer(stack, "k", "thrift2")
+    with zk_client(stack.zk_hosts) as client:  # walship's znodes get their parent's ACLs (HBase's)
+        layout = ZnodeLayout(sa.znode_parent)
+        switch_acl, _ = client.get_acls(layout.walship_peer_state(peer))
+        parent_acl, _ = client.get_acls(sa.znode_parent)
+    assert sorted(str(a) for a in switch_acl) == sorted(str(a) for a in parent_acl)
+    assert ("sasl", "walship") in {(a.id.scheme, a.id.id) for a in switch_acl}
 
     # a tail run as walship-short, whose tickets last 20 s, for longer than two of them
     log_path = tmp_path / "tail.log"

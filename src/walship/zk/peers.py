@@ -338,13 +338,16 @@ class ReplicationPeers:
 
     def check_switch_writable(self, peer_id: str) -> None:
         """That this session may create the peer's switch, checked before the master adds the
-        peer: walship's folder of peer switches is made if missing, and a probe znode created
-        and deleted in one transaction (nothing stays).
+        peer: a probe znode created and deleted in one transaction (nothing stays) under the
+        nearest znode of the switch's path that exists, where the switch's creation starts.
+        Nothing is created on the way: HBase's master creates its ``replication`` znode with
+        its own ACLs.
 
         :raises ZkAuthError: the znodes' ACL does not let this session write them.
         """
         folder = self.layout.walship_peer(validate_peer_id(peer_id)).rsplit("/", 1)[0]
-        self.client.ensure_path(folder)
+        while folder.count("/") > 1 and self.client.exists(folder) is None:
+            folder = folder.rsplit("/", 1)[0]
         probe = f"{folder}/.walship-write-check-{peer_id}"
         transaction = self.client.transaction()
         transaction.create(probe)
