@@ -141,3 +141,17 @@ def test_keytab_error_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(KeytabError, match="no such file"):
         security.identity_from("walship@EXAMPLE.COM", str(tmp_path / "nope"), environ={})
     assert security.identity_from(environ={}) is None
+
+
+def test_another_principal_gets_a_cache_of_its_own_and_a_failed_login_changes_nothing(krb5: MitKdc) -> None:
+    first = security.login(security.KerberosIdentity(f"one@{krb5.realm}", str(krb5.add_principal("one"))))
+    first_cache = os.environ["KRB5CCNAME"]
+    second = security.login(security.KerberosIdentity(f"two@{krb5.realm}", str(krb5.add_principal("two"))))
+    assert os.environ["KRB5CCNAME"] != first_cache and security.active() == second
+    assert security.check_ticket(second) > 0
+    env = {name: os.environ.get(name) for name in ("KRB5CCNAME", "KRB5_CLIENT_KTNAME")}
+    with pytest.raises(KerberosLoginError, match="stranger"):
+        security.login(security.KerberosIdentity(f"stranger@{krb5.realm}", second.keytab))
+    assert security.active() == second and security.active() != first
+    assert {name: os.environ.get(name) for name in env} == env
+    assert security.check_ticket(second) > 0

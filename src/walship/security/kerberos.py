@@ -135,15 +135,25 @@ def login(identity: KerberosIdentity) -> KerberosIdentity:
 
     :raises KerberosLoginError: the KDC does not know the principal, the keytab holds no key
         for it, or (no keytab) the ticket cache holds no valid ticket for it; the message names
-        the principal and the KDC's answer. Nothing else was done.
+        the principal and the KDC's answer; the process's identity and environment are as
+        they were.
     """
     global _active
     with _lock:
+        before = {name: os.environ.get(name) for name in ("KRB5_CLIENT_KTNAME", "KRB5CCNAME")}
         if identity.keytab is not None:
             os.environ["KRB5_CLIENT_KTNAME"] = identity.keytab
-            if _active is None or _active.keytab is None:
-                os.environ["KRB5CCNAME"] = _private_ccache()
-        check_ticket(identity)
+            if _active is None or _active.keytab is None or _active.principal != identity.principal:
+                os.environ["KRB5CCNAME"] = _private_ccache()  # a cache of this principal's own
+        try:
+            check_ticket(identity)
+        except KerberosLoginError:
+            for name, value in before.items():  # as it was: the process's identity is unchanged
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            raise
         _active = identity
         log.info("logged in to Kerberos as %s", identity.describe())
         return identity
