@@ -318,6 +318,22 @@ def test_the_metrics_server_outlives_its_ticket(stack: SecureStack, tmp_path: Pa
     assert log_path.read_text().count(f"ticket of walship-short@{realm} valid for") >= 3
 
 
+def test_a_serial_peer_reads_its_barriers_over_sasl(stack: SecureStack) -> None:
+    """A serial peer's shipping reads the replication barriers in the source's hbase:meta over
+    its SASL Thrift2 server (the source's options from the login)."""
+    table = create_table(stack, "o")
+    peer = unique("o")
+    added = walship(stack, "peer", "add", peer, "--cluster-key", stack.sb.cluster_key, "--table-cfs", table,
+                    "--serial", *sink(stack, "thrift1"))  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    queues_ready(stack, peer)
+    put_rows(stack.sa, table, range(30))
+    shipped = walship(stack, "ship", "--peer", peer)
+    assert shipped.returncode == 0, shipped.stderr
+    assert json.loads(shipped.stdout)["status"] == "ok"
+    assert rows_of(stack.sb, table) == rows_of(stack.sa, table) and len(rows_of(stack.sb, table)) == 30
+
+
 def test_copy_into_a_new_peer(stack: SecureStack) -> None:
     table = create_table(stack, "c")
     put_rows(stack.sa, table, range(50))
