@@ -39,14 +39,9 @@ def url_to_fs(url: str) -> tuple[Any, str]:
 
     identity = security.active()
     protocol, _ = fsspec.core.split_protocol(url)
-    if identity is None or protocol not in ("webhdfs", "swebhdfs", "hdfs", "viewfs"):
-        fs, path = fsspec.core.url_to_fs(url)
-        return fs, str(path)
-    if protocol in ("hdfs", "viewfs"):
-        fs, path = fsspec.core.url_to_fs(url, **_hdfs_kerberos_options())
-        return fs, str(path)
-    fs, path = fsspec.core.url_to_fs(url)
-    if getattr(fs, "session", None) is not None and fs.session.auth is None:
+    options = _hdfs_kerberos_options() if identity is not None and protocol in ("hdfs", "viewfs") else {}
+    fs, path = fsspec.core.url_to_fs(url, **options)
+    if identity is not None and protocol in ("webhdfs", "swebhdfs") and fs.session.auth is None:
         principal = os.environ.get(WEBHDFS_PRINCIPAL_ENV) or "HTTP/_HOST"
         host = urllib.parse.urlsplit(fs.url).hostname or ""
         fs.session.auth = security.spnego_auth(identity, principal, host, mutual=False)

@@ -62,30 +62,35 @@ def local(hb: HBaseProcess, address: tuple[str, int]) -> str:
     return f"{hb.service_host or 'localhost'}:{address[1]}"
 
 
-def walship(
-    stack: SecureStack,
-    *argv: str,
-    who: str = "walship",
-    keytab: Path | None = None,
-    wal_root: str | None = None,
-    env: dict[str, str] | None = None,
-    timeout: float = 240,
-) -> subprocess.CompletedProcess[str]:
-    """``walship --principal <who> --keytab <its keytab> <SA's flags> argv`` in a process of its own."""
-    base = {k: v for k, v in (env or os.environ).items() if k not in KERBEROS_ENV}
-    base["KRB5_CONFIG"] = str(stack.krb5_conf)
+def command(
+    stack: SecureStack, who: str = "walship", wal_root: str | None = None, env: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """``walship --principal <who> --keytab <its keytab> <SA's flags>`` and its environment
+    (``KRB5_CONFIG``, no Kerberos identity of this process's)."""
     keytabs = {
         "walship": stack.walship_keytab,
         "walship-short": stack.walship_short_keytab,
         "intruder": stack.intruder_keytab,
     }
     sa = stack.sa
-    flags = ["--principal", f"{who}@{stack.realm}", "--keytab", str(keytab or keytabs[who])]
-    flags += ["--zk", stack.zk_hosts, "--znode-parent", sa.znode_parent, "--wal-root", wal_root or sa.wal_root]
-    flags += ["--source-thrift2", local(sa, sa.thrift2)]
-    return subprocess.run(
-        [sys.executable, "-m", "walship.cli", *flags, *argv], env=base, capture_output=True, text=True, timeout=timeout
-    )
+    argv = [sys.executable, "-m", "walship.cli", "--principal", f"{who}@{stack.realm}", "--keytab", str(keytabs[who])]
+    argv += ["--zk", stack.zk_hosts, "--znode-parent", sa.znode_parent, "--wal-root", wal_root or sa.wal_root]
+    argv += ["--source-thrift2", local(sa, sa.thrift2)]
+    environ = {k: v for k, v in (env or os.environ).items() if k not in KERBEROS_ENV}
+    return argv, {**environ, "KRB5_CONFIG": str(stack.krb5_conf)}
+
+
+def walship(
+    stack: SecureStack,
+    *argv: str,
+    who: str = "walship",
+    wal_root: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 240,
+) -> subprocess.CompletedProcess[str]:
+    """``walship ... argv`` (see :func:`command`) in a process of its own, run to its end."""
+    prefix, environ = command(stack, who, wal_root, env)
+    return subprocess.run([*prefix, *argv], env=environ, capture_output=True, text=True, timeout=timeout)
 
 
 def one_line_refusal(run: subprocess.CompletedProcess[str]) -> str:
@@ -162,14 +167,8 @@ def new_peer(stack: SecureStack, prefix: str, protocol: str) -> tuple[str, str]:
 def as_walship_short(stack: SecureStack, log_file: IO[str], *argv: str) -> subprocess.Popen[str]:
     """``walship -v ... argv`` as walship-short (20 s tickets), started; its log to ``log_file``
     (a pipe nobody reads while it runs would stop it once full)."""
-    sa = stack.sa
-    return subprocess.Popen(
-        [sys.executable, "-m", "walship.cli", "-v", "--principal", f"walship-short@{stack.realm}", "--keytab",
-         str(stack.walship_short_keytab), "--zk", stack.zk_hosts, "--znode-parent", sa.znode_parent,
-         "--wal-root", sa.wal_root, *argv],
-        env={**{k: v for k, v in os.environ.items() if k not in KERBEROS_ENV}, "KRB5_CONFIG": str(stack.krb5_conf)},
-        stdout=subprocess.PIPE, stderr=log_file, text=True,
-    )  # fmt: skip
+    prefix, environ = command(stack, "walship-short")
+    return subprocess.Popen([*prefix, "-v", *argv], env=environ, stdout=subprocess.PIPE, stderr=log_file, text=True)
 
 
 def test_replication_outlives_a_ticket_and_is_watched_verified_and_cleaned(stack: SecureStack, tmp_path: Path) -> None:

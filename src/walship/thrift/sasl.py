@@ -33,6 +33,7 @@ from typing import Any
 from thriftpy2.transport import TTransportException
 
 from walship.errors import SaslAuthError
+from walship.security.sasl import gss_words
 from walship.thrift.options import ENV_SOURCE_HTTP, THRIFT_HTTP_KEY, THRIFT_PRINCIPAL_KEY, THRIFT_QOP_KEY
 from walship.thrift.probe import answers_thrift, sasl_refusal
 
@@ -87,14 +88,6 @@ def _read_exactly(trans: Any, size: int) -> bytes:
             raise TTransportException(type=TTransportException.END_OF_FILE, message="the connection was closed")
         out += chunk
     return out
-
-
-def _gss_text(exc: BaseException) -> str:
-    """A GSSAPI failure in one line (pykerberos raises ``(('major', n), ('minor', m))``)."""
-    parts = [str(a[0]) for a in exc.args if isinstance(a, tuple) and a and isinstance(a[0], str)]
-    parts = [p.strip().rstrip(".") for p in parts if p and not p.startswith("Unspecified GSS failure")]
-    text = ": ".join(parts) if parts else str(exc)
-    return " ".join(text.split()) or type(exc).__name__
 
 
 class SaslClientTransport:
@@ -197,7 +190,7 @@ class SaslClientTransport:
         try:
             return bytes(self._client.process(challenge) or b"")
         except Exception as exc:  # pykerberos' GSSError, pure-sasl's SASLProtocolException
-            text = _gss_text(exc)
+            text = gss_words(exc)
             if "cannot contact any kdc" in text.lower():
                 raise TTransportException(
                     type=TTransportException.NOT_OPEN,
@@ -287,7 +280,7 @@ class SaslClientTransport:
                 wrapped = bytes(self._client.wrap(bytes(memoryview(buf)[_LENGTH.size :])))
             except Exception as exc:
                 raise TTransportException(
-                    type=TTransportException.UNKNOWN, message=f"SASL wrap for {self.server} failed: {_gss_text(exc)}"
+                    type=TTransportException.UNKNOWN, message=f"SASL wrap for {self.server} failed: {gss_words(exc)}"
                 ) from None
             self._trans.write(_LENGTH.pack(len(wrapped)) + wrapped)
         else:
@@ -313,7 +306,7 @@ class SaslClientTransport:
             except Exception as exc:
                 raise TTransportException(
                     type=TTransportException.UNKNOWN,
-                    message=f"SASL unwrap of an answer of {self.server} failed: {_gss_text(exc)}",
+                    message=f"SASL unwrap of an answer of {self.server} failed: {gss_words(exc)}",
                 ) from None
         self._rbuf, self._rpos = payload, 0
 

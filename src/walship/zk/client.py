@@ -82,12 +82,7 @@ def translate(exc: BaseException, what: str, server: str | None = None) -> ZkErr
     if isinstance(exc, NoAuthError | AuthFailedError):
         from walship.security import active
 
-        identity = active()
-        who = (
-            f"Kerberos principal {identity.principal} is not in the znode's ACL (HBase's superuser grants it)"
-            if identity is not None and isinstance(exc, NoAuthError)
-            else "authentication failed or missing"
-        )
+        who = _refused_who(exc, kerberos=active() is not None)
         at = f" at {server}" if server else ""
         return ZkAuthError(f"{what}: ZooKeeper{at} refused the operation ({name}): {who}")
     return ZkError(f"{what}: ZooKeeper error {name}{detail}")
@@ -144,6 +139,19 @@ def translating(label: str, fn: F) -> F:
             ) from exc
 
     return cast(F, call)
+
+
+def _refused_who(exc: BaseException, *, kerberos: bool, hint: str = "") -> str:
+    """Who ZooKeeper refused, for a message: walship's Kerberos principal, not in a znode's ACL
+    (a session that logged in with it), else credentials failed or missing (``hint``: where to
+    give them)."""
+    if kerberos and isinstance(exc, NoAuthError):
+        from walship.security import active
+
+        identity = active()
+        if identity is not None:
+            return f"Kerberos principal {identity.principal} is not in the znode's ACL (HBase's superuser grants it)"
+    return f"authentication failed or missing{hint}"
 
 
 def _server_of(fn: Callable[..., Any], args: tuple[Any, ...]) -> str | None:
@@ -344,13 +352,10 @@ def inherit_acls(client: KazooClient, parent: str) -> None:
         acls, _ = client.get_acls(parent)
         client.get_children(parent)
     except (NoAuthError, AuthFailedError) as exc:
-        from walship.security import active
-
-        identity = active()
-        who = (
-            f"Kerberos principal {identity.principal} is not in its ACL (HBase's superuser grants it)"
-            if identity is not None and getattr(client._connection, "sasl_options", None)
-            else "authentication failed or missing (give --zk-auth SCHEME:CREDENTIAL or WALSHIP_ZK_AUTH)"
+        who = _refused_who(
+            exc,
+            kerberos=bool(getattr(client._connection, "sasl_options", None)),
+            hint=" (give --zk-auth SCHEME:CREDENTIAL or WALSHIP_ZK_AUTH)",
         )
         raise ZkAuthError(
             f"znode {parent}: ZooKeeper refused access ({type(exc).__name__}): {who}; nothing was written"
