@@ -34,6 +34,7 @@ RUN python -m venv /opt/venv
 WORKDIR /src
 COPY pyproject.toml README.md constraints.txt ./
 COPY src/ src/
+COPY plugins/walship_airflow/ plugins/walship_airflow/
 RUN /opt/venv/bin/pip install -c constraints.txt ".[airflow,spark]" \
         "psycopg2-binary==${PSYCOPG2_VERSION}" "asyncpg==${ASYNCPG_VERSION}" \
  && /opt/venv/bin/pip check \

@@ -44,8 +44,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import Param, TriggerRule, dag, task
 from walship_airflow.onboarding import COPY_MARGIN_S
-from walship_airflow.operators import WalshipShipOperator, WalshipVerifyOperator, spark_pool
-from walship_airflow.sensors import WalDrainedSensor
+from walship_airflow.operators.ship import WalshipShipOperator, WalshipVerifyOperator, spark_pool
+from walship_airflow.sensors.queues import WalDrainedSensor
 from walship_airflow.verify import VERIFY_ASSET
 
 SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
@@ -170,7 +170,7 @@ def walship_add_peer() -> None:
 
     @task(outlets=[VERIFY_ASSET])
     def report(jobs: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
         from walship_airflow.verify import report_result
 
         return report_result(WalshipHook().get_source(), jobs, context)

@@ -40,7 +40,7 @@ from walship import defaults
 def walship_clean() -> None:
     @task
     def clean_archive(**context: Any) -> dict[str, object]:
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
 
         from walship.replicate.cleaner import clean
 

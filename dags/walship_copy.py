@@ -24,7 +24,7 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import Param, dag, task
-from walship_airflow.operators import WalshipShipOperator, spark_pool
+from walship_airflow.operators.ship import WalshipShipOperator, spark_pool
 
 SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
 COPY_APP = os.environ.get("WALSHIP_COPY_APP", str(SPARK_JOBS / "copy_rows.py"))
@@ -60,7 +60,7 @@ def walship_copy() -> None:
     @task
     def plan(**context: Any) -> list[dict[str, Any]]:
         from walship_airflow.copy import copy_jobs
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
 
         return copy_jobs(WalshipHook().get_source(), context, COPY_APP, PYRUNNER_JAR)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import Param, dag
-from walship_airflow.sensors import WalDrainedSensor
+from walship_airflow.sensors.queues import WalDrainedSensor
 
 
 @dag(

@@ -44,7 +44,7 @@ def walship_replay() -> None:
     @task
     def replay_interval(**context: Any) -> dict[str, object]:
         from airflow.sdk.exceptions import AirflowFailException
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
 
         from walship.errors import ReplayGapError
         from walship.replicate.replay import replay

@@ -35,8 +35,8 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import AssetAlias, Param, dag, task
-from walship_airflow.operators import WalshipShipOperator, spark_pool
-from walship_airflow.sensors import WalQueueSensor
+from walship_airflow.operators.ship import WalshipShipOperator, spark_pool
+from walship_airflow.sensors.queues import WalQueueSensor
 
 from walship import defaults
 
@@ -92,7 +92,7 @@ def walship_replicate() -> None:
 
     @task
     def plan(queues: list[str], **context: Any) -> list[dict[str, Any]]:
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
         from walship_airflow.planning import ship_jobs
 
         return ship_jobs(WalshipHook().get_source(), queues, context, SHIP_APP, PYRUNNER_JAR)
@@ -107,7 +107,7 @@ def walship_replicate() -> None:
 
     @task(outlets=[REPLICATED])
     def report(jobs: list[dict[str, Any]], **context: Any) -> dict[str, object]:
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
         from walship_airflow.planning import read_summaries
 
         return read_summaries(WalshipHook().get_source(), jobs, context, REPLICATED)

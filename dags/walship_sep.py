@@ -56,7 +56,7 @@ def walship_sep() -> None:
         import time
 
         from airflow.sdk.exceptions import AirflowSkipException
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
         from walship_airflow.sep import await_subscriptions
 
         from walship.errors import TailError

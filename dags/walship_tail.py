@@ -44,7 +44,7 @@ from walship import defaults
 def walship_tail() -> None:
     @task(execution_timeout=timedelta(hours=2))
     def tail(**context: Any) -> dict[str, object]:
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
 
         from walship.errors import TailError
         from walship.replicate.tailer import Tailer

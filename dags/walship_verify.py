@@ -29,7 +29,7 @@ from typing import Any
 
 import pendulum
 from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
-from walship_airflow.operators import WalshipVerifyOperator, spark_pool
+from walship_airflow.operators.ship import WalshipVerifyOperator, spark_pool
 from walship_airflow.verify import VERIFY_ASSET
 
 SPARK_JOBS = Path(__file__).resolve().parent.parent / "spark_jobs"
@@ -99,7 +99,7 @@ PYRUNNER_JAR = os.environ.get("WALSHIP_PYRUNNER_JAR", str(SPARK_JOBS / "pyrunner
 def walship_verify() -> None:
     @task
     def plan(**context: Any) -> list[dict[str, Any]]:
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
         from walship_airflow.verify import verify_jobs
 
         return verify_jobs(WalshipHook().get_source(), context, VERIFY_APP, PYRUNNER_JAR)
@@ -111,7 +111,7 @@ def walship_verify() -> None:
 
     @task(outlets=[VERIFY_ASSET])
     def report(jobs: list[dict[str, Any]], **context: Any) -> dict[str, Any]:
-        from walship_airflow.hooks import WalshipHook
+        from walship_airflow.hooks.source import WalshipHook
         from walship_airflow.verify import report_result
 
         return report_result(WalshipHook().get_source(), jobs, context)

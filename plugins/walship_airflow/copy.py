@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from walship_airflow.hooks import SourceCluster, WalshipHook
+from walship_airflow.hooks.source import SourceCluster, WalshipHook
 
 __all__ = ["copy_jobs"]
 
@@ -26,8 +26,8 @@ def copy_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list[d
 
     from walship.copy import copy_job, until_ms
     from walship.errors import ConfigError, VerifyError
+    from walship_airflow.hooks.spark import SPARK_CONN_ID
     from walship_airflow.planning import submit_kwargs
-    from walship_airflow.spark import SPARK_CONN_ID
 
     params = context["params"]
     if not source.thrift2:

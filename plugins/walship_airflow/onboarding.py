@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
-from walship_airflow.hooks import SourceCluster, WalshipHook
+from walship_airflow.hooks.source import SourceCluster, WalshipHook
 from walship_airflow.peerparams import differences, different, fail, flag, number, peer_config, text
 
 if TYPE_CHECKING:
@@ -268,7 +268,7 @@ def copy_plan(
     :raises AirflowSkipException: the Param ``copy`` is false.
     """
     from walship_airflow.copy import copy_jobs
-    from walship_airflow.spark import SPARK_CONN_ID
+    from walship_airflow.hooks.spark import SPARK_CONN_ID
 
     params = context["params"]
     if not flag(params, "copy", True):
@@ -313,7 +313,7 @@ def verify_plan(
     :param drained: the ``wait_drained`` sensor's XCom (its ``cut``).
     :param added: the ``add`` task's XCom.
     """
-    from walship_airflow.spark import SPARK_CONN_ID
+    from walship_airflow.hooks.spark import SPARK_CONN_ID
     from walship_airflow.verify import verify_jobs
 
     params = context["params"]

@@ -10,8 +10,8 @@ from typing import Any
 from airflow.sdk import Asset
 from airflow.sdk.exceptions import AirflowException
 
-from walship_airflow.hooks import SourceCluster
-from walship_airflow.spark import SPARK_CONN_ID
+from walship_airflow.hooks.source import SourceCluster
+from walship_airflow.hooks.spark import SPARK_CONN_ID
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ def submit_kwargs(
     spark_conn_id: str, app: str, jar: str, job: str, extra_args: list[str] | None = None
 ) -> dict[str, Any]:
     """:meth:`WalshipSparkHook.submit_kwargs` on ``spark_conn_id``."""
-    from walship_airflow.spark import WalshipSparkHook
+    from walship_airflow.hooks.spark import WalshipSparkHook
 
     return WalshipSparkHook(spark_conn_id).submit_kwargs(app, jar, job, extra_args)
 

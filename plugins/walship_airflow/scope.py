@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from walship_airflow.hooks import WalshipHook
+from walship_airflow.hooks.source import WalshipHook
 
 __all__ = ["AUDIT_XCOM_KEY", "audit_task", "findings_message", "read_audit"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from walship_airflow.hooks import WalshipHook
+from walship_airflow.hooks.source import WalshipHook
 
 #: the asset whose events carry the samples
 STATUS_ASSET_NAME = "walship_status"

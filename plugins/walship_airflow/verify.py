@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset
 
-from walship_airflow.hooks import SourceCluster, WalshipHook
+from walship_airflow.hooks.source import SourceCluster, WalshipHook
 
 if TYPE_CHECKING:
     from walship.verify import VerifyJob
@@ -170,8 +170,8 @@ def verify_jobs(source: SourceCluster, context: Any, app: str, jar: str) -> list
     :param app: ``spark_jobs/verify.py`` as the Spark hosts see it.
     :param jar: ``spark_jobs/pyrunner.jar``, for cluster deploy mode on a standalone master.
     """
+    from walship_airflow.hooks.spark import SPARK_CONN_ID
     from walship_airflow.planning import submit_kwargs
-    from walship_airflow.spark import SPARK_CONN_ID
 
     params = context["params"]
     job = verify_job(source, params, context)

@@ -14,6 +14,7 @@ __all__ = [
     "MAX_PARALLEL_GROUPS",
     "MAX_PARALLEL_JOBS",
     "PARALLEL_GROUPS",
+    "STUCK_AFTER",
     "TAIL_DURATION",
     "TAIL_GATHER",
     "TAIL_GATHER_ENTRIES",
@@ -55,6 +56,16 @@ TAIL_REDISCOVER = 2.0
 #: file reads to pay), for at most this much more lag.
 TAIL_GATHER = 0.05
 TAIL_GATHER_ENTRIES = 1000
+#: Seconds a queue of an enabled peer may have a backlog and make no progress before status
+#: calls it stuck (``walship status --stuck-after``). A healthy queue moves at least once a
+#: minute or two: ``walship_replicate`` runs every minute (a Spark job starts in about 14 s
+#: and lingers :data:`LINGER`), a tailer ships continuously and hands over every
+#: :data:`TAIL_DURATION`, and a shipper whose peer refuses batches backs off for seconds, not
+#: minutes. Ten minutes is several missed runs, a tailer's hand-over and a peer's restart
+#: together: long enough not to page for a hiccup, short enough that a queue nobody ships
+#: (a paused DAG, a dead shipper) is noticed within minutes, not hours.
+#: A peer whose bandwidth limit makes one batch take longer needs a larger threshold.
+STUCK_AFTER = 600.0
 #: Minimum age in seconds of an archived WAL the cleaner may delete.
 CLEAN_TTL = 600.0
 #: ZooKeeper session timeout in seconds: a killed shipper's queue locks are free again after

@@ -64,6 +64,10 @@ catch the whole family in one place and let programming errors through::
 
 Messages name the thing that is wrong and where it is (file and byte offset, flag, znode
 path, peer id), so that an operator can find it without reading code.
+
+A queue's failed shipping pass is counted by kind (:data:`ERROR_KINDS`, from
+:func:`error_kind`): a closed set, so the ``walship_ship_errors_total{peer,kind}`` series are
+few and known in advance.
 """
 
 from __future__ import annotations
@@ -397,3 +401,61 @@ class ProcedureFailedError(MasterError):
 
 class MasterRunningError(MasterError):
     """A change meant for a cluster that is down (``--offline``) while a master is registered."""
+
+
+#: The kinds of a shipping error, as :func:`error_kind` names them: a closed set (the metric
+#: ``walship_ship_errors_total`` has one series per peer and kind, each there from the start).
+#:
+#: - ``peer-unavailable``: no Thrift server of the peer answered (:class:`SinkUnavailableError`)
+#: - ``peer-refused``: the peer (or a subscription's listener) refused a batch (:class:`SinkError`)
+#: - ``incompatible-edit``: an edit the sink cannot express (:class:`IncompatibleEditError`)
+#: - ``dead-letter``: a dead letter could not be written (:class:`DeadLetterError`)
+#: - ``wal-missing``: a queued WAL is in neither ``WALs/`` nor ``oldWALs/`` (:class:`WalMissingError`)
+#: - ``wal-unreadable``: a WAL does not parse or is of a kind walship refuses (:class:`WalError`)
+#: - ``serial-barriers``: a serial peer's barriers could not be read (:class:`BarrierReadError`)
+#: - ``security``: Kerberos or ZooKeeper refused walship's identity (:class:`KerberosError`,
+#:   :class:`ZkAuthError`)
+#: - ``config``: invalid configuration (:class:`ConfigError`)
+#: - ``zookeeper``: replication state in ZooKeeper could not be read or changed (:class:`ZkError`)
+#: - ``other``: anything else
+ERROR_KINDS = (
+    "peer-unavailable",
+    "peer-refused",
+    "incompatible-edit",
+    "dead-letter",
+    "wal-missing",
+    "wal-unreadable",
+    "serial-barriers",
+    "security",
+    "config",
+    "zookeeper",
+    "other",
+)
+
+#: Most specific first: the first class an error is an instance of names its kind.
+_KIND_OF: tuple[tuple[type[BaseException], str], ...] = (
+    (SinkUnavailableError, "peer-unavailable"),
+    (SinkError, "peer-refused"),
+    (IncompatibleEditError, "incompatible-edit"),
+    (DeadLetterError, "dead-letter"),
+    (WalMissingError, "wal-missing"),
+    (WalError, "wal-unreadable"),
+    (BarrierReadError, "serial-barriers"),
+    (KerberosError, "security"),
+    (ZkAuthError, "security"),
+    (ConfigError, "config"),
+    (ZkError, "zookeeper"),
+)
+
+
+def error_kind(exc: BaseException) -> str:
+    """The kind of a shipping error, one of :data:`ERROR_KINDS`.
+
+    Example::
+
+        error_kind(SinkUnavailableError("no Thrift server of peer 1 answered"))  # "peer-unavailable"
+    """
+    for cls, kind in _KIND_OF:
+        if isinstance(exc, cls):
+            return kind
+    return "other"

@@ -67,7 +67,7 @@ REPLICATE_DEFAULTS = {
 def test_trigger_fires_only_when_there_is_work(
     minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str
 ) -> None:
-    from walship_airflow.triggers import UnshippedQueuesTrigger
+    from walship_airflow.triggers.queues import UnshippedQueuesTrigger
 
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = make_cluster(minicluster_factory, zk_hosts, "B")

@@ -40,7 +40,7 @@ def test_the_sensor_waits_until_every_earlier_row_is_on_the_peer(
 def test_the_sensor_fails_on_timeout_naming_the_queues_behind(
     ab: tuple[Cluster, Cluster], dagbag: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from walship_airflow.triggers import WalDrainedTrigger
+    from walship_airflow.triggers.queues import WalDrainedTrigger
 
     a, _ = ab
     a.table().put(b"never-shipped", {b"r:q": b"x"})

@@ -59,7 +59,7 @@ def test_the_peers_a_run_ships_when_it_names_none(abc: tuple[Cluster, Cluster, C
         pending = planner.pending("")
         assert {q.queue_id for q in pending} == {"1", "2"}  # a queue of each, on the one server
 
-    from walship_airflow.triggers import UnshippedQueuesTrigger
+    from walship_airflow.triggers.queues import UnshippedQueuesTrigger
 
     async def first() -> Any:
         async for event in UnshippedQueuesTrigger(a.zk_hosts, a.parent, a.mc.wal_root, "").run():

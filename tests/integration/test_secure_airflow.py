@@ -73,7 +73,7 @@ def test_a_keytabs_bytes_in_the_connection_are_refused_unshown(
     stack: SecureStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow.sdk.exceptions import AirflowException
-    from walship_airflow.hooks import WalshipHook
+    from walship_airflow.hooks.source import WalshipHook
 
     contents = base64.b64encode(stack.walship_keytab.read_bytes()).decode()
     pasted = "\n".join(contents[i : i + 64] for i in range(0, len(contents), 64))
@@ -92,8 +92,8 @@ def test_a_keytabs_bytes_in_the_connection_are_refused_unshown(
 def test_the_ship_task_passes_the_identity_through_the_environment(
     stack: SecureStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from walship_airflow.hooks import WalshipHook
-    from walship_airflow.operators import WalshipShipOperator
+    from walship_airflow.hooks.source import WalshipHook
+    from walship_airflow.operators.ship import WalshipShipOperator
 
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", connection(stack))
     source = WalshipHook().get_source()

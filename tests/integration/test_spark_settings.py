@@ -24,7 +24,7 @@ def spark_conn(extra: dict[str, object]) -> str:
 def test_jobs_go_with_walship_s_jvm_options_where_the_connection_asks_unless_it_sets_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from walship_airflow.spark import WalshipSparkHook
+    from walship_airflow.hooks.spark import WalshipSparkHook
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_conn({}))
     settings = WalshipSparkHook().settings()

@@ -275,7 +275,7 @@ def test_status_json_is_what_walship_status_prints(api_server: ApiServer, source
 
 def test_a_missing_or_incomplete_connection_is_a_503_naming_it(ui_dagbag: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi import HTTPException
-    from walship_airflow.ui import source_status
+    from walship_airflow.plugins.app import source_status
 
     monkeypatch.delenv("AIRFLOW_CONN_WALSHIP_SOURCE", raising=False)
     for conn, message in (

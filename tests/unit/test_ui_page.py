@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from walship_airflow.page import NO_SAMPLES, RunLink, Sample, chart_svg, human_bytes, human_seconds, render_page
+from walship_airflow.plugins.page import NO_SAMPLES, RunLink, Sample, chart_svg, human_bytes, human_seconds, render_page
 
 T0 = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 

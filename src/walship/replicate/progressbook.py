@@ -1,6 +1,7 @@
 """A shipper's per-queue progress records (:class:`~walship.zk.progress.ProgressStore`): what
 its passes did since the last write, written at most once a second while a queue ships and at
-the end of a pass, and a queue's last error."""
+the end of a pass, and a queue's last error with its kind; each failed pass also counts one
+error of that kind for the peer (``walship_ship_errors_total``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from walship.errors import WalshipError
+from walship.errors import WalshipError, error_kind
 from walship.replicate.summary import QueueSummary
 from walship.zk.progress import ProgressStore
 
@@ -67,7 +68,8 @@ class ProgressBook:
     def failed(
         self, peer_id: str, qs: QueueSummary, exc: WalshipError, progress: PendingProgress | None = None
     ) -> QueueSummary:
-        """Record a queue's failure in its summary and (when ZooKeeper answers) its record."""
+        """Record a queue's failure in its summary and (when ZooKeeper answers) its record,
+        and count it for the peer by its kind (:func:`walship.errors.error_kind`)."""
         qs.status = "error"
         qs.error = f"queue {qs.server}/{qs.queue_id} of peer {peer_id}: {exc}"
         qs.exception = exc
@@ -75,10 +77,14 @@ class ProgressBook:
         self._pending.pop((peer_id, qs.server, qs.queue_id), None)
         if progress is not None:
             progress.take_throttled(qs)
+        kind = error_kind(exc)
         try:
-            self._record(peer_id, qs.server, qs.queue_id, progress or PendingProgress(), error=qs.error)
+            self._record(peer_id, qs.server, qs.queue_id, progress or PendingProgress(), error=qs.error, kind=kind)
+            self.store.count_error(peer_id, kind)
         except WalshipError as again:
-            log.warning("queue %s/%s of peer %s: its record keeps no error: %s", qs.server, qs.queue_id, peer_id, again)
+            log.warning(
+                "queue %s/%s of peer %s: its record keeps no error (%s): %s", qs.server, qs.queue_id, peer_id, kind, again
+            )
         return qs
 
     def flush(self) -> None:
@@ -108,9 +114,17 @@ class ProgressBook:
         self._record(peer_id, qs.server, qs.queue_id, progress)
 
     def _record(
-        self, peer_id: str, server: str, queue_id: str, progress: PendingProgress, *, error: str | None = None
+        self,
+        peer_id: str,
+        server: str,
+        queue_id: str,
+        progress: PendingProgress,
+        *,
+        error: str | None = None,
+        kind: str | None = None,
     ) -> None:
-        """Write what ``progress`` holds into the queue's record, with ``error`` or clearing it."""
+        """Write what ``progress`` holds into the queue's record, with ``error`` (of ``kind``)
+        or clearing it."""
         self.store.record(
             peer_id,
             server,
@@ -124,6 +138,7 @@ class ProgressBook:
             waiting_serial=progress.waiting_serial,
             applied=progress.applied,
             error=error,
+            error_kind=kind,
             clear_error=error is None,
         )
         progress.counters.clear()

@@ -11,6 +11,7 @@
     <parent>/replication/walship/locks/<server>/<queue>  walship's per-queue shipper locks (data: the holder)
     <parent>/replication/walship/progress/<peer>/<server>/<queue>
                                                          per-queue progress record (JSON)
+    <parent>/replication/walship/errors/<peer>           a peer's shipping errors counted by kind (JSON)
     <parent>/replication/walship/jobs/<peer>/<job>       summaries of ship jobs (JSON, newest kept)
     <parent>/replication/walship/subscriptions/<name>/hbaseid
                                                          a SEP subscription's own cluster id (PBUF + ClusterId)
@@ -154,6 +155,14 @@ class ZnodeLayout:
             f"{self.peer_progress(peer_id)}/{check_znode_name(server, 'server name')}/"
             f"{check_znode_name(queue_id, 'queue id')}"
         )
+
+    @property
+    def errors(self) -> str:
+        return f"{self.walship}/errors"
+
+    def peer_errors(self, peer_id: str) -> str:
+        """A peer's shipping errors counted by kind (:meth:`~walship.zk.progress.ProgressStore.count_error`)."""
+        return f"{self.errors}/{check_znode_name(peer_id, 'peer id')}"
 
     @property
     def jobs(self) -> str:

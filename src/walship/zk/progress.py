@@ -12,7 +12,8 @@ A progress record::
      "last_shipped_wal": "...", "last_shipped_position": 4096, "last_shipped_write_time": 1767225600000,
      "batches": 3, "entries_shipped": 120, "cells_shipped": 240, "bytes_shipped": 65536, "bulk_loads": 0,
      "throttled_s": 1.5,
-     "last_shipped_at": 1767225601000, "updated_at": 1767225601000, "last_error": {"time": ..., "message": ...} | null,
+     "last_shipped_at": 1767225601000, "updated_at": 1767225601000,
+     "last_error": {"time": ..., "message": ..., "kind": "peer-unavailable"} | null,
      "last_backoff": {"time": ..., "seconds": 0.4, "reason": ...} | null,
      "last_applied_at": 1767225600900, "last_applied_write_time": 1767225600000}
 
@@ -20,6 +21,17 @@ Counters add up over the queue's life (``bytes_shipped``: each shipped entry's W
 share of its cells the peer takes, an estimate of what it was sent; ``throttled_s``: the seconds
 its batches waited for the peer's bandwidth); only a queue's lock holder writes its record, and
 writes are versioned compare-and-set all the same.
+
+``last_shipped_at`` is when the record was written after a batch's position was committed
+(the batch applied, or wholly filtered): within :data:`~walship.replicate.progressbook.PROGRESS_INTERVAL`
+of the commit. ``last_error.kind`` is one of :data:`walship.errors.ERROR_KINDS` (records
+written before kinds were recorded lack it).
+
+A peer's shipping errors are counted by kind in one more record, ``errors/<peer>``
+(:meth:`ProgressStore.count_error`), one per failed pass over one of its queues; unlike a
+queue's record it outlives the queue, so the counts only grow (removed with the peer)::
+
+    {"peer_id": "1", "errors": {"peer-unavailable": 3, "wal-missing": 1}, "updated_at": 1767225601000}
 
 ``last_applied_at`` is when the peer's sink last returned from applying a batch of the queue
 (not one its filters left empty, nor one whose every entry the sink passed over), and
@@ -42,11 +54,11 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
-from walship.errors import ZkDataError
+from walship.errors import ERROR_KINDS, ZkDataError
 from walship.zk.client import translated
 from walship.zk.layout import ZnodeLayout, check_znode_name
 
-__all__ = ["COUNTERS", "KEEP_JOBS", "JobStore", "ProgressStore", "VerifyStore"]
+__all__ = ["COUNTERS", "KEEP_JOBS", "JobStore", "ProgressStore", "VerifyStore", "error_counts"]
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +152,7 @@ class ProgressStore:
         last_position: int | None = None,
         last_write_time: int | None = None,
         error: str | None = None,
+        error_kind: str | None = None,
         backoff: tuple[float, str] | None = None,
         throttled_s: float = 0.0,
         waiting_serial: dict[str, Any] | None = None,
@@ -147,6 +160,8 @@ class ProgressStore:
         clear_error: bool = False,
     ) -> dict[str, Any]:
         """Add ``counters`` and set what is given; returns the record as written.
+
+        :param error_kind: the kind of ``error``, one of :data:`walship.errors.ERROR_KINDS`.
 
         :param applied: ``(applied_at, write_time)``, epoch ms: when the peer's sink last
             returned from applying a batch, and the write time of that batch's last edit; kept
@@ -172,7 +187,7 @@ class ProgressStore:
                 )
             record.setdefault("last_shipped_write_time", None)
             if error is not None:
-                record["last_error"] = {"time": now, "message": error[:2000]}
+                record["last_error"] = {"time": now, "message": error[:2000], "kind": error_kind}
             elif clear_error:
                 record["last_error"] = None
             record.setdefault("last_error", None)
@@ -200,9 +215,50 @@ class ProgressStore:
         except (NoNodeError, NotEmptyError):
             pass
 
+    def count_error(self, peer_id: str, kind: str) -> dict[str, int]:
+        """Count one more shipping error of ``kind`` for the peer (a versioned write: shippers
+        of the peer's queues count at once without losing one); returns the counts.
+
+        :raises ValueError: ``kind`` is not one of :data:`walship.errors.ERROR_KINDS`.
+        """
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"'kind' must be one of {', '.join(ERROR_KINDS)}, got {kind!r}")
+
+        def change(record: dict[str, Any]) -> dict[str, Any]:
+            counts = record.get("errors")
+            counts = dict(counts) if isinstance(counts, dict) else {}
+            counts[kind] = int(counts.get(kind) or 0) + 1
+            return {**record, "peer_id": peer_id, "errors": counts, "updated_at": _now_ms()}
+
+        return dict(_update(self.client, self.layout.peer_errors(peer_id), change)["errors"])
+
+    def errors(self, peer_id: str) -> dict[str, int]:
+        """The peer's shipping errors counted by kind (``{}`` before any)."""
+        path = self.layout.peer_errors(peer_id)
+        try:
+            data, _ = self.client.get(path)
+        except NoNodeError:
+            return {}
+        return error_counts(_load(data, path))
+
     def remove_peer(self, peer_id: str) -> None:
         with contextlib.suppress(NoNodeError):
             self.client.delete(self.layout.peer_progress(peer_id), recursive=True)
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(self.layout.peer_errors(peer_id))
+
+
+def error_counts(record: dict[str, Any] | None) -> dict[str, int]:
+    """The counts by kind of a peer's ``errors/<peer>`` record (kinds this version does not
+    know are left out; ``{}`` for none)."""
+    counts = (record or {}).get("errors")
+    if not isinstance(counts, dict):
+        return {}
+    out: dict[str, int] = {}
+    for kind, n in counts.items():
+        if kind in ERROR_KINDS and isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            out[kind] = n
+    return out
 
 
 @translated("ship job summaries")

@@ -4,7 +4,7 @@ WAL's position in a queue, and a queue with its WALs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from walship.errors import ConfigError, InvalidQueueIdError
 from walship.servername import ServerName
@@ -66,11 +66,16 @@ class QueueId:
 
 @dataclass(frozen=True)
 class WalPosition:
-    """A WAL in a queue: its name, the position shipped up to, the znode version."""
+    """A WAL in a queue: its name, the position shipped up to, the znode version; read from
+    ZooKeeper, also when its znode was created (``ctime``: the WAL enqueued, or its queue
+    claimed) and last written (``mtime``: ``ctime`` until a position is set), epoch ms on
+    ZooKeeper's clock (``None`` for one a shipper made itself; never compared)."""
 
     name: str
     position: int
     version: int
+    ctime: int | None = field(default=None, compare=False)
+    mtime: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ class ReplicationQueues(QueueClaims):
                 data, stat = self.client.get(wpath)
             except NoNodeError:
                 continue  # shipped and removed while we listed
-            out.append((parsed.timestamp, name, WalPosition(name, decode_position(data, wpath), stat.version)))
+            position = decode_position(data, wpath)
+            out.append((parsed.timestamp, name, WalPosition(name, position, stat.version, stat.ctime, stat.mtime)))
         return [w for _, _, w in sorted(out)], int(qstat.pzxid)
 
     def list_queues(self, peer_id: str | None = None) -> list[QueueInfo]:
@@ -149,7 +150,8 @@ class ReplicationQueues(QueueClaims):
                 if answer is None:
                     continue  # shipped and removed while we listed
                 data, stat = answer
-                found.append((ts, name, WalPosition(name, decode_position(data, wpath), stat.version)))
+                position = decode_position(data, wpath)
+                found.append((ts, name, WalPosition(name, position, stat.version, stat.ctime, stat.mtime)))
             out.append(QueueInfo(server, queue_id, tuple(w for _, _, w in sorted(found))))
         return out
 

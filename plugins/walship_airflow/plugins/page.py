@@ -3,7 +3,7 @@ over time (inline SVG, drawn here: the page loads nothing from elsewhere), the q
 and links to the walship DAGs' recent runs.
 
 Pure functions of their arguments (no Airflow, no I/O), so that they can be tested alone;
-:mod:`walship_airflow.ui` reads the data and serves the page.
+:mod:`walship_airflow.plugins.app` reads the data and serves the page.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
-from walship_airflow.hooks import SourceCluster, WalshipHook
+from walship_airflow.hooks.source import SourceCluster, WalshipHook
 
 #: The variable the Spark driver and executors read ZooKeeper credentials from.
 AUTH_ENV = "WALSHIP_ZK_AUTH"
@@ -46,7 +46,7 @@ class WalshipShipOperator(SparkSubmitOperator):
     worker core), else the default pool.
 
     Its keyword arguments are a plan task's output, built by
-    :meth:`walship_airflow.spark.WalshipSparkHook.submit_kwargs`: the submit's own and ``job``
+    :meth:`walship_airflow.hooks.spark.WalshipSparkHook.submit_kwargs`: the submit's own and ``job``
     (the job description) and ``standalone_cluster`` (cluster deploy mode on a standalone
     master), which this operator reads instead of the command line.
 

@@ -1,7 +1,7 @@
 """The "Replication" page and its JSON: a FastAPI app that Airflow's API server mounts at
-``/walship`` (see ``plugins/walship_ui_plugin.py``), authenticated like the rest of the UI.
+``/walship`` (see :mod:`walship_airflow.plugins.replication`), authenticated like the rest of the UI.
 
-- ``GET /walship/``: the page (:func:`walship_airflow.page.render_page`): the status of every
+- ``GET /walship/``: the page (:func:`walship_airflow.plugins.page.render_page`): the status of every
   peer, charts of the ``walship_status`` samples of the last 24 hours, the walship DAGs'
   recent runs.
 - ``GET /walship/api/status[?peer=ID]``: exactly what ``walship status --json`` prints; an
@@ -27,7 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from walship.errors import ConfigError, PeerNotFoundError, WalshipError, ZkUnavailableError
 from walship.peer import validate_peer_id
-from walship_airflow.page import RunLink, Sample, render_page
+from walship_airflow.plugins.page import RunLink, Sample, render_page
 from walship_airflow.status import STATUS_ASSET_NAME, read_source_status
 
 log = logging.getLogger(__name__)

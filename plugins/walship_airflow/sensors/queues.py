@@ -11,8 +11,8 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowSkipException
 
-from walship_airflow.hooks import WalshipHook
-from walship_airflow.triggers import UnshippedQueuesTrigger, WalDrainedTrigger
+from walship_airflow.hooks.source import WalshipHook
+from walship_airflow.triggers.queues import UnshippedQueuesTrigger, WalDrainedTrigger
 
 
 class WalQueueSensor(BaseSensorOperator):

@@ -1,14 +1,11 @@
 """The walship Airflow plugin: the "Replication" page in Airflow's UI.
 
-Airflow's plugins manager loads this file from the plugins folder in every component, task
-processes included (for macros). The app, :mod:`walship_airflow.ui`, imports the API server's
-own modules (about a second and a half), so it is imported only when the plugin's
-``fastapi_apps`` are read, which only the API server (and ``airflow plugins``) does. It is
-mounted at ``/walship``, with a top-level "Replication" entry in the UI's navigation that
-shows the page inside the UI.
-
-The plugins folder's ``.airflowignore`` keeps the manager out of the ``walship_airflow``
-package, whose modules are imported by their package names only.
+The ``walship`` distribution registers it as its ``airflow.plugins`` entry point, so every
+Airflow component that has walship installed loads it (task processes included, for macros).
+The app, :mod:`walship_airflow.plugins.app`, imports the API server's own modules (about a
+second and a half), so it is imported only when the plugin's ``fastapi_apps`` are read, which
+only the API server (and ``airflow plugins``) does. It is mounted at ``/walship``, with a
+top-level "Replication" entry in the UI's navigation that shows the page inside the UI.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ class _AppOnRead:
     """The plugin's ``fastapi_apps``, built when first read (see the module's docstring)."""
 
     def __get__(self, obj: object | None, owner: type[Any]) -> list[dict[str, Any]]:
-        from walship_airflow.ui import app
+        from walship_airflow.plugins.app import app
 
         return [{"app": app, "url_prefix": URL_PREFIX, "name": "walship replication"}]
 

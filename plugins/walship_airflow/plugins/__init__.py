@@ -1,0 +1,2 @@
+"""The provider's Airflow plugin, :mod:`.replication`: the "Replication" page
+(:mod:`.app` serves it, :mod:`.page` draws it)."""

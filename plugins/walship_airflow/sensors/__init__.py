@@ -1,0 +1,1 @@
+"""Sensors: :mod:`.queues` (a peer's queues have work; a peer is drained)."""

@@ -1,0 +1,1 @@
+"""Triggers: :mod:`.queues` (the triggerer's side of the queue sensors)."""
