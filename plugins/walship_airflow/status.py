@@ -1,7 +1,9 @@
 """Replication status for Airflow: read it from the source cluster of a ``walship``
-connection, and record it as a compact sample, an event of the :data:`STATUS_ASSET` asset.
+connection, and record it as a compact sample, an event of the source's status asset
+(:func:`status_asset`: :data:`STATUS_ASSET` for the default source, ``walship_status-SUFFIX``
+/ ``walship://status/SUFFIX`` for another).
 
-The ``walship_status`` DAG records one sample a minute; the "Replication" page draws its
+The ``walship_status`` DAG of each source records one sample a minute; the "Replication" page draws its
 charts from them. A sample's ``extra``::
 
     {"generated_at": "2026-11-23T09:00:00.000Z",
@@ -15,11 +17,20 @@ from typing import Any
 from airflow.sdk import Asset
 
 from walship_airflow.hooks.source import WalshipHook
+from walship_airflow.sources import Source
 
 #: the asset whose events carry the samples
 STATUS_ASSET_NAME = "walship_status"
 STATUS_ASSET_URI = "walship://status"
 STATUS_ASSET = Asset(name=STATUS_ASSET_NAME, uri=STATUS_ASSET_URI)
+
+
+def status_asset(source: Source) -> Asset:
+    """The asset whose events carry a source's samples."""
+    if not source.suffix:
+        return STATUS_ASSET
+    return Asset(name=source.asset_name(STATUS_ASSET_NAME), uri=source.asset_uri(STATUS_ASSET_URI))
+
 
 #: the per-peer totals a sample keeps
 SAMPLE_FIELDS = ("bytes_queued", "lag_s", "drained", "queues")
@@ -48,8 +59,10 @@ def compact_sample(status: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def record_sample(context: Any, conn_id: str = WalshipHook.default_conn_name) -> dict[str, Any]:
-    """Read the status and record it as the extra of the task's :data:`STATUS_ASSET` event."""
-    sample = compact_sample(read_source_status(conn_id=conn_id))
-    context["outlet_events"][STATUS_ASSET].extra.update(sample)
+def record_sample(context: Any, source: Source | None = None) -> dict[str, Any]:
+    """Read a source's status (the default source's without one) and record it as the extra of
+    the task's event of its :func:`status_asset`."""
+    source = source or Source()
+    sample = compact_sample(read_source_status(conn_id=source.conn_id))
+    context["outlet_events"][status_asset(source)].extra.update(sample)
     return sample
