@@ -1,41 +1,8 @@
-"""
-### walship_drain
+"""`walship_drain` of every source cluster this Airflow serves (`[walship] sources`; the
+default connection `walship_source` keeps the plain DAG id): built by
+:mod:`walship_airflow.dags.drain`, whose docstring is the DAG's documentation."""
 
-A failover runbook's "safe to switch" step: succeeds once every edit written to the source
-(connection `walship_source`) before the run started is applied on the peer. Writes need not
-stop. At its start the task takes a cut (each queued WAL of the peer and the end of its last
-complete entry, recovered queues and dead servers' queues included) and waits, deferred to the
-triggerer, until every WAL passed it. On timeout it fails, naming each queue still behind and by
-how much. The same check as `walship wait-drained --peer ID`.
-"""
+from walship_airflow.dags import build_dags
+from walship_airflow.dags.drain import build
 
-from __future__ import annotations
-
-import pendulum
-from airflow.sdk import Param, dag
-from walship_airflow.sensors.queues import WalDrainedSensor
-
-
-@dag(
-    dag_id="walship_drain",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    doc_md=__doc__,
-    tags=["walship", "failover"],
-    default_args={"owner": "walship"},
-    params={
-        "peer_id": Param("1", type="string", minLength=1, description="the peer that must be drained"),
-        "timeout_s": Param(3600, type="integer", minimum=1, description="fail after this many seconds"),
-    },
-)
-def walship_drain() -> None:
-    WalDrainedSensor(
-        task_id="wait_drained",
-        peer_id="{{ params.peer_id }}",
-        drain_timeout="{{ params.timeout_s }}",
-        poll_interval=1.0,
-    )
-
-
-walship_drain()
+build_dags(build, globals())

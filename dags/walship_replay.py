@@ -1,71 +1,8 @@
-"""
-### walship_replay
+"""`walship_replay` of every source cluster this Airflow serves (`[walship] sources`; the
+default connection `walship_source` keeps the plain DAG id): built by
+:mod:`walship_airflow.dags.replay`, whose docstring is the DAG's documentation."""
 
-Backlog replay, one hour a run: ships every edit whose write time lies in the run's data
-interval, from all WALs still present (`WALs/` and `oldWALs/`) of the source cluster
-(connection `walship_source`), to the peer of Param `peer_id`, filtered as for that peer. No
-queue position moves. Runs are idempotent: overlapping or repeated runs leave the peer as one
-run would. If WALs that covered part of the interval are gone, the run fails naming the
-missing span, unless Param `allow_gaps` is true.
+from walship_airflow.dags import build_dags
+from walship_airflow.dags.replay import build
 
-`peer_id` may name an SEP subscription (a backfill of its listener): the window's events go
-to its listener as shipping delivers them, from the subscription's start time on and through
-its filter. Every run delivers its window again, so repeated runs are idempotent only as far
-as the listener is.
-
-Replay a backlog with
-`airflow backfill create --dag-id walship_replay --from-date 2026-11-01T00:00:00 --to-date 2026-11-02T00:00:00`.
-"""
-
-from __future__ import annotations
-
-from datetime import timedelta
-from typing import Any
-
-import pendulum
-from airflow.sdk import CronDataIntervalTimetable, Param, dag, task
-
-
-@dag(
-    dag_id="walship_replay",
-    schedule=CronDataIntervalTimetable("0 * * * *", timezone="UTC"),
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=4,
-    doc_md=__doc__,
-    tags=["walship", "replay", "backfill"],
-    default_args={"owner": "walship", "retries": 2, "retry_delay": timedelta(minutes=1)},
-    params={
-        "peer_id": Param("1", type="string", minLength=1, description="the peer (or SEP subscription) to replay into"),
-        "allow_gaps": Param(False, type="boolean", description="replay what is there when WALs are gone"),
-    },
-)
-def walship_replay() -> None:
-    @task
-    def replay_interval(**context: Any) -> dict[str, object]:
-        from airflow.sdk.exceptions import AirflowFailException
-        from walship_airflow.hooks.source import WalshipHook
-
-        from walship.errors import ReplayGapError
-        from walship.replicate.replay import replay
-
-        params = context["params"]
-        with WalshipHook().connected() as (client, layout, walstore):
-            try:
-                report = replay(
-                    client,
-                    layout,
-                    walstore,
-                    str(params["peer_id"]),
-                    context["data_interval_start"],
-                    context["data_interval_end"],
-                    allow_gaps=bool(params["allow_gaps"]),
-                )
-            except ReplayGapError as exc:
-                raise AirflowFailException(str(exc)) from exc  # no retry brings deleted WALs back
-        return report.to_json()
-
-    replay_interval()
-
-
-walship_replay()
+build_dags(build, globals())

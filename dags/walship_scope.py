@@ -1,46 +1,8 @@
-"""
-### walship_scope
+"""`walship_scope` of every source cluster this Airflow serves (`[walship] sources`; the
+default connection `walship_source` keeps the plain DAG id): built by
+:mod:`walship_airflow.dags.scope`, whose docstring is the DAG's documentation."""
 
-Audits replication scope as a policy once a day, as `walship scope audit --json` does: for
-every peer of the source cluster (connection `walship_source`, whose extra `thrift2` names
-the source's Thrift2 server), every table and family of the source, its REPLICATION_SCOPE,
-whether the peer selects it, and whether the peer's table has it with as many versions and as
-long a TTL.
+from walship_airflow.dags import build_dags
+from walship_airflow.dags.scope import build
 
-**audit** returns the audit document when it finds nothing. On any finding it fails at once
-(no retry), its message listing every finding, data-losing ones first; the document is in its
-XCom `audit`. `walship scope enforce --peer ID [--create-missing]` fixes scopes and missing
-tables and families.
-"""
-
-from __future__ import annotations
-
-from datetime import timedelta
-from typing import Any
-
-import pendulum
-from airflow.sdk import Param, dag, task
-
-
-@dag(
-    dag_id="walship_scope",
-    schedule="@daily",
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    doc_md=__doc__,
-    tags=["walship", "scope"],
-    default_args={"owner": "walship", "retries": 1, "retry_delay": timedelta(minutes=5)},
-    params={"peer_id": Param("", type="string", description="only this peer (empty: every peer)")},
-)
-def walship_scope() -> None:
-    @task
-    def audit(**context: Any) -> dict[str, Any]:
-        from walship_airflow.scope import audit_task
-
-        return audit_task(context)
-
-    audit()
-
-
-walship_scope()
+build_dags(build, globals())

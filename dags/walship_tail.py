@@ -1,71 +1,8 @@
-"""
-### walship_tail
+"""`walship_tail` of every source cluster this Airflow serves (`[walship] sources`; the
+default connection `walship_source` keeps the plain DAG id): built by
+:mod:`walship_airflow.dags.tail`, whose docstring is the DAG's documentation."""
 
-Low-latency replication: one long-lived task follows the current WAL of every queue of every
-enabled peer walship manages (subscriptions among them; re-read every few seconds, so a peer
-added meanwhile is picked up), or of the peers the Param `peer_id` names, and ships new
-entries within a second or two, reading each WAL once for all of them. It holds the queues' ZooKeeper locks for
-its run, so `walship_replicate` skips those queues (and says so); it rides out a peer outage
-by backing off and resuming from the committed positions; it ends after `duration` seconds
-so that the next continuous run takes over.
-"""
+from walship_airflow.dags import build_dags
+from walship_airflow.dags.tail import build
 
-from __future__ import annotations
-
-from datetime import timedelta
-from typing import Any
-
-import pendulum
-from airflow.sdk import Param, dag, task
-
-from walship import defaults
-
-
-@dag(
-    dag_id="walship_tail",
-    schedule="@continuous",
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-    max_active_runs=1,
-    doc_md=__doc__,
-    tags=["walship", "replication", "tail"],
-    default_args={"owner": "walship", "retries": 3, "retry_delay": timedelta(seconds=10)},
-    params={
-        "peer_id": Param(
-            "",
-            type="string",
-            description="the peer(s) to ship to, comma-separated (empty: every enabled walship peer and subscription)",
-        ),
-        "duration": Param(
-            defaults.TAIL_DURATION, type="number", minimum=1, description="seconds before this run hands over"
-        ),
-    },
-)
-def walship_tail() -> None:
-    @task(execution_timeout=timedelta(hours=2))
-    def tail(**context: Any) -> dict[str, object]:
-        from walship_airflow.hooks.source import WalshipHook
-
-        from walship.errors import TailError
-        from walship.replicate.tailer import Tailer
-
-        params = context["params"]
-        hook = WalshipHook()
-        with hook.connected() as (client, layout, walstore):
-            summary = Tailer(
-                client,
-                layout,
-                walstore,
-                str(params["peer_id"]),
-                duration=float(params["duration"]),
-                run_id=str(context["run_id"]),
-                source_thrift2=hook.get_source().thrift2,
-            ).run()
-        if summary.status == "error":
-            raise TailError(f"tailing peer(s) {summary.peer_id}: " + "; ".join(summary.errors))
-        return summary.to_json()
-
-    tail()
-
-
-walship_tail()
+build_dags(build, globals())

@@ -129,6 +129,12 @@ def get_provider_info() -> dict[str, Any]:
                         "{{}}",  # formatted by Airflow: "{}"
                         '{"url": "https://alerts.example.com/hooks/walship"}',
                     ),
+                    "spark_jobs": _option(
+                        "The folder of walship's Spark jobs (ship.py, verify.py, copy_rows.py, pyrunner.jar) as "
+                        "the Spark hosts see it; empty: spark_jobs/ beside the DAGs folder.",
+                        "",
+                        "/opt/airflow/spark_jobs",
+                    ),
                     "stuck_after": _option(
                         "Seconds a queue with a backlog may make no progress before walship_status's check "
                         "task fails (and the notifier fires).",

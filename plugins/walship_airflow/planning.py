@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from walship_airflow.hooks.source import SourceCluster
 from walship_airflow.hooks.spark import SPARK_CONN_ID
+from walship_airflow.sources import Source
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +76,18 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
     return out
 
 
-def read_summaries(source: SourceCluster, jobs: list[dict[str, Any]], context: Any, alias: Any) -> dict[str, Any]:
-    """Sum the jobs' summaries (from ZooKeeper), record an asset event for each peer shipped,
+def read_summaries(
+    source: SourceCluster, jobs: list[dict[str, Any]], context: Any, alias: Any, site: Source | None = None
+) -> dict[str, Any]:
+    """Sum the jobs' summaries (from ZooKeeper), record an asset event for each peer shipped
+    (``walship://peer/ID``; another source than the default's: ``walship://peer/ID/SUFFIX``),
     fail on any error."""
     from walship.replicate.summary import SUMMED_FIELDS
     from walship.spark.ship import ShipJob
     from walship.zk import ZnodeLayout, zk_client
     from walship.zk.progress import JobStore
 
+    site = site or Source()
     totals = dict.fromkeys(SUMMED_FIELDS, 0)
     per_peer: dict[str, dict[str, int]] = {}
     errors = []
@@ -108,7 +113,7 @@ def read_summaries(source: SourceCluster, jobs: list[dict[str, Any]], context: A
                         log.info("%s", q["message"])
     for peer_id, peer_totals in sorted(per_peer.items()):
         context["outlet_events"][alias].add(
-            Asset(name=f"walship-peer-{peer_id}", uri=f"walship://peer/{peer_id}"),
+            Asset(name=site.asset_name(f"walship-peer-{peer_id}"), uri=site.asset_uri(f"walship://peer/{peer_id}")),
             extra={"peer_id": peer_id, **peer_totals},
         )
     if errors:

@@ -62,9 +62,13 @@ class Source:
         return f"{name}-{self.suffix}" if self.suffix else name
 
     @property
-    def label(self) -> str:
-        """How the docs and the page name it: its connection id."""
-        return self.conn_id
+    def tags(self) -> list[str]:
+        """The DAG tags naming the source (none for the default one)."""
+        return [f"source:{self.conn_id}"] if self.suffix else []
+
+    def doc(self, text: str) -> str:
+        """A DAG's docs with the default connection's name replaced by this source's."""
+        return text.replace("`walship_source`", f"`{self.conn_id}`") if self.conn_id != DEFAULT_CONN_ID else text
 
 
 def parse_sources(text: str) -> list[Source]:

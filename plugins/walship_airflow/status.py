@@ -36,7 +36,9 @@ def status_asset(source: Source) -> Asset:
 SAMPLE_FIELDS = ("bytes_queued", "lag_s", "drained", "queues")
 
 
-def read_source_status(peer_id: str | None = None, conn_id: str = WalshipHook.default_conn_name) -> dict[str, Any]:
+def read_source_status(
+    peer_id: str | None = None, conn_id: str = WalshipHook.default_conn_name, stuck_after: float | None = None
+) -> dict[str, Any]:
     """``walship status --json`` of the connection's source cluster (one peer, or all).
 
     :raises walship.errors.PeerNotFoundError: ``peer_id`` names no peer.
@@ -46,7 +48,35 @@ def read_source_status(peer_id: str | None = None, conn_id: str = WalshipHook.de
     from walship.status import read_status
 
     source = WalshipHook(conn_id).get_source()
-    return read_status(source.zk, source.znode_parent, source.wal_root, peer_id=peer_id, auth=source.auth)
+    extra = {} if stuck_after is None else {"stuck_after": stuck_after}
+    return read_status(source.zk, source.znode_parent, source.wal_root, peer_id=peer_id, auth=source.auth, **extra)
+
+
+def stuck_after_default() -> float:
+    """``[walship] stuck_after``: seconds a queue with a backlog may make no progress."""
+    from airflow.sdk import conf
+
+    from walship.defaults import STUCK_AFTER
+
+    return conf.getfloat("walship", "stuck_after", fallback=STUCK_AFTER)
+
+
+def check_stuck(source: Source, stuck_after: float) -> dict[str, Any]:
+    """The ``check`` task of ``walship_status``: fails naming every queue of the source with a
+    backlog and no progress for ``stuck_after`` seconds (so the DAG's failure notifier fires).
+
+    :raises AirflowException: a queue is stuck (a retry looks again).
+    """
+    from airflow.sdk.exceptions import AirflowException
+
+    from walship.status import stuck_queues
+
+    stuck = stuck_queues(read_source_status(conn_id=source.conn_id, stuck_after=stuck_after))
+    if stuck:
+        raise AirflowException(
+            f"{len(stuck)} stuck queue(s) of {source.conn_id}: " + "; ".join(s.message for s in stuck)
+        )
+    return {"conn_id": source.conn_id, "stuck_after": stuck_after, "stuck": 0}
 
 
 def compact_sample(status: dict[str, Any]) -> dict[str, Any]:

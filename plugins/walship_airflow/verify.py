@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset
 
-from walship_airflow.hooks.source import SourceCluster, WalshipHook
+from walship_airflow.hooks.source import SourceCluster
+from walship_airflow.sources import Source
 
 if TYPE_CHECKING:
     from walship.verify import VerifyJob
@@ -47,6 +48,7 @@ __all__ = [
     "read_result",
     "report_result",
     "time_range",
+    "verify_asset",
     "verify_job",
     "verify_job_id",
     "verify_jobs",
@@ -58,6 +60,15 @@ log = logging.getLogger(__name__)
 VERIFY_ASSET_NAME = "walship_verify"
 VERIFY_ASSET_URI = "walship://verify"
 VERIFY_ASSET = Asset(name=VERIFY_ASSET_NAME, uri=VERIFY_ASSET_URI)
+
+
+def verify_asset(source: Source) -> Asset:
+    """The asset whose events carry a source's verify results (:data:`VERIFY_ASSET` for the
+    default source)."""
+    if not source.suffix:
+        return VERIFY_ASSET
+    return Asset(name=source.asset_name(VERIFY_ASSET_NAME), uri=source.asset_uri(VERIFY_ASSET_URI))
+
 
 #: bad rows named in the failure message (and in the asset event)
 BAD_ROWS_LISTED = 20
@@ -139,7 +150,7 @@ def verify_job(source: SourceCluster, params: Any, context: Any) -> VerifyJob:
 
     if not source.thrift2:
         raise AirflowFailException(
-            f"connection {WalshipHook.default_conn_name}: set the extra 'thrift2' (host:port of the source's "
+            f"connection {source.conn_id}: set the extra 'thrift2' (host:port of the source's "
             "Thrift2 server): verify reads the source over Thrift2"
         )
     start_ms, end_ms = time_range(params, context)
@@ -217,9 +228,11 @@ def _iso(ms: int, open_value: int) -> str | None:
     return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat()
 
 
-def report_result(source: SourceCluster, jobs: list[dict[str, Any]], context: Any) -> dict[str, Any]:
+def report_result(
+    source: SourceCluster, jobs: list[dict[str, Any]], context: Any, asset: Asset = VERIFY_ASSET
+) -> dict[str, Any]:
     """The ``report`` task: read the result from ZooKeeper and record it as the extra of the
-    task's :data:`VERIFY_ASSET` event, bad rows or not (the ``check`` task fails the run
+    task's event of ``asset`` (:func:`verify_asset`), bad rows or not (the ``check`` task fails the run
     afterwards: a failing task records no asset event). Returns the event's extra.
 
     :raises AirflowFailException: the job recorded an error.
@@ -263,7 +276,7 @@ def report_result(source: SourceCluster, jobs: list[dict[str, Any]], context: An
         ][:BAD_ROWS_LISTED]
     if record.get("report"):
         extra["report"] = record["report"]
-    context["outlet_events"][VERIFY_ASSET].extra.update(extra)
+    context["outlet_events"][asset].extra.update(extra)
     log.info("peer %s: %s", job.peer_id, extra["counters"])
     return extra
 

@@ -95,6 +95,7 @@ def test_a_connection_without_thrift2_fails_naming_the_extra(
     a, _ = pair
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a, thrift2=False))
     from airflow.sdk.exceptions import AirflowFailException
+
     from walship_airflow.scope import read_audit
 
     with pytest.raises(AirflowFailException, match="set the extra 'thrift2'.*of connection walship_source"):

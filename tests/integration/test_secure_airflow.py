@@ -73,6 +73,7 @@ def test_a_keytabs_bytes_in_the_connection_are_refused_unshown(
     stack: SecureStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow.sdk.exceptions import AirflowException
+
     from walship_airflow.hooks.source import WalshipHook
 
     contents = base64.b64encode(stack.walship_keytab.read_bytes()).decode()

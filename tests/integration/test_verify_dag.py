@@ -204,11 +204,11 @@ def test_the_verify_task_fails_with_the_recorded_reason_and_retries_only_when_it
     """The verify task's real spark-submit fails three ways: the job recorded a reason a retry
     cannot mend, one it may mend, or nothing (Spark itself failed, an earlier record forgotten)."""
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
-    from walship_airflow.hooks.spark import WalshipSparkHook
-    from walship_airflow.operators.ship import WalshipVerifyOperator
 
     from walship.verify import VerifyJob
     from walship.zk.localserver import free_port
+    from walship_airflow.hooks.spark import WalshipSparkHook
+    from walship_airflow.operators.ship import WalshipVerifyOperator
 
     a, _ = ab
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", verify_conn(a))

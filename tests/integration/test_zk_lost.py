@@ -54,9 +54,8 @@ def test_the_scope_audit_says_zookeeper_is_unavailable(own_zk: LocalZooKeeper) -
 
 
 def test_the_sep_dag_waiting_for_subscriptions_says_zookeeper_is_unavailable(own_zk: LocalZooKeeper) -> None:
-    from walship_airflow.sep import await_subscriptions
-
     from walship.sep.subscriptions import Subscriptions
+    from walship_airflow.sep import await_subscriptions
 
     client = connect(own_zk.hosts, timeout=3)
     try:

@@ -47,6 +47,8 @@ class SourceCluster:
     #: Kerberos: walship's principal (extra ``principal``) and its keytab's path (extra ``keytab``)
     principal: str | None = None
     keytab: str | None = None
+    #: the Airflow connection it was read from (named in errors)
+    conn_id: str = "walship_source"
 
     def login(self) -> None:
         """Log this process in as the connection's principal (nothing without one).
@@ -121,6 +123,7 @@ class WalshipHook(BaseHook):
             thrift2=str(thrift2).strip() if thrift2 else None,
             principal=principal,
             keytab=str(keytab).strip() if keytab else None,
+            conn_id=self.walship_conn_id,
         )
         source.login()  # the task's clients authenticate as the connection's principal
         return source

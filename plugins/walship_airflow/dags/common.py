@@ -1,0 +1,59 @@
+"""What the walship DAGs of a source share: their start date, tags, docs, default arguments
+(the configured failure notifier among them) and where the Spark jobs are."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pendulum
+
+from walship_airflow.notifications.callbacks import failure_callbacks
+from walship_airflow.sources import SECTION, Source
+
+START_DATE = pendulum.datetime(2026, 1, 1, tz="UTC")
+
+
+def dag_kwargs(
+    source: Source, base: str, doc: str | None, *, tags: list[str], default_args: dict[str, Any], **kwargs: Any
+) -> dict[str, Any]:
+    """The ``@dag`` arguments of the DAG ``base`` of a source.
+
+    :raises walship_airflow.notifications.callbacks.NotifierError: the notifier cannot be built.
+    """
+    callbacks = failure_callbacks()
+    return {
+        "dag_id": source.dag_id(base),
+        "start_date": START_DATE,
+        "catchup": False,
+        "doc_md": source.doc(doc or ""),
+        "tags": ["walship", *tags, *source.tags],
+        "default_args": {
+            "owner": "walship",
+            **({"on_failure_callback": callbacks} if callbacks else {}),
+            **default_args,
+        },
+        **kwargs,
+    }
+
+
+def spark_jobs_dir() -> Path:
+    """The folder of ``ship.py``, ``verify.py``, ``copy_rows.py`` and ``pyrunner.jar`` as the
+    Spark hosts see it: ``[walship] spark_jobs``, else ``spark_jobs/`` beside the DAGs folder."""
+    from airflow.sdk import conf
+
+    configured = (conf.get(SECTION, "spark_jobs", fallback="") or "").strip()
+    if configured:
+        return Path(configured)
+    return Path(conf.get("core", "dags_folder")).resolve().parent / "spark_jobs"
+
+
+def spark_job(file: str, env: str) -> str:
+    """A Spark job's path: the environment variable ``env`` when set, else ``file`` in
+    :func:`spark_jobs_dir`."""
+    return os.environ.get(env) or str(spark_jobs_dir() / file)
+
+
+def pyrunner_jar() -> str:
+    return spark_job("pyrunner.jar", "WALSHIP_PYRUNNER_JAR")
