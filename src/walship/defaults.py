@@ -66,8 +66,11 @@ TAIL_GATHER_ENTRIES = 1000
 #: (a paused DAG, a dead shipper) is noticed within minutes, not hours.
 #: A peer whose bandwidth limit makes one batch take longer needs a larger threshold.
 STUCK_AFTER = 600.0
-#: Minimum age in seconds of an archived WAL the cleaner may delete.
-CLEAN_TTL = 600.0
+#: Minimum age in seconds of an archived WAL the cleaner may delete (``walship clean --ttl``,
+#: ``walship_clean``'s Param ``ttl``): a day, as the bundled HBase keeps them
+#: (``hbase.master.logcleaner.ttl``), so that ``walship replay`` and ``walship_replay``'s
+#: backfill reach a day back. A longer replay window needs a longer TTL on both cleaners.
+CLEAN_TTL = 86400.0
 #: ZooKeeper session timeout in seconds: a killed shipper's queue locks are free again after
 #: about this long (the server may round it into [2, 20] ticks).
 ZK_SESSION_TIMEOUT = 10.0

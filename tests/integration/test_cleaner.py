@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from kazoo.client import KazooClient
 from waiting import wait_until
 
+from walship import defaults
 from walship.cli import main
 from walship.errors import WalshipError
 from walship.peer import PeerConfig
@@ -135,7 +136,9 @@ def test_zookeeper_down_deletes_nothing(tmp_path: Path) -> None:
 
 def test_clean_command(zk_hosts: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     expired = build_wal_name(SERVERS[1], 1)
-    touch(tmp_path / "oldWALs" / expired, time.time() - 3600)
+    young = build_wal_name(SERVERS[1], 2)
+    touch(tmp_path / "oldWALs" / expired, time.time() - defaults.CLEAN_TTL - 60)
+    touch(tmp_path / "oldWALs" / young, time.time() - defaults.CLEAN_TTL + 600)  # within the default TTL: a day
     touch(tmp_path / "oldWALs" / "README", time.time() - 3600)
     g = ["--zk", zk_hosts, "--wal-root", str(tmp_path)]
     assert main([*g, "clean", "--dry-run"]) == 0
@@ -144,4 +147,4 @@ def test_clean_command(zk_hosts: str, tmp_path: Path, capsys: pytest.CaptureFixt
     assert main([*g, "clean", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["deleted_files"] == [expired]
-    assert {p.name for p in (tmp_path / "oldWALs").iterdir()} == {"README"}
+    assert {p.name for p in (tmp_path / "oldWALs").iterdir()} == {"README", young}

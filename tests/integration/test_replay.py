@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -15,10 +16,11 @@ from fixtures_spark_wal import HOUR, ms, write_hourly_wals
 from kazoo.client import KazooClient
 
 from walship.cli import main
-from walship.errors import ReplicationError
+from walship.errors import ReplayGapError, ReplicationError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
+from walship.replicate.cleaner import clean, last_run
 from walship.replicate.replay import find_gaps, replay
 from walship.replicate.walstore import WalStore
 from walship.servername import ServerName
@@ -95,6 +97,27 @@ def test_a_gap_fails_naming_the_span_unless_allowed(zk: KazooClient, source: tup
     assert report.gaps == [["2026-11-20T09:30:00+00:00", "2026-11-20T11:00:00+00:00"]]
     assert report.entries_shipped == 6  # what is there: the first minutes of hour 1
     assert rows(b) == written((1, i) for i in range(6))
+
+
+def test_a_gap_names_how_long_archived_wals_are_kept(zk: KazooClient, source: tuple[Path, MiniClusterProcess]) -> None:
+    """Before any cleaner run the gap names the default TTL; after one, that run's TTL and time,
+    and HBase's own cleaner's setting."""
+    root, _ = source
+    walstore = WalStore(str(root))
+    (root / "oldWALs" / build_wal_name(SERVER, ms(H0))).unlink()
+    with pytest.raises(ReplayGapError) as before:
+        replay(zk, SRC, walstore, "1", H0, H0 + HOUR)
+    assert "walship clean keeps archived WALs --ttl seconds (default 86400)" in str(before.value)
+    assert "hbase.master.logcleaner.ttl" in str(before.value)
+    started = int(time.time() * 1000)
+    clean(zk, SRC, walstore, ttl=2 * 86400.0)
+    run = last_run(zk, SRC)
+    assert run is not None and run["ttl"] == 172800.0 and run["ran_at"] >= started
+    with pytest.raises(ReplayGapError) as after:
+        replay(zk, SRC, walstore, "1", H0, H0 + HOUR)
+    assert "walship clean keeps archived WALs 172800 s (its last run: 20" in str(after.value)
+    clean(zk, SRC, walstore, ttl=3 * 86400.0, dry_run=True)  # a dry run deletes nothing and records nothing
+    assert last_run(zk, SRC) == run
 
 
 def test_find_gaps() -> None:

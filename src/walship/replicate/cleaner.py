@@ -4,7 +4,8 @@ A file under ``oldWALs/`` is deleted only when all of these hold, as HBase's Log
 its TimeToLiveLogCleaner and ReplicationLogCleaner decides:
 
 * its name is a WAL name (anything else is reported, never deleted);
-* it is older than the TTL (default 600 s) and older than the snapshot of the queues;
+* it is older than the TTL (default :data:`walship.defaults.CLEAN_TTL`, a day) and older than
+  the snapshot of the queues;
 * no queue references it, by one consistent snapshot of every queue taken for the whole run
   (a set lookup per file, not a ZooKeeper read per file).
 
@@ -14,10 +15,15 @@ be read, nothing is deleted at all.
 On a local file system Hadoop writes a checksum file ``.<name>.crc`` beside each WAL (as HBase
 on ``file://`` does): it is no WAL, and goes with its WAL (or, its WAL gone, once older than
 the TTL), as Hadoop's own delete takes both.
+
+Each run that deletes (not a dry run) records its TTL and time in ``<parent>/replication/
+walship/cleaner`` (:func:`last_run`), so that ``walship replay`` can say why a window's WALs
+are gone.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import posixpath
@@ -27,16 +33,18 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from walship import defaults
 from walship.errors import ConfigError, ZkError, ZkUnavailableError
 from walship.replicate.walstore import WalStore
 from walship.wal.names import checksum_file_of, is_checksum_file, is_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
+from walship.zk.client import KAZOO_ERRORS
 
-__all__ = ["DEFAULT_DISABLED_PEER_LIMIT", "DEFAULT_TTL", "CleanReport", "clean"]
+__all__ = ["DEFAULT_DISABLED_PEER_LIMIT", "DEFAULT_TTL", "CleanReport", "clean", "last_run"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL = 600.0
+DEFAULT_TTL = defaults.CLEAN_TTL
 DEFAULT_DISABLED_PEER_LIMIT = 10 * 1024**3
 
 
@@ -143,6 +151,8 @@ def clean(
             )
             report.warnings.append(msg)
             log.warning("%s", msg)
+    if not dry_run:
+        _record_run(client, layout, ttl, current)
     log.info(
         "cleaner: deleted %d files (%d bytes), kept %d referenced, %d young, %d not WALs%s",
         report.deleted.files,
@@ -153,6 +163,31 @@ def clean(
         " (dry run)" if dry_run else "",
     )
     return report
+
+
+def _record_run(client: KazooClient, layout: ZnodeLayout, ttl: float, at: float) -> None:
+    """Record the run's TTL and time (a failure is a warning: the run's deletes are done)."""
+    data = json.dumps({"ttl": ttl, "ran_at": int(at * 1000)}).encode()
+    try:
+        if client.exists(layout.cleaner) is None:
+            client.create(layout.cleaner, data, makepath=True)
+        else:
+            client.set(layout.cleaner, data)
+    except KAZOO_ERRORS as exc:
+        log.warning("cleaner: could not record this run under %s: %s", layout.cleaner, exc)
+
+
+def last_run(client: KazooClient, layout: ZnodeLayout) -> dict[str, Any] | None:
+    """The last cleaner run that deleted: ``{"ttl": seconds, "ran_at": epoch ms}`` (``None``
+    before any, or when unreadable)."""
+    try:
+        data, _ = client.get(layout.cleaner)
+        record = json.loads(data)
+    except (*KAZOO_ERRORS, ValueError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("ttl"), int | float):
+        return None
+    return record
 
 
 def _disabled_peer_wals(client: KazooClient, layout: ZnodeLayout, queues: ReplicationQueues) -> dict[str, set[str]]:

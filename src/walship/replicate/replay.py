@@ -26,6 +26,7 @@ from kazoo.client import KazooClient
 from walship import defaults
 from walship.errors import ConfigError, InvalidWalNameError, ReplayGapError
 from walship.progress import NO_METER, Meter
+from walship.replicate.cleaner import last_run
 from walship.replicate.planning import Planner
 from walship.replicate.throttle import within_bandwidth
 from walship.replicate.walstore import WalStore
@@ -139,6 +140,17 @@ def find_gaps(covered: list[tuple[int, int]], start_ms: int, end_ms: int) -> lis
     return gaps
 
 
+def _kept_for(client: KazooClient, layout: ZnodeLayout) -> str:
+    """How long archived WALs are kept, for a gap's message: the TTL of walship's last cleaner
+    run, and HBase's own cleaner's setting."""
+    hbase = "HBase's own cleaner keeps them hbase.master.logcleaner.ttl"
+    run = last_run(client, layout)
+    if run is None:
+        return f"deleted already? walship clean keeps archived WALs --ttl seconds (default {defaults.CLEAN_TTL:g}); {hbase}"
+    at = _iso(int(run.get("ran_at") or 0))
+    return f"deleted already? walship clean keeps archived WALs {float(run['ttl']):g} s (its last run: {at}); {hbase}"
+
+
 def replay(
     client: KazooClient,
     layout: ZnodeLayout,
@@ -189,7 +201,7 @@ def replay(
         spans_text = ", ".join(f"{a} to {b}" for a, b in report.gaps)
         raise ReplayGapError(
             f"replay of {report.start} to {report.end} for peer {peer_id}: no WAL covers {spans_text} "
-            "(deleted already?); allow gaps to replay the rest"
+            f"({_kept_for(client, layout)}); allow gaps to replay the rest"
         )
     entry_filter = planner.entry_filter(peer)
     sink = within_bandwidth(sink or create_sink(peer, SinkContext(walstore.root)), peer)

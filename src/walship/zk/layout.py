@@ -13,6 +13,7 @@
                                                          per-queue progress record (JSON)
     <parent>/replication/walship/errors/<peer>           a peer's shipping errors counted by kind (JSON)
     <parent>/replication/walship/jobs/<peer>/<job>       summaries of ship jobs (JSON, newest kept)
+    <parent>/replication/walship/cleaner                 the cleaner's last run: its TTL and time (JSON)
     <parent>/replication/walship/subscriptions/<name>/hbaseid
                                                          a SEP subscription's own cluster id (PBUF + ClusterId)
 """
@@ -179,6 +180,12 @@ class ZnodeLayout:
         """The znode parent of a SEP subscription: the cluster its peer's cluster key names
         (it holds only an ``hbaseid``)."""
         return f"{self.subscriptions}/{check_znode_name(name, 'subscription name')}"
+
+    @property
+    def cleaner(self) -> str:
+        """The last run of walship's cleaner: its TTL and when it ran (JSON), so that a replay
+        whose window reaches past the archive names what deleted it."""
+        return f"{self.walship}/cleaner"
 
     def job(self, peer_id: str, job_id: str) -> str:
         return f"{self.peer_jobs(peer_id)}/{check_znode_name(job_id, 'job id')}"
