@@ -74,7 +74,7 @@ def test_trigger_fires_only_when_there_is_work(
     add_peer(a, b)
     trigger = UnshippedQueuesTrigger(zk_hosts, a.parent, str(a.mc.data_dir), "1", poll_interval=0.2)
     classpath, kwargs = trigger.serialize()
-    assert classpath == "walship_airflow.triggers.UnshippedQueuesTrigger"
+    assert classpath == "walship_airflow.triggers.queues.UnshippedQueuesTrigger"
 
     async def first_event(t: UnshippedQueuesTrigger, timeout: float) -> Any:
         async def run() -> Any:

@@ -54,7 +54,7 @@ def test_the_sensor_fails_on_timeout_naming_the_queues_behind(
     cut = take_cut_at(a.zk_hosts, a.parent, str(a.mc.data_dir), "1")
     trigger = WalDrainedTrigger(a.zk_hosts, a.parent, cut.to_json(), poll_interval=0.1, timeout=0.3)
     classpath, kwargs = trigger.serialize()
-    assert classpath == "walship_airflow.triggers.WalDrainedTrigger"
+    assert classpath == "walship_airflow.triggers.queues.WalDrainedTrigger"
     json.dumps(kwargs)
 
     import asyncio

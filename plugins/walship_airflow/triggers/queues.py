@@ -33,7 +33,7 @@ class UnshippedQueuesTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "walship_airflow.triggers.UnshippedQueuesTrigger",
+            "walship_airflow.triggers.queues.UnshippedQueuesTrigger",
             {
                 "zk": self.zk,
                 "znode_parent": self.znode_parent,
@@ -91,7 +91,7 @@ class WalDrainedTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            "walship_airflow.triggers.WalDrainedTrigger",
+            "walship_airflow.triggers.queues.WalDrainedTrigger",
             {
                 "zk": self.zk,
                 "znode_parent": self.znode_parent,
