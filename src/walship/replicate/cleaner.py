@@ -177,13 +177,17 @@ def _record_run(client: KazooClient, layout: ZnodeLayout, ttl: float, at: float)
         log.warning("cleaner: could not record this run under %s: %s", layout.cleaner, exc)
 
 
+#: a cleaner record that cannot be read (ZooKeeper) or parsed (not JSON)
+_UNREADABLE: tuple[type[Exception], ...] = (*KAZOO_ERRORS, ValueError)
+
+
 def last_run(client: KazooClient, layout: ZnodeLayout) -> dict[str, Any] | None:
     """The last cleaner run that deleted: ``{"ttl": seconds, "ran_at": epoch ms}`` (``None``
     before any, or when unreadable)."""
     try:
         data, _ = client.get(layout.cleaner)
         record = json.loads(data)
-    except (*KAZOO_ERRORS, ValueError):
+    except _UNREADABLE:
         return None
     if not isinstance(record, dict) or not isinstance(record.get("ttl"), int | float):
         return None
