@@ -26,15 +26,27 @@ Pure functions of their arguments (no Airflow, no I/O), so that they can be test
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from walship_airflow.plugins.charts import (
+    BYTES_TITLE,
+    LAG_TITLE,
+    NO_SAMPLES,
+    axis_labels,
+    chart_svg,
+    human_bytes,
+    human_seconds,
+    no_samples,
+)
 from walship_airflow.sources import Source
+
+_HERE = Path(__file__).resolve().parent
 
 __all__ = [
     "DEFAULT_REFRESH_S",
@@ -55,13 +67,6 @@ SHIPPING_DAGS = ("walship_replicate", "walship_tail")
 #: seconds between the page's own refreshes
 DEFAULT_REFRESH_S = 30
 
-
-def no_samples(status_dag_id: str = "walship_status") -> str:
-    """What an empty chart says: which DAG records its samples."""
-    return f"no samples yet: enable the {status_dag_id} DAG"
-
-
-NO_SAMPLES = no_samples()
 
 #: the queues table's columns: (heading, field of a queue in ``walship status --json``); the
 #: other fields of a queue are folded into its details row
@@ -141,119 +146,6 @@ class DagState:
     @property
     def label(self) -> str:
         return {None: "not in Airflow", True: "paused", False: "active"}[self.is_paused]
-
-
-def human_bytes(n: float) -> str:
-    """``1536`` -> ``1.5 KiB``."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
-def human_seconds(s: float) -> str:
-    """``0.25`` -> ``0.25 s``; ``12.345`` -> ``12.3 s``; ``600`` -> ``10.0 min``; ``7200`` -> ``2.0 h``."""
-    if abs(s) < 10:
-        return f"{s:.2f}".rstrip("0").rstrip(".") + " s"
-    if abs(s) < 120:
-        return f"{s:.1f} s"
-    if abs(s) < 7200:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
-
-
-def _nice_ceiling(value: float, binary: bool = False) -> float:
-    """The smallest of 1, 2, 2.5, 5 times a power of ten that is at least ``value`` (> 0);
-    ``binary``: that in the unit of :func:`human_bytes` (KiB, MiB, ...), times the unit."""
-    if value <= 0:
-        return 1.0
-    unit = 1.0
-    while binary and value / unit >= 1024:
-        unit *= 1024
-    scaled = value / unit
-    power = math.pow(10, math.floor(math.log10(scaled)))
-    return unit * next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= scaled)
-
-
-def _axis_labels(t0: datetime, t1: datetime) -> tuple[str, str]:
-    """The time axis's two ends as they are written under it (and in the chart's caption)."""
-    with_date = (t1 - t0).total_seconds() >= 86400 or t0.date() != t1.date()
-    fmt = "%Y-%m-%d %H:%M UTC" if with_date else "%H:%M:%S UTC"
-    return t0.strftime(fmt), t1.strftime(fmt)
-
-
-# The chart's geometry (SVG user units): two panels, bytes queued above lag, one time axis.
-_W, _LEFT, _RIGHT, _TOP, _PANEL, _GAP, _AXIS = 760, 78, 16, 22, 100, 34, 26
-_H = _TOP + 2 * _PANEL + _GAP + _AXIS
-_MAX_DOTS = 60
-#: the panels' titles: what their y-axes show (a sample's ``bytes_queued`` is the sum over the
-#: peer's queues, its ``lag_s`` the largest of them)
-BYTES_TITLE = "bytes queued (all queues)"
-LAG_TITLE = "lag (oldest unshipped edit, worst queue)"
-
-
-def chart_svg(peer_id: str, points: Sequence[tuple[datetime, float, float]], empty: str = NO_SAMPLES) -> str:
-    """An SVG chart of one peer's samples, ``(time, bytes queued, lag in seconds)`` in time
-    order: bytes queued in the upper panel, lag in the lower one, over the time from the first
-    sample to the last. Without points, the empty panels and ``empty``."""
-    plot_w = _W - _LEFT - _RIGHT
-    parts = [
-        f'<svg class="walship-chart" data-peer="{escape(peer_id)}" data-samples="{len(points)}" '
-        f'viewBox="0 0 {_W} {_H}" width="100%" preserveAspectRatio="xMinYMin meet" role="img" '
-        f'xmlns="http://www.w3.org/2000/svg">',
-        f"<title>peer {escape(peer_id)}: {BYTES_TITLE} and {LAG_TITLE}, {len(points)} samples</title>",
-    ]
-    t0 = min((p[0] for p in points), default=None)
-    t1 = max((p[0] for p in points), default=None)
-    span = (t1 - t0).total_seconds() if t0 and t1 else 0.0
-
-    def x_of(at: datetime) -> float:
-        if t0 is None or span <= 0:
-            return _LEFT + plot_w / 2
-        return _LEFT + (at - t0).total_seconds() / span * plot_w
-
-    panels = (
-        # (title, CSS class, values, tick format, the least top of the scale)
-        (BYTES_TITLE, "bytes-queued", [p[1] for p in points], human_bytes, 1024.0),
-        (LAG_TITLE, "lag", [p[2] for p in points], human_seconds, 1.0),
-    )
-    for i, (title, css, values, fmt, floor) in enumerate(panels):
-        top = _TOP + i * (_PANEL + _GAP)
-        bottom = top + _PANEL
-        y_max = _nice_ceiling(max([*values, floor]), binary=fmt is human_bytes)
-        parts.append(f'<text class="panel-title" data-series="{css}" x="{_LEFT}" y="{top - 7}">{title}</text>')
-        parts.append(f'<rect class="plot" x="{_LEFT}" y="{top}" width="{plot_w}" height="{_PANEL}"/>')
-        for frac in (0.0, 0.5, 1.0):
-            y = bottom - frac * _PANEL
-            parts.append(f'<line class="grid" x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
-            parts.append(
-                f'<text class="tick y-{css}" x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">'
-                f"{escape(fmt(frac * y_max))}</text>"
-            )
-        coords = [(x_of(p[0]), bottom - v / y_max * _PANEL) for p, v in zip(points, values, strict=True)]
-        if coords:
-            pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
-            parts.append(f'<polyline class="series {css}" data-series="{css}" points="{pts}"/>')
-        if len(coords) <= _MAX_DOTS:
-            parts.extend(f'<circle class="dot {css}" cx="{x:.1f}" cy="{y:.1f}" r="2.5"/>' for x, y in coords)
-        elif coords:
-            x, y = coords[-1]
-            parts.append(f'<circle class="dot {css}" cx="{x:.1f}" cy="{y:.1f}" r="2.5"/>')
-    axis_y = _TOP + 2 * _PANEL + _GAP + 16
-    if t0 is not None and t1 is not None:
-        first, last = _axis_labels(t0, t1)
-        parts.append(f'<text class="tick x-from" x="{_LEFT}" y="{axis_y}">{first}</text>')
-        if span > 0:
-            parts.append(f'<text class="tick x-to" x="{_W - _RIGHT}" y="{axis_y}" text-anchor="end">{last}</text>')
-    else:
-        mid = _TOP + _PANEL + _GAP / 2 + 4
-        parts.append(
-            f'<text class="no-samples" x="{_LEFT + plot_w / 2}" y="{mid}" text-anchor="middle">{escape(empty)}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def _cell_text(field_name: str, value: Any) -> str:
@@ -379,7 +271,7 @@ def _chart_block(peer_id: str, samples: Sequence[Sample], status_dag: str) -> st
     empty = no_samples(status_dag)
     if not points:
         return f'<figure class="chart">{chart_svg(peer_id, points, empty)}<figcaption class="no-samples">{escape(empty)}</figcaption></figure>'
-    first, last = _axis_labels(points[0][0], points[-1][0])
+    first, last = axis_labels(points[0][0], points[-1][0])
     when = f"at {first}" if len(points) == 1 else f"from {first} to {last}"
     caption = (
         f"Above: {BYTES_TITLE}; below: {LAG_TITLE}. {len(points)} sample{'s' if len(points) != 1 else ''} "
@@ -550,188 +442,10 @@ def _source_selector(source: Source, sources: Sequence[Source]) -> str:
     )
 
 
-_CSS = """
-:root { color-scheme: light; --fg: #1f2933; --muted: #616e7c; --line: #d9e2ec; --bg: #ffffff;
-  --panel: #f8fafc; --accent: #017cee; --lag: #d9480f; --ok: #2b8a3e; --warn: #c92a2a; }
-* { box-sizing: border-box; }
-body { margin: 0; padding: 12px 20px 32px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
-  color: var(--fg); background: var(--bg); }
-header { display: flex; align-items: baseline; gap: 8px 16px; flex-wrap: wrap; border-bottom: 1px solid var(--line);
-  padding-bottom: 8px; }
-h1 { font-size: 22px; margin: 0; } h2 { font-size: 18px; margin: 0 0 8px; }
-header .meta, #refresh-note { color: var(--muted); } a { color: var(--accent); }
-header form.source { margin: 0; } header select { font: inherit; }
-.error { background: #fff5f5; border: 1px solid #ffc9c9; color: var(--warn); padding: 8px 12px; margin: 12px 0;
-  border-radius: 6px; }
-section { margin-top: 16px; padding: 14px 16px; border: 1px solid var(--line); border-radius: 8px;
-  background: var(--panel); }
-section.alert { background: #fff5f5; border-color: #ffa8a8; } section.alert h2 { color: var(--warn); }
-section.alert p { margin: 0 0 6px; } section ul { margin: 4px 0 0; padding-left: 20px; }
-section.shipping ul.dags { list-style: none; padding: 0; display: flex; gap: 8px 24px; flex-wrap: wrap; }
-#json-view { margin-top: 12px; } #json-view pre { max-height: 60vh; overflow: auto; background: var(--bg);
-  border: 1px solid var(--line); padding: 8px; font-size: 12px; margin: 8px 0 0; }
-#json-view .bar { display: flex; gap: 16px; align-items: baseline; } #json-view h2 { margin: 0; }
-.badge { display: inline-block; font-size: 12px; font-weight: 600; padding: 2px 10px; border-radius: 999px;
-  vertical-align: middle; margin-left: 8px; color: #fff; }
-.badge.drained { background: var(--ok); } .badge.pending { background: #e67700; } .badge.stuck { background: var(--warn); }
-dl.facts { display: flex; flex-wrap: wrap; gap: 4px 24px; margin: 0 0 10px; }
-dl.facts div { display: flex; gap: 6px; } dt { color: var(--muted); } dd { margin: 0; font-weight: 500; }
-dl.facts.key { font-size: 15px; } dl.facts.key:empty { display: none; }
-dl.facts.key div { background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 2px 10px; }
-dl.facts.key div[data-field="stuck_queues"]:not([data-value="0"]) { border-color: var(--warn); color: var(--warn); }
-figure.chart { max-width: 860px; background: var(--bg); border: 1px solid var(--line); border-radius: 6px;
-  padding: 8px; margin: 0 0 12px; }
-figure.chart figcaption { margin: 4px 0 0; color: var(--muted); font-size: 12px; }
-svg.walship-chart { display: block; font: 11px system-ui, sans-serif; }
-svg .plot { fill: #fff; stroke: var(--line); } svg .grid { stroke: #eef2f6; }
-svg .tick { fill: var(--muted); } svg .panel-title { fill: var(--fg); font-weight: 600; }
-svg .series { fill: none; stroke-width: 2; stroke-linejoin: round; }
-svg .series.bytes-queued, svg .dot.bytes-queued { stroke: var(--accent); fill: none; }
-svg .dot.bytes-queued { fill: var(--accent); } svg .series.lag { stroke: var(--lag); }
-svg .dot.lag { fill: var(--lag); stroke: none; } svg .no-samples { fill: var(--muted); font-size: 13px; }
-.table-wrap { overflow-x: auto; }
-table { border-collapse: collapse; width: 100%; background: var(--bg); font-size: 12px; }
-th, td { border: 1px solid var(--line); padding: 4px 6px; text-align: left; vertical-align: top; }
-th { background: #eef2f6; }
-table.queues td { white-space: nowrap; }
-table.queues td[data-field="server"] { font-family: ui-monospace, monospace; white-space: normal;
-  word-break: break-all; min-width: 18ch; }
-table.queues td[data-field="last_error"] { white-space: normal; min-width: 16ch; max-width: 36ch;
-  overflow-wrap: anywhere; }
-tbody.queue.stuck tr.main { background: #fff5f5; } tbody.queue.stuck tr.main td:first-child {
-  box-shadow: inset 3px 0 0 var(--warn); }
-tr.details > td { background: var(--panel); white-space: normal !important; }
-dl.details { display: grid; grid-template-columns: repeat(auto-fill, minmax(280px, 1fr)); gap: 2px 16px; margin: 0; }
-dl.details div { display: flex; gap: 6px; min-width: 0; } dl.details dd { overflow-wrap: anywhere; min-width: 0; }
-dl.details div.wide { grid-column: 1 / -1; }
-button.more { font: inherit; font-size: 12px; padding: 0 6px; cursor: pointer; }
-table.runs td.run-list { line-height: 1.9; }
-.chip { display: inline-block; padding: 0 6px; border-radius: 4px; background: #e4e7eb; white-space: nowrap; }
-a.chip { text-decoration: none; color: var(--fg); } a.chip:hover { text-decoration: underline; }
-.state-success, .state-idle, .state-active { background: #d3f9d8; }
-.state-failed, .state-stuck, .flag-stuck, .flag-paused { background: #ffe3e3; }
-.flag-stuck, .flag-paused { color: var(--warn); font-weight: 600; }
-.state-running, .state-shipping, .state-queued { background: #d0ebff; }
-.state-waiting-peer, .state-waiting-serial, .state-disabled, .state-skipped, .state-paused, .flag-recovered {
-  background: #fff3bf; }
-.state-missing { background: #e4e7eb; color: var(--muted); }
-"""
-
-#: The page's behaviour (see the module's docstring): links into Airflow's UI through its
-#: router when framed, the JSON in the page when no tab can be opened, the refresh, the details
-#: rows and the source selector.
-_SCRIPT = """
-(function () {
-  "use strict";
-  var live = document.getElementById("live");
-  var jsonView = document.getElementById("json-view");
-  var note = document.getElementById("refresh-note");
-
-  /* Airflow's UI around this page: the parent window when it is the same origin */
-  function uiWindow() {
-    if (window.parent === window) return null;
-    try {
-      return window.parent.location.origin === window.location.origin && window.parent.history ? window.parent : null;
-    } catch (e) {
-      return null;
-    }
-  }
-  /* a new tab can be opened: not framed, or framed without a sandbox or with allow-popups */
-  function canOpenTabs() {
-    if (window.top === window) return true;
-    var frame = null;
-    try { frame = window.frameElement; } catch (e) { frame = null; }
-    return !!frame && (!frame.hasAttribute("sandbox") || frame.sandbox.contains("allow-popups"));
-  }
-  /* navigate the UI's router (React Router listens to popstate) */
-  function openInUi(ui, href) {
-    var url = new URL(href, window.location.href);
-    var previous = ui.history.state || {};
-    var state = {usr: null, key: Math.random().toString(36).slice(2, 10),
-                 idx: (typeof previous.idx === "number" ? previous.idx : 0) + 1};
-    ui.history.pushState(state, "", url.pathname + url.search + url.hash);
-    ui.dispatchEvent(new ui.PopStateEvent("popstate", {state: state}));
-  }
-  function showJson(href) {
-    var pre = jsonView.querySelector("pre");
-    var save = jsonView.querySelector("a.download");
-    jsonView.hidden = false;
-    pre.textContent = "loading " + href + " ...";
-    fetch(href, {credentials: "same-origin", headers: {Accept: "application/json"}})
-      .then(function (r) {
-        return r.text().then(function (text) { return {ok: r.ok, status: r.status, text: text}; });
-      })
-      .then(function (r) {
-        var shown = r.text;
-        try { shown = JSON.stringify(JSON.parse(r.text), null, 2); } catch (e) { /* as it came */ }
-        pre.textContent = r.ok ? shown : "HTTP " + r.status + "\\n" + shown;
-        jsonView.dataset.loaded = r.ok ? "ok" : "error";
-        if (save.dataset.url) URL.revokeObjectURL(save.dataset.url);
-        save.dataset.url = URL.createObjectURL(new Blob([r.text], {type: "application/json"}));
-        save.href = save.dataset.url;
-      })
-      .catch(function (e) { pre.textContent = "cannot load " + href + ": " + e; jsonView.dataset.loaded = "error"; });
-    jsonView.scrollIntoView({block: "start"});
-  }
-  function toggleDetails(button, open) {
-    var row = document.getElementById(button.getAttribute("aria-controls"));
-    if (!row) return;
-    row.hidden = !open;
-    button.setAttribute("aria-expanded", String(open));
-    button.textContent = open ? "hide" : "details";
-  }
-  document.addEventListener("click", function (ev) {
-    var target = ev.target instanceof Element ? ev.target : null;
-    if (!target || ev.defaultPrevented) return;
-    var button = target.closest("button.more");
-    if (button) { toggleDetails(button, button.getAttribute("aria-expanded") !== "true"); return; }
-    if (target.closest("#json-close")) { jsonView.hidden = true; return; }
-    var a = target.closest("a");
-    if (!a || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
-    if (a.hasAttribute("data-ui-link")) {
-      var ui = uiWindow();
-      if (!ui) return;  /* on its own: the link's target=_top */
-      ev.preventDefault();
-      openInUi(ui, a.href);
-    } else if (a.hasAttribute("data-json")) {
-      if (canOpenTabs()) return;  /* the link's target=_blank */
-      ev.preventDefault();
-      showJson(a.href);
-    }
-  });
-  var select = document.querySelector("select[data-source-select]");
-  if (select) select.addEventListener("change", function () { select.form.submit(); });
-
-  /* the refresh: the live part swapped in place, scroll and open details kept */
-  var every = Number(live.dataset.refreshS) || 0;
-  var refreshes = 0;
-  function clock() { return new Date().toISOString().slice(11, 19) + " UTC"; }
-  function refresh() {
-    if (document.hidden) return;
-    fetch(window.location.href, {credentials: "same-origin", headers: {Accept: "text/html"}})
-      .then(function (r) { return r.text().then(function (text) { return {status: r.status, text: text}; }); })
-      .then(function (r) {
-        var fresh = new DOMParser().parseFromString(r.text, "text/html").getElementById("live");
-        if (!fresh) throw new Error("HTTP " + r.status);
-        var open = Array.prototype.map.call(
-          live.querySelectorAll("button.more[aria-expanded=true]"),
-          function (b) { return b.closest("tbody").dataset.key; });
-        var x = window.scrollX, y = window.scrollY;
-        live.replaceChildren.apply(live, Array.prototype.map.call(
-          fresh.childNodes, function (n) { return document.importNode(n, true); }));
-        live.querySelectorAll("tbody.queue").forEach(function (tbody) {
-          if (open.indexOf(tbody.dataset.key) >= 0) toggleDetails(tbody.querySelector("button.more"), true);
-        });
-        window.scrollTo(x, y);
-        refreshes += 1;
-        live.dataset.refreshes = String(refreshes);
-        note.textContent = "refreshes every " + every + " s; last at " + clock();
-      })
-      .catch(function (e) { note.textContent = "refresh failed at " + clock() + " (" + e.message + "); retrying in " + every + " s"; });
-  }
-  if (every > 0) window.setInterval(refresh, every * 1000);
-})();
-"""
+#: the page's style sheet and its behaviour (see the module's docstring), read once from the files
+#: beside this module: page.css, page.js
+_CSS = (_HERE / "page.css").read_text()
+_SCRIPT = (_HERE / "page.js").read_text()
 
 
 def render_page(
