@@ -101,6 +101,15 @@ if [ ! -x /usr/sbin/krb5kdc ] || [ ! -x /usr/sbin/kadmin.local ] || ! command -v
   apt_install krb5-kdc krb5-admin-server krb5-user libkrb5-dev
 fi
 
+# 6c. promtool from Debian's prometheus package: the tests check walship's alert rules
+#     (src/walship/status/alerts.yml) with `promtool check rules` and run their unit tests with
+#     `promtool test rules` (tests/unit/test_alert_rules.py); the Prometheus server the package
+#     brings is never started here
+if ! command -v promtool >/dev/null 2>&1; then
+  say "installing Debian's prometheus package (for promtool)"
+  apt_install prometheus
+fi
+
 # 7. The virtualenv with pinned versions
 if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   say "installing python3-venv"

@@ -43,11 +43,15 @@ QUEUE_KEYS = {
     "bulk_loads",
     "waiting_serial",
     "throttled_s",
+    "stalled_s",
+    "stuck",
+    "last_shipped_at",
 }
 PEER_KEYS = {
     "peer_id", "state", "hbase_peer_state", "cluster_key", "table_cfs", "peer_count", "queues", "totals", "throttled_s",
-    "sink",
+    "sink", "bandwidth", "serial", "errors", "dead_letters_pending",
 }  # fmt: skip
+TOTALS_KEYS = {"queues", "wals", "bytes_queued", "lag_s", "drained", "stuck_queues"}
 
 
 def status_of(a: Cluster, peer_id: str | None = "1") -> ReplicationStatus:
@@ -93,7 +97,7 @@ def test_backlog_lag_and_drained_follow_writes_and_shipping(ab: tuple[Cluster, C
     after = status_of(a).peers[0]
     totals = after.totals()
     assert totals == {"queues": totals["queues"], "wals": totals["wals"], "bytes_queued": 0, "lag_s": 0.0,
-                      "drained": True}  # fmt: skip
+                      "drained": True, "stuck_queues": 0}  # fmt: skip
     assert all(q.progress_pct == 100.0 and q.age_of_last_shipped_op_s == 0.0 for q in after.queues)
     shipped = [q for q in after.queues if q.last_shipped_write_time]
     assert shipped and sum(q.cells_shipped for q in after.queues) == 200
@@ -165,7 +169,7 @@ def test_status_cli_json_hbase_and_table(ab: tuple[Cluster, Cluster], capsys: py
     (peer,) = data["peers"]
     assert set(peer) == PEER_KEYS and peer["peer_id"] == "1" and peer["state"] == "enabled"
     assert peer["hbase_peer_state"] == "enabled"  # added as HBase would, not managed
-    assert set(peer["totals"]) == {"queues", "wals", "bytes_queued", "lag_s", "drained"}
+    assert set(peer["totals"]) == TOTALS_KEYS
     assert all(set(q) == QUEUE_KEYS for q in peer["queues"])
     assert main([*g, "status", "--format", "hbase"]) == 0
     out = capsys.readouterr().out

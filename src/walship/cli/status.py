@@ -1,5 +1,6 @@
-"""``walship status``, ``walship wait-drained`` and ``walship metrics serve``: the status of
-replication as a table, JSON, HBase's layout or Prometheus metrics, and the exact drained check."""
+"""``walship status``, ``walship wait-drained``, ``walship metrics serve`` and ``walship metrics
+rules``: the status of replication as a table, JSON, HBase's layout or Prometheus metrics (with
+the alert rules that go with them), and the exact drained check."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import sys
 import threading
 from types import FrameType
 
-from walship.cli.argtypes import clip, port, seconds
+from walship.cli.argtypes import clip, duration, port, seconds
 from walship.cli.common import source
+from walship.defaults import STUCK_AFTER
 from walship.errors import ConfigError
 from walship.status import collect_status, format_hbase, take_cut, wait_drained
 from walship.status.model import PeerStatus, ReplicationStatus, iso_ms
@@ -47,6 +49,12 @@ def _throttling(peer: PeerStatus) -> str:
     return f"; bandwidth {limit}, throttled {_seconds(peer.throttled_s)}"
 
 
+def _stuck(peer: PeerStatus) -> str:
+    """``; 2 queues STUCK`` (nothing when none is)."""
+    n = peer.stuck_queues
+    return f"; {n} {'queue' if n == 1 else 'queues'} STUCK" if n else ""
+
+
 def _applied(peer: PeerStatus) -> str:
     """The peer's sink side: when walship last applied a batch to it, and how old its last edit was."""
     sink = peer.sink
@@ -68,7 +76,7 @@ def _table(peer: PeerStatus) -> list[str]:
         f"sinks {count['answered']}/{count['configured']} answering; "
         f"{totals['queues']} queues, {totals['wals']} WALs, {_size(totals['bytes_queued'])} queued, "
         f"lag {_seconds(totals['lag_s'])}, {'DRAINED' if totals['drained'] else 'not drained'}"
-        f"{_throttling(peer)}",
+        f"{_throttling(peer)}{_stuck(peer)}",
         _applied(peer),
     ]
     header = ("SERVER", "QUEUE", "WALS", "QUEUED", "DONE", "LAG", "AGE", "THROTTLED", "STATE", "HOLDER / LAST ERROR")
@@ -83,6 +91,8 @@ def _table(peer: PeerStatus) -> list[str]:
             w = q.waiting_serial
             whose = "its previous range" if w["waits_for"] == w["region"] else f"parent {w['waits_for']}"
             note = f"region {w['region']} seq {w['seq']} waits for {whose} (pushed {w['pushed']}, needs {w['needed']})"
+        if q.stuck:
+            note = f"STUCK: no progress for {_seconds(q.stalled_s)}" + (f"; {note}" if note else "")
         rows.append(
             (
                 q.server,
@@ -114,7 +124,7 @@ def render_text(status: ReplicationStatus) -> str:
 
 def cmd_status(args: argparse.Namespace) -> int:
     with source(args) as (client, layout, walstore):
-        status = collect_status(client, layout, walstore, args.peer)
+        status = collect_status(client, layout, walstore, args.peer, stuck_after=args.stuck_after)
     if args.json:
         print(json.dumps(status.to_json(), indent=2 if sys.stdout.isatty() else None))
     elif args.format == "hbase":
@@ -153,7 +163,9 @@ def cmd_metrics_serve(args: argparse.Namespace) -> int:
     with source(args) as (client, layout, walstore):
         if args.peer is not None:
             ReplicationPeers(client, layout).get(args.peer)  # PeerNotFoundError names it
-        registry = status_registry(lambda: collect_status(client, layout, walstore, args.peer))
+        registry = status_registry(
+            lambda: collect_status(client, layout, walstore, args.peer, stuck_after=args.stuck_after)
+        )
         try:
             server, port = serve(registry, args.host, args.port)
         except (OSError, UnicodeError) as exc:
@@ -170,12 +182,30 @@ def cmd_metrics_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metrics_rules(args: argparse.Namespace) -> int:
+    from walship.status.metrics import alert_rules
+
+    sys.stdout.write(alert_rules())
+    return 0
+
+
+def _stuck_after(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stuck-after",
+        type=duration,
+        default=STUCK_AFTER,
+        metavar="SECONDS",
+        help="a queue with a backlog and no progress for this long is stuck (default %(default)g)",
+    )
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st = sub.add_parser("status", help="per peer and queue: backlog, progress, lag, holder and state")
     st.add_argument("--peer", metavar="PEER_ID", help="only this peer")
     fmt = st.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="the status model as JSON (schema in the README)")
     fmt.add_argument("--format", choices=("table", "hbase"), default="table", help="hbase: as `status 'replication'`")
+    _stuck_after(st)
     st.set_defaults(func=cmd_status)
 
     wd = sub.add_parser(
@@ -194,4 +224,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve.add_argument("--port", type=port, default=9464, help="0 picks a free port (default %(default)s)")
     serve.add_argument("--host", default="0.0.0.0", help="address to listen on (default %(default)s)")
     serve.add_argument("--peer", metavar="PEER_ID", help="only this peer")
+    _stuck_after(serve)
     serve.set_defaults(func=cmd_metrics_serve)
+    rules = msub.add_parser("rules", help="print the Prometheus alert rules for these metrics (a rules file)")
+    rules.set_defaults(func=cmd_metrics_rules)

@@ -83,7 +83,12 @@ class ProgressBook:
             self.store.count_error(peer_id, kind)
         except WalshipError as again:
             log.warning(
-                "queue %s/%s of peer %s: its record keeps no error (%s): %s", qs.server, qs.queue_id, peer_id, kind, again
+                "queue %s/%s of peer %s: its record keeps no error (%s): %s",
+                qs.server,
+                qs.queue_id,
+                peer_id,
+                kind,
+                again,
             )
         return qs
 

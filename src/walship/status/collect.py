@@ -1,12 +1,32 @@
 """Compute the status model from ZooKeeper and file sizes.
 
-One pipelined snapshot of the queues (:meth:`ReplicationQueues.list_queues`), of walship's
-progress records (a peer's sink side, its last applied batch, is the newest of its queues'
-records), of the peers' znodes (their ctime) and of the queue locks; one listing of ``WALs/``
-and ``oldWALs/`` for the sizes; and per queue with unshipped bytes, the first unshipped entry
-decoded for its write time (the lag). Nothing else is read, so status for hundreds of queues
+One pipelined snapshot of the queues (:meth:`ReplicationQueues.list_queues`, with their WAL
+znodes' times), of walship's progress records (a peer's sink side, its last applied batch, is
+the newest of its queues' records), of the peers' znodes (their ctime), of their error counts
+(``errors/<peer>``) and of the queue locks; one listing of ``WALs/`` and ``oldWALs/`` for the
+sizes; per queue with unshipped bytes, the first unshipped entry decoded for its write time
+(the lag); per peer, its pending dead letters (its dead-letter directory, empty but for
+edits a sink could not express). Nothing else is read, so status for hundreds of queues
 takes well under a second. On HDFS, where the listed size of a WAL being written is the NameNode's and lags what
 HBase hflushed, the size a reader sees is asked for each queued WAL under ``WALs/``, all at once.
+
+A queue's backlog is a complete entry past its positions (it is not drained), or a queued WAL
+that cannot be found. While it has one, ``stalled_s`` is the seconds since the later of
+
+- its last progress: the newest ``mtime`` of its WAL znodes whose position was set since the
+  znode was made (``mtime > ctime``: a WAL merely enqueued on a roll is no progress), or the
+  ``last_shipped_at`` of walship's progress record (it outlives a finished WAL's znode, which
+  the shipper removes), or the ``ctime`` of its current (oldest) WAL's znode (the WAL reached
+  this queue: enqueued, or claimed from a dead server, when the clock starts again);
+- the write time of its oldest unshipped entry (before it there was no backlog: a queue idle
+  for an hour that gets new edits is not stalled for an hour), so ``stalled_s <= lag_s``.
+
+ZooKeeper's times are its server's clock and write times the region server's; they are
+compared with this host's, so clocks that differ by seconds make ``stalled_s`` differ by as
+much. A queue is ``stuck`` when ``stalled_s >= stuck_after`` and its peer is enabled: a
+disabled peer's backlog grows by design. A queue whose shipping DAG is paused, whose shipper
+hangs or backs off against a peer that is down, or a serial peer's queue waiting for another
+queue, is stuck all the same: in each case its edits stop reaching the peer.
 
 Example::
 
@@ -26,15 +46,18 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from walship.errors import WalMissingError, WalshipError
+from walship.defaults import STUCK_AFTER
+from walship.errors import WalMissingError, WalshipError, error_kind
 from walship.peer import PeerConfig, table_cfs_json
 from walship.replicate.walstore import WalLocation, WalStore
 from walship.sinks.base import sink_endpoints
+from walship.sinks.deadletter import DeadLetterStore
 from walship.status.model import PeerCount, PeerStatus, QueueStatus, ReplicationStatus, SinkStatus, iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
 from walship.zk.locks import Holder
 from walship.zk.multiread import read_many
+from walship.zk.progress import error_counts
 
 __all__ = ["QueueFiles", "collect_status", "read_status"]
 
@@ -78,6 +101,33 @@ def _holders(client: KazooClient, layout: ZnodeLayout, queues: list[QueueInfo]) 
 def _progress(client: KazooClient, layout: ZnodeLayout, queues: list[QueueInfo]) -> list[dict[str, Any] | None]:
     paths = [layout.queue_progress(q.peer_id, q.server, str(q.queue_id)) for q in queues]
     return [_load_json(answer[0]) if answer else None for answer in read_many(client, [("data", p) for p in paths])]
+
+
+def _errors(client: KazooClient, layout: ZnodeLayout, peers: list[PeerConfig]) -> list[dict[str, int]]:
+    """Each peer's shipping errors counted by kind."""
+    answers = read_many(client, [("data", layout.peer_errors(p.peer_id)) for p in peers])
+    return [error_counts(_load_json(answer[0])) if answer else {} for answer in answers]
+
+
+def _dead_letters_pending(peer: PeerConfig, walstore: WalStore) -> int | None:
+    """The peer's dead letters not replayed yet, each once (as ``walship deadletter list``);
+    ``None`` when its dead-letter directory or a file in it cannot be read (logged)."""
+    try:
+        return len(DeadLetterStore.for_peer(peer, walstore.root).records())
+    except (WalshipError, OSError) as exc:
+        log.warning("peer %s: pending dead letters not counted: %s", peer.peer_id, exc)
+        return None
+
+
+def _last_progress(q: QueueInfo, record: dict[str, Any]) -> int | None:
+    """Epoch ms when the queue last made progress, or reached this queue (see the module
+    docstring); ``None`` when nothing tells."""
+    times = [w.mtime for w in q.wals if w.mtime is not None and w.ctime is not None and w.mtime > w.ctime]
+    if q.wals and q.wals[0].ctime is not None:
+        times.append(q.wals[0].ctime)
+    if record.get("last_shipped_at"):
+        times.append(int(record["last_shipped_at"]))
+    return max(times, default=None)
 
 
 def _started(client: KazooClient, layout: ZnodeLayout, peers: list[PeerConfig]) -> list[int | None]:
@@ -179,16 +229,18 @@ def _queue_status(
     holder: Holder | None,
     record: dict[str, Any] | None,
     now_ms: int,
+    stuck_after: float = STUCK_AFTER,
 ) -> QueueStatus:
     record = record or {}
     problem: str | None = None
+    problem_kind: str | None = None
     locations: list[tuple[int, WalLocation]] = []
     total = shipped = 0
     for wp in q.wals:
         try:
             loc = reader.locate(q, wp.name)
         except WalshipError as exc:
-            problem = str(exc)
+            problem, problem_kind = str(exc), error_kind(exc)
             continue
         if loc is None:
             continue
@@ -201,16 +253,20 @@ def _queue_status(
         try:
             write_time = reader.first_unshipped_write_time(q, locations)
         except WalshipError as exc:
-            problem = str(exc)
+            problem, problem_kind = str(exc), error_kind(exc)
     unshipped = write_time is not None or problem is not None
     lag_s = round(max(0, now_ms - write_time) / 1000, 3) if write_time is not None else 0.0
+    stalled_s: float | None = None
+    if unshipped:
+        since = max(_last_progress(q, record) or 0, write_time or 0)
+        stalled_s = round(max(0, now_ms - since) / 1000, 3) if since else None
     last_wt = record.get("last_shipped_write_time")
     age: float | None = 0.0
     if unshipped:
         age = round(max(0, now_ms - int(last_wt)) / 1000, 3) if last_wt else None
     last_error = record.get("last_error")
     if problem is not None:
-        last_error = {"time": now_ms, "message": problem}
+        last_error = {"time": now_ms, "message": problem, "kind": problem_kind}
     last_backoff = record.get("last_backoff")
     last_shipped_at = int(record.get("last_shipped_at") or 0)
     waiting = record.get("waiting_serial")
@@ -248,7 +304,11 @@ def _queue_status(
         age_of_last_shipped_op_s=age,
         lag_s=lag_s,
         holder=holder.to_json() if holder else None,
-        last_error={"time": iso_ms(last_error["time"]), "message": last_error.get("message")} if last_error else None,
+        last_error=(
+            {"time": iso_ms(last_error["time"]), "message": last_error.get("message"), "kind": last_error.get("kind")}
+            if last_error
+            else None
+        ),
         last_backoff=(
             {
                 "time": iso_ms(last_backoff["time"]),
@@ -265,6 +325,9 @@ def _queue_status(
         bulk_loads=int(record.get("bulk_loads") or 0),
         throttled_s=round(float(record.get("throttled_s") or 0.0), 3),
         waiting_serial={**waiting, "time": iso_ms(waiting["time"])} if waiting else None,
+        stalled_s=stalled_s,
+        stuck=peer.enabled and stalled_s is not None and stalled_s >= stuck_after,
+        last_shipped_at=last_shipped_at or None,
     )
 
 
@@ -276,12 +339,18 @@ def collect_status(
     *,
     probe_timeout: float = 0.5,
     now_ms: int | None = None,
+    stuck_after: float = STUCK_AFTER,
 ) -> ReplicationStatus:
     """The status of one peer, or of every peer.
 
     :param probe_timeout: seconds each sink endpoint has to take a TCP connection (0: no probe).
+    :param stuck_after: seconds a queue with a backlog may make no progress before it is
+        stuck (see the module docstring).
     :raises PeerNotFoundError: ``peer_id`` names no peer.
+    :raises ValueError: ``stuck_after`` is not more than 0.
     """
+    if not stuck_after > 0:
+        raise ValueError(f"'stuck_after' must be > 0 seconds, got {stuck_after!r}")
     peers_store = ReplicationPeers(client, layout)
     peers = [peers_store.get(peer_id)] if peer_id is not None else peers_store.list()
     wanted = {p.peer_id for p in peers}
@@ -303,12 +372,13 @@ def collect_status(
         down = tuple(f"{h}:{p}" for h, p in targets if not answered.get((h, p), False))
         counts[pid] = PeerCount(len(targets), len(targets) - len(down), down)
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    status = ReplicationStatus(generated_at=now)
+    status = ReplicationStatus(generated_at=now, stuck_after=stuck_after)
     by_peer: dict[str, PeerStatus] = {}
     peer_records: dict[str, list[dict[str, Any] | None]] = {}
     for q, record in zip(queues, records, strict=True):
         peer_records.setdefault(q.peer_id, []).append(record)
-    for peer, started in zip(peers, _started(client, layout, peers), strict=True):
+    started_at = _started(client, layout, peers)
+    for peer, started, errors in zip(peers, started_at, _errors(client, layout, peers), strict=True):
         ps = PeerStatus(
             peer_id=peer.peer_id,
             enabled=peer.enabled,
@@ -318,12 +388,15 @@ def collect_status(
             peer_count=counts[peer.peer_id],
             bandwidth=peer.bandwidth,
             sink=_sink(started, peer_records.get(peer.peer_id, [])),
+            serial=peer.serial,
+            errors=errors,
+            dead_letters_pending=_dead_letters_pending(peer, walstore),
         )
         by_peer[peer.peer_id] = ps
         status.peers.append(ps)
     configs = {p.peer_id: p for p in peers}
     for q, holder, record in zip(queues, holders, records, strict=True):
-        qs = _queue_status(configs[q.peer_id], q, reader, live, holder, record, now)
+        qs = _queue_status(configs[q.peer_id], q, reader, live, holder, record, now, stuck_after)
         by_peer[q.peer_id].queues.append(qs)
     return status
 
@@ -336,11 +409,17 @@ def read_status(
     *,
     auth: str | None = None,
     probe_timeout: float = 0.5,
+    stuck_after: float = STUCK_AFTER,
 ) -> dict[str, Any]:
     """:func:`collect_status` as JSON, with a ZooKeeper client of its own (for the Airflow
     page and tasks; without ``auth``, ``WALSHIP_ZK_AUTH`` is used when set)."""
     with zk_client(zk, auth=auth, parent=znode_parent) as client:
         status = collect_status(
-            client, ZnodeLayout(znode_parent), WalStore(wal_root), peer_id, probe_timeout=probe_timeout
+            client,
+            ZnodeLayout(znode_parent),
+            WalStore(wal_root),
+            peer_id,
+            probe_timeout=probe_timeout,
+            stuck_after=stuck_after,
         )
     return status.to_json()

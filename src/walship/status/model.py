@@ -5,11 +5,14 @@ The JSON (``ReplicationStatus.to_json()``), keys exactly so::
 
     {"generated_at": ISO,
      "peers": [{"peer_id", "state", "hbase_peer_state", "cluster_key", "table_cfs", "peer_count",
+                "bandwidth", "serial",
                 "queues": [{"server", "queue_id", "recovered", "dead_servers", "wals", "current_wal",
                             "position", "bytes_queued", "progress_pct", "last_shipped_write_time",
                             "age_of_last_shipped_op_s", "lag_s", "holder", "last_error",
-                            "last_backoff", "state", "bulk_loads", "waiting_serial", "throttled_s"}],
-                "totals": {"queues", "wals", "bytes_queued", "lag_s", "drained"}, "throttled_s",
+                            "last_backoff", "state", "bulk_loads", "waiting_serial", "throttled_s",
+                            "stalled_s", "stuck", "last_shipped_at"}],
+                "totals": {"queues", "wals", "bytes_queued", "lag_s", "drained", "stuck_queues"},
+                "throttled_s", "errors", "dead_letters_pending",
                 "sink": {"timestamp_started", "last_applied_at", "last_applied_write_time",
                          "age_of_last_applied_op_s"}}]}
 
@@ -17,6 +20,21 @@ Times are ISO 8601 in UTC; ages, lags and ``throttled_s`` (the time batches wait
 peer's bandwidth, over the queue's life; the peer's: over its queues) are seconds. A queue's
 ``state`` is one of :data:`QUEUE_STATES`. ``sink`` is the peer as the receiving side (see
 :class:`SinkStatus`).
+
+A peer's ``bandwidth`` is its limit in bytes per second (0: unlimited) and ``serial`` its
+serial flag. A queue's ``stalled_s`` is the seconds since it last made progress while it has a
+backlog (``null`` without one; how it is worked out: :mod:`walship.status.collect`), and
+``stuck`` whether that reached the status's threshold (``stuck_after``, seconds; default
+:data:`walship.defaults.STUCK_AFTER`) while its peer is enabled; ``totals.stuck_queues`` counts them. The ``stuck`` flag is not the ``stuck``
+state: that one says the queue's last attempt failed and nobody ships it now, at once; the
+flag says it made no progress for that long, whatever the reason (nobody ships it, its
+shipper fails or hangs, it waits for another queue). ``last_shipped_at`` is when a batch of
+the queue was last applied and its position committed (``null`` before any).
+``last_error`` is ``{"time", "message", "kind"}``, ``kind`` one of
+:data:`walship.errors.ERROR_KINDS` (``null`` in records older than kinds). A peer's
+``errors`` counts its queues' failed shipping passes by kind (kinds never seen left out), and
+``dead_letters_pending`` its dead letters not replayed yet, as ``walship deadletter list``
+counts them (``null`` when its dead-letter directory could not be read).
 """
 
 from __future__ import annotations
@@ -25,6 +43,8 @@ import datetime as dt
 import logging
 from dataclasses import dataclass, field
 from typing import Any
+
+from walship.defaults import STUCK_AFTER
 
 __all__ = [
     "QUEUE_STATES",
@@ -87,6 +107,12 @@ class QueueStatus:
     waiting_serial: dict[str, Any] | None = None
     #: seconds its batches waited for the peer's bandwidth, from walship's progress record
     throttled_s: float = 0.0
+    #: seconds since it last made progress while it has a backlog (``None``: no backlog)
+    stalled_s: float | None = None
+    #: stalled for the status's ``stuck_after`` or longer, its peer enabled
+    stuck: bool = False
+    #: epoch ms when a batch's position was last committed, from walship's progress record
+    last_shipped_at: int | None = None
 
     @property
     def drained(self) -> bool:
@@ -113,6 +139,9 @@ class QueueStatus:
             "bulk_loads": self.bulk_loads,
             "waiting_serial": self.waiting_serial,
             "throttled_s": self.throttled_s,
+            "stalled_s": self.stalled_s,
+            "stuck": self.stuck,
+            "last_shipped_at": iso_ms(self.last_shipped_at),
         }
 
 
@@ -185,14 +214,34 @@ class PeerStatus:
     table_cfs: dict[str, list[str] | None] | None
     peer_count: PeerCount
     queues: list[QueueStatus] = field(default_factory=list)
-    #: the peer's bandwidth limit, bytes/s (0: unlimited; text output and metrics, not the JSON)
+    #: the peer's bandwidth limit, bytes/s (0: unlimited)
     bandwidth: int = 0
     #: the peer as the receiving side: the last batch applied to it
     sink: SinkStatus = field(default_factory=SinkStatus)
+    #: the peer's serial flag (HBase's serial replication)
+    serial: bool = False
+    #: its queues' failed shipping passes by kind (:data:`walship.errors.ERROR_KINDS`), over the peer's life
+    errors: dict[str, int] = field(default_factory=dict)
+    #: its dead letters not replayed yet (``None``: its dead-letter directory could not be read)
+    dead_letters_pending: int | None = 0
 
     @property
     def drained(self) -> bool:
         return all(q.drained for q in self.queues)
+
+    @property
+    def stuck_queues(self) -> int:
+        return sum(1 for q in self.queues if q.stuck)
+
+    @property
+    def bulk_loads(self) -> int:
+        """Bulk loads seen in its queues' WALs whose HFiles were not shipped (over the queues' lives)."""
+        return sum(q.bulk_loads for q in self.queues)
+
+    @property
+    def last_shipped_at(self) -> int | None:
+        """Epoch ms when a batch of any of its queues was last committed (``None``: none was)."""
+        return max((q.last_shipped_at for q in self.queues if q.last_shipped_at is not None), default=None)
 
     @property
     def throttled_s(self) -> float:
@@ -206,6 +255,7 @@ class PeerStatus:
             "bytes_queued": sum(q.bytes_queued for q in self.queues),
             "lag_s": max((q.lag_s for q in self.queues), default=0.0),
             "drained": self.drained,
+            "stuck_queues": self.stuck_queues,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -216,9 +266,13 @@ class PeerStatus:
             "cluster_key": self.cluster_key,
             "table_cfs": self.table_cfs,
             "peer_count": self.peer_count.to_json(),
+            "bandwidth": self.bandwidth,
+            "serial": self.serial,
             "queues": [q.to_json() for q in self.queues],
             "totals": self.totals(),
             "throttled_s": self.throttled_s,
+            "errors": dict(sorted(self.errors.items())),
+            "dead_letters_pending": self.dead_letters_pending,
             "sink": self.sink.to_json(),
         }
 
@@ -227,6 +281,8 @@ class PeerStatus:
 class ReplicationStatus:
     generated_at: int  # epoch ms
     peers: list[PeerStatus] = field(default_factory=list)
+    #: seconds a queue with a backlog may make no progress before it is stuck (not in the JSON)
+    stuck_after: float = STUCK_AFTER
 
     def to_json(self) -> dict[str, Any]:
         return {"generated_at": iso_ms(self.generated_at), "peers": [p.to_json() for p in self.peers]}
