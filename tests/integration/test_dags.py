@@ -252,7 +252,7 @@ def test_clean_dag_run(dagbag: Any, zk_hosts: str, tmp_path: Path, monkeypatch: 
     for name in (old, kept):
         p = tmp_path / "oldWALs" / name
         p.write_bytes(b"x")
-        os.utime(p, (_time.time() - 7200, _time.time() - 7200))
+        os.utime(p, (_time.time() - 2 * 86400, _time.time() - 2 * 86400))  # past the default TTL, a day
     with zk_client(zk_hosts) as client:
         ReplicationQueues(client, ZnodeLayout("/hbase")).add_wal(str(server), kept, peer_ids=["1"])
     hostport, _, chroot = zk_hosts.partition("/")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,6 +94,18 @@ def _pip(python: Path, *args: str) -> None:
     assert done.returncode == 0, f"pip {' '.join(args)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
 
 
+def _checkout_copy(to: Path) -> Path:
+    """The files git tracks in this checkout, copied: the wheel is built from them alone (pip
+    builds in the source tree, where an old ``build/`` would add what was deleted since)."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (to / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, to / name)
+    return to
+
+
 @pytest.fixture(scope="module")
 def clean_airflow(tmp_path_factory: pytest.TempPathFactory) -> CleanAirflow:
     """An existing Airflow (installed first, alone), then ``pip install walship[airflow]`` of
@@ -104,7 +117,7 @@ def clean_airflow(tmp_path_factory: pytest.TempPathFactory) -> CleanAirflow:
     constraints = str(ROOT / "constraints.txt")
     _pip(python, "install", "-c", constraints, f"apache-airflow=={AIRFLOW_VERSION}")
     dist = tmp / "dist"
-    _pip(Path(sys.executable), "wheel", "--no-deps", "-w", str(dist), str(ROOT))
+    _pip(Path(sys.executable), "wheel", "--no-deps", "-w", str(dist), str(_checkout_copy(tmp / "src")))
     (wheel,) = dist.glob("walship-*.whl")
     _pip(python, "install", "-c", constraints, f"{wheel}[airflow]")
     home = tmp / "home"

@@ -1,4 +1,6 @@
-"""One Airflow, two source clusters (``[walship] sources``), each with its own DAGs, and the
+"""One Airflow, two source clusters (``[walship] sources``: ``walship_source=main`` and
+``hbase_east``, so that the plain DAG ids' runs and samples, which other test modules read from
+the same metadata DB, stay theirs), each with its own DAGs, and the
 failure notifier of ``[walship] on_failure_notifier`` reaching a webhook receiver (a local
 HTTP server): a stuck queue fails ``walship_status``'s check, a replay gap fails a replay,
 each POSTs once, naming its DAG, task and reason; a drained source's check passes quietly."""
@@ -90,16 +92,16 @@ def test_two_sources_their_dags_and_failures_reaching_the_notifier(
     (queue,) = wait_until(stuck, timeout=60, what="E's queue stuck for a second")
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
     monkeypatch.setenv("AIRFLOW_CONN_HBASE_EAST", source_conn(e))
-    monkeypatch.setenv("AIRFLOW__WALSHIP__SOURCES", "walship_source, hbase_east")
+    monkeypatch.setenv("AIRFLOW__WALSHIP__SOURCES", "walship_source=main, hbase_east")
     monkeypatch.setenv("AIRFLOW__WALSHIP__ON_FAILURE_NOTIFIER", NOTIFIER)
     monkeypatch.setenv("AIRFLOW__WALSHIP__ON_FAILURE_NOTIFIER_KWARGS", json.dumps({"url": receiver.url}))
     dagbag = airflow_env.load_dagbag()
     assert dagbag.import_errors == {}
-    assert {"walship_status", "walship_status_hbase_east", "walship_replay_hbase_east"} <= set(dagbag.dags)
+    assert {"walship_status_main", "walship_status_hbase_east", "walship_replay_hbase_east"} <= set(dagbag.dags)
     assert "source:hbase_east" in dagbag.dags["walship_status_hbase_east"].tags
     assert "`hbase_east`" in dagbag.dags["walship_status_hbase_east"].doc_md
 
-    run = dagbag.dags["walship_status"].test(run_conf={"stuck_after": 1})
+    run = dagbag.dags["walship_status_main"].test(run_conf={"stuck_after": 1})
     assert run.state == "success", {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert receiver.bodies == []
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, TriggerRule, dag, task
 
-from walship_airflow.dags.common import dag_kwargs, pyrunner_jar, spark_job
+from walship_airflow.dags.common import dag_kwargs, pyrunner_jar, spark_conn_param, spark_job
 from walship_airflow.onboarding import COPY_MARGIN_S
 from walship_airflow.operators.ship import WalshipShipOperator, WalshipVerifyOperator, spark_pool
 from walship_airflow.sensors.queues import WalDrainedSensor
@@ -135,7 +135,7 @@ def build(source: Source) -> DAG:
                 minimum=1,
                 description="seconds to wait for the peer to catch up once enabled (walship_replicate ships it)",
             ),
-            "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
+            "spark_conn_id": spark_conn_param(),
         },
     )
     def walship_add_peer() -> None:

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
+from airflow.sdk import Param
 
+from walship import defaults
 from walship_airflow.notifications.callbacks import failure_callbacks
 from walship_airflow.sources import SECTION, Source
 
@@ -36,6 +38,25 @@ def dag_kwargs(
         },
         **kwargs,
     }
+
+
+def peer_ids_param() -> Param:
+    """``peer_id`` of the shipping DAGs: the peers to ship to, empty for every enabled one."""
+    return Param(
+        "",
+        type="string",
+        description="the peer(s) to ship to, comma-separated (empty: every enabled walship peer and subscription)",
+    )
+
+
+def duration_param() -> Param:
+    """``duration`` of the continuous DAGs: seconds before a run hands over to the next."""
+    return Param(defaults.TAIL_DURATION, type="number", minimum=1, description="seconds before this run hands over")
+
+
+def spark_conn_param() -> Param:
+    """``spark_conn_id`` of the DAGs that submit a Spark job."""
+    return Param("spark_default", type="string", minLength=1, description="the Spark connection")
 
 
 def spark_jobs_dir() -> Path:

@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, dag, task
 
-from walship_airflow.dags.common import dag_kwargs, pyrunner_jar, spark_job
+from walship_airflow.dags.common import dag_kwargs, pyrunner_jar, spark_conn_param, spark_job
 from walship_airflow.operators.ship import WalshipShipOperator, spark_pool
 from walship_airflow.sources import Source
 
@@ -55,7 +55,7 @@ def build(source: Source) -> DAG:
                 description="copy cells with timestamps before this ISO time, e.g. when the peer was added "
                 "(empty: all)",
             ),
-            "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
+            "spark_conn_id": spark_conn_param(),
         },
     )
     def walship_copy() -> None:

@@ -34,7 +34,7 @@ from typing import Any
 from airflow.sdk import DAG, AssetAlias, Param, dag, task
 
 from walship import defaults
-from walship_airflow.dags.common import dag_kwargs, pyrunner_jar, spark_job
+from walship_airflow.dags.common import dag_kwargs, peer_ids_param, pyrunner_jar, spark_conn_param, spark_job
 from walship_airflow.operators.ship import WalshipShipOperator, spark_pool
 from walship_airflow.sensors.queues import WalQueueSensor
 from walship_airflow.sources import Source
@@ -56,18 +56,14 @@ def build(source: Source) -> DAG:
             max_active_runs=1,
         ),
         params={
-            "peer_id": Param(
-                "",
-                type="string",
-                description="the peer(s) to ship to, comma-separated (empty: every enabled walship peer and subscription)",
-            ),
+            "peer_id": peer_ids_param(),
             "queue": Param("", type="string", description="only this queue: an id, server/id or glob (empty: all)"),
             "max_batches": Param(
                 0, type="integer", minimum=0, description="stop each queue after N batches (0: no limit)"
             ),
             "batch_entries": Param(defaults.BATCH_ENTRIES, type="integer", minimum=1, description="entries per batch"),
             "batch_bytes": Param(defaults.BATCH_BYTES, type="integer", minimum=1, description="bytes per batch"),
-            "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
+            "spark_conn_id": spark_conn_param(),
             "linger": Param(
                 defaults.LINGER,
                 type="number",

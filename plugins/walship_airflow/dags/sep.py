@@ -26,8 +26,7 @@ from typing import Any
 
 from airflow.sdk import DAG, Param, dag, task
 
-from walship import defaults
-from walship_airflow.dags.common import dag_kwargs
+from walship_airflow.dags.common import dag_kwargs, duration_param
 from walship_airflow.sources import Source
 
 
@@ -51,9 +50,7 @@ def build(source: Source) -> DAG:
                 type="string",
                 description="the subscriptions to run, comma-separated (empty: every enabled subscription)",
             ),
-            "duration": Param(
-                defaults.TAIL_DURATION, type="number", minimum=1, description="seconds before this run hands over"
-            ),
+            "duration": duration_param(),
         },
     )
     def walship_sep() -> None:

@@ -15,10 +15,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import DAG, Param, dag, task
+from airflow.sdk import DAG, dag, task
 
-from walship import defaults
-from walship_airflow.dags.common import dag_kwargs
+from walship_airflow.dags.common import dag_kwargs, duration_param, peer_ids_param
 from walship_airflow.sources import Source
 
 
@@ -37,14 +36,8 @@ def build(source: Source) -> DAG:
             max_active_runs=1,
         ),
         params={
-            "peer_id": Param(
-                "",
-                type="string",
-                description="the peer(s) to ship to, comma-separated (empty: every enabled walship peer and subscription)",
-            ),
-            "duration": Param(
-                defaults.TAIL_DURATION, type="number", minimum=1, description="seconds before this run hands over"
-            ),
+            "peer_id": peer_ids_param(),
+            "duration": duration_param(),
         },
     )
     def walship_tail() -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, dag, task
 
-from walship_airflow.dags.common import dag_kwargs, pyrunner_jar, spark_job
+from walship_airflow.dags.common import dag_kwargs, pyrunner_jar, spark_conn_param, spark_job
 from walship_airflow.operators.ship import WalshipVerifyOperator, spark_pool
 from walship_airflow.sources import Source
 from walship_airflow.verify import verify_asset
@@ -95,7 +95,7 @@ def build(source: Source) -> DAG:
                 description="write every bad row (and repair) here, a path or URL the Spark driver can write "
                 "(empty: no report)",
             ),
-            "spark_conn_id": Param("spark_default", type="string", minLength=1, description="the Spark connection"),
+            "spark_conn_id": spark_conn_param(),
         },
     )
     def walship_verify() -> None:
