@@ -32,6 +32,22 @@ DEFAULT_CONN_ID = "walship_source"
 #: Airflow's configuration section of the provider
 SECTION = "walship"
 
+#: the DAGs every source gets, by their plain ids (each built by ``walship_airflow.dags.<name>``,
+#: the id without ``walship_``)
+PER_SOURCE_DAGS = (
+    "walship_add_peer",
+    "walship_clean",
+    "walship_copy",
+    "walship_drain",
+    "walship_replay",
+    "walship_replicate",
+    "walship_scope",
+    "walship_sep",
+    "walship_status",
+    "walship_tail",
+    "walship_verify",
+)
+
 _SUFFIX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
@@ -51,6 +67,10 @@ class Source:
     def dag_id(self, base: str) -> str:
         """``base`` for the default source, ``base_SUFFIX`` for the others."""
         return f"{base}_{self.suffix}" if self.suffix else base
+
+    def dag_ids(self) -> list[str]:
+        """The ids of this source's DAGs (:data:`PER_SOURCE_DAGS`, suffixed)."""
+        return [self.dag_id(base) for base in PER_SOURCE_DAGS]
 
     def asset_uri(self, uri: str) -> str:
         """An asset URI of this source: ``walship://status`` stays as it is for the default

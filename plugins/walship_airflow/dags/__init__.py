@@ -14,22 +14,7 @@ import importlib
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from walship_airflow.sources import Source, configured_sources
-
-#: the per-source DAGs, by module: walship_<name> each
-PER_SOURCE = (
-    "add_peer",
-    "clean",
-    "copy",
-    "drain",
-    "replay",
-    "replicate",
-    "scope",
-    "sep",
-    "status",
-    "tail",
-    "verify",
-)
+from walship_airflow.sources import PER_SOURCE_DAGS, Source, configured_sources
 
 
 def build_dags(build: Callable[[Source], Any], namespace: MutableMapping[str, Any]) -> list[Any]:
@@ -49,8 +34,8 @@ def build_all(namespace: MutableMapping[str, Any]) -> list[Any]:
     from walship_airflow.dags import maintenance
 
     dags = []
-    for name in PER_SOURCE:
-        module = importlib.import_module(f"walship_airflow.dags.{name}")
+    for dag_id in PER_SOURCE_DAGS:
+        module = importlib.import_module(f"walship_airflow.dags.{dag_id.removeprefix('walship_')}")
         dags += build_dags(module.build, namespace)
     dag = maintenance.build()
     namespace[dag.dag_id] = dag

@@ -143,9 +143,7 @@ def source_dag_ids(source: Source) -> list[str]:
     """The ids of a source's walship DAGs (its suffix on each, none for the default
     connection), then :data:`SHARED_DAG_IDS`: exactly these, so that one source's list never
     holds another's DAGs."""
-    from walship_airflow.dags import PER_SOURCE
-
-    return [source.dag_id(f"walship_{name}") for name in PER_SOURCE] + list(SHARED_DAG_IDS)
+    return [*source.dag_ids(), *SHARED_DAG_IDS]
 
 
 def read_dags(dag_ids: Sequence[str]) -> list[DagState]:
