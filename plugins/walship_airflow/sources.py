@@ -56,6 +56,10 @@ class SourcesError(ConfigError):
     suffix a DAG id cannot end in."""
 
 
+class UnknownSourceError(SourcesError):
+    """A connection that is not among ``[walship] sources``."""
+
+
 @dataclass(frozen=True)
 class Source:
     """A source cluster served by this Airflow: its connection and the suffix of its DAG ids
@@ -141,7 +145,8 @@ def configured_sources() -> list[Source]:
 def source_by_conn_id(conn_id: str | None) -> Source:
     """The configured source of a connection id (the first source for ``None``).
 
-    :raises SourcesError: a connection that is not among ``[walship] sources``.
+    :raises UnknownSourceError: a connection that is not among ``[walship] sources``.
+    :raises SourcesError: ``[walship] sources`` is malformed.
     """
     sources = configured_sources()
     if conn_id is None:
@@ -150,4 +155,4 @@ def source_by_conn_id(conn_id: str | None) -> Source:
         if source.conn_id == conn_id:
             return source
     names = ", ".join(s.conn_id for s in sources)
-    raise SourcesError(f"connection {conn_id!r} is not a walship source of this Airflow ([walship] sources: {names})")
+    raise UnknownSourceError(f"source {conn_id!r} is not a walship source of this Airflow ([walship] sources: {names})")

@@ -33,7 +33,14 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from walship.errors import ConfigError, PeerNotFoundError, WalshipError, ZkUnavailableError
 from walship.peer import validate_peer_id
 from walship_airflow.plugins.page import DEFAULT_REFRESH_S, DagState, RunLink, Sample, render_page
-from walship_airflow.sources import DEFAULT_CONN_ID, Source, SourcesError, configured_sources
+from walship_airflow.sources import (
+    DEFAULT_CONN_ID,
+    Source,
+    SourcesError,
+    UnknownSourceError,
+    configured_sources,
+    source_by_conn_id,
+)
 from walship_airflow.status import read_source_status, status_asset
 
 log = logging.getLogger(__name__)
@@ -62,20 +69,12 @@ def resolve_source(conn_id: str | None) -> tuple[Source, list[Source]]:
     :class:`HTTPException`: 404 for a connection that is not a configured source, 500 for a
     malformed ``[walship] sources``."""
     try:
-        sources = configured_sources()
+        return source_by_conn_id(conn_id), configured_sources()
+    except UnknownSourceError as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
     except SourcesError as exc:
         log.warning("replication page: %s", exc)
         raise HTTPException(status_code=500, detail=str(exc)) from exc
-    if conn_id is None:
-        return sources[0], sources
-    for source in sources:
-        if source.conn_id == conn_id:
-            return source, sources
-    names = ", ".join(s.conn_id for s in sources)
-    raise HTTPException(
-        status_code=404,
-        detail=f"source {conn_id!r} is not a walship source of this Airflow ([walship] sources: {names})",
-    )
 
 
 def source_status(peer_id: str | None = None, conn_id: str = DEFAULT_CONN_ID) -> dict[str, Any]:
