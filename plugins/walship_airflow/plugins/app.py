@@ -13,7 +13,7 @@
 ``source`` is a connection of ``[walship] sources``
 (:func:`walship_airflow.sources.configured_sources`), by default the first one; another is a
 404 naming it and the configured ones. Its connection is read through
-:class:`~walship_airflow.hooks.WalshipHook`: in the API server, the Task SDK's connection
+:class:`~walship_airflow.hooks.source.WalshipHook`: in the API server, the Task SDK's connection
 lookup uses the server's secrets backends (``AIRFLOW_CONN_*`` variables, then the metadata
 DB). The samples, DAGs and runs come from the metadata DB. Endpoints are plain ``def``s, so
 that FastAPI runs their ZooKeeper, file and DB work in its thread pool, off the event loop.
