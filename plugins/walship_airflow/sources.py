@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from walship.errors import ConfigError
@@ -142,13 +143,14 @@ def configured_sources() -> list[Source]:
     return parse_sources(conf.get(SECTION, "sources", fallback=DEFAULT_CONN_ID))
 
 
-def source_by_conn_id(conn_id: str | None) -> Source:
-    """The configured source of a connection id (the first source for ``None``).
+def source_by_conn_id(conn_id: str | None, sources: Sequence[Source] | None = None) -> Source:
+    """The source of a connection id among ``sources`` (the configured ones by default; the
+    first for ``None``).
 
     :raises UnknownSourceError: a connection that is not among ``[walship] sources``.
     :raises SourcesError: ``[walship] sources`` is malformed.
     """
-    sources = configured_sources()
+    sources = configured_sources() if sources is None else sources
     if conn_id is None:
         return sources[0]
     for source in sources:

@@ -64,6 +64,8 @@ def stuck_after_default() -> float:
 def check_stuck(source: Source, stuck_after: float) -> dict[str, Any]:
     """The ``check`` task of ``walship_status``: fails naming every queue of the source with a
     backlog and no progress for ``stuck_after`` seconds (so the DAG's failure notifier fires).
+    It reads the status afresh rather than taking ``record``'s: clearing this task alone, once
+    a queue was mended, looks again.
 
     :raises AirflowException: a queue is stuck (a retry looks again).
     """

@@ -32,6 +32,8 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.log import mask_secret
 
+from walship_airflow.sources import DEFAULT_CONN_ID
+
 
 @dataclass(frozen=True)
 class SourceCluster:
@@ -48,7 +50,7 @@ class SourceCluster:
     principal: str | None = None
     keytab: str | None = None
     #: the Airflow connection it was read from (named in errors)
-    conn_id: str = "walship_source"
+    conn_id: str = DEFAULT_CONN_ID
 
     def login(self) -> None:
         """Log this process in as the connection's principal (nothing without one).
@@ -82,7 +84,7 @@ class WalshipHook(BaseHook):
     """
 
     conn_name_attr = "walship_conn_id"
-    default_conn_name = "walship_source"
+    default_conn_name = DEFAULT_CONN_ID
     conn_type = "walship"
     hook_name = "walship source cluster"
 

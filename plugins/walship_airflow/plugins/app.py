@@ -69,7 +69,8 @@ def resolve_source(conn_id: str | None) -> tuple[Source, list[Source]]:
     :class:`HTTPException`: 404 for a connection that is not a configured source, 500 for a
     malformed ``[walship] sources``."""
     try:
-        return source_by_conn_id(conn_id), configured_sources()
+        sources = configured_sources()
+        return source_by_conn_id(conn_id, sources), sources
     except UnknownSourceError as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     except SourcesError as exc:
