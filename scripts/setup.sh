@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command set-up of a fresh machine: Java 17+, Debian's zookeeper, docker-compose and
 # chromium (with chromium-driver), a C compiler and the Python headers, MIT Kerberos (a KDC for
-# the secure tests, its client and headers), and .venv with the
+# the secure tests, its client and headers), PostgreSQL and Redis (the test of Airflow's production
+# topology), and .venv with the
 # pinned dependencies (constraints.txt) and walship's compiled WAL decoder, the real-HBase harness,
 # libhdfs.so (pyarrow's HDFS client) and the Spark driver's class archive.
 # Idempotent: a second run only checks.
@@ -110,6 +111,25 @@ if ! command -v promtool >/dev/null 2>&1; then
   apt_install prometheus
 fi
 
+# 6d. PostgreSQL and Redis from Debian's packages: the test of Airflow's production topology
+#     (tests/topology.py: the metadata DB and Celery's result backend, Celery's broker) runs
+#     throw-away servers of its own on free ports (initdb and postgres from
+#     /usr/lib/postgresql/<version>/bin, as the `postgres` user when run as root; redis-server, or
+#     valkey-server where Debian has it), never the system services: PostgreSQL's packages are
+#     told not to create their "main" cluster (createcluster.conf, read when postgresql-NN is
+#     installed), and nothing here starts a server
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  say "installing Debian's postgresql package (without its \"main\" cluster)"
+  apt_install postgresql-common
+  as_root sed -i 's/^#\?[[:space:]]*create_main_cluster[[:space:]]*=.*/create_main_cluster = false/' \
+    /etc/postgresql-common/createcluster.conf
+  apt_install postgresql
+fi
+if ! command -v valkey-server >/dev/null 2>&1 && ! command -v redis-server >/dev/null 2>&1; then
+  say "installing Debian's redis-server package"
+  apt_install redis-server
+fi
+
 # 7. The virtualenv with pinned versions
 if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   say "installing python3-venv"
@@ -131,7 +151,7 @@ if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; the
   rm -f src/walship/wal/_walcodec.*.so src/walship/thrift/_putencoder.*.so src/walship/sinks/_fastpath.*.so  # a failed (optional) build must not leave an old one behind
   log="$VENV/pip-install.log"
   if ! { "$VENV/bin/python" -m pip install --upgrade pip \
-         && "$VENV/bin/python" -m pip install -c constraints.txt -e ".[spark,airflow,dev]"; } >"$log" 2>&1; then
+         && "$VENV/bin/python" -m pip install -c constraints.txt -e ".[spark,airflow,celery,dev]"; } >"$log" 2>&1; then
     tail -40 "$log"; say "pip install failed (full log: $log)"; exit 1
   fi
   stamp_of > "$VENV/.walship-stamp"

@@ -41,6 +41,17 @@ def real_hbase(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFacto
 
 
 @pytest.fixture(scope="session")
+def real_hdfs(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Real HBase 2.6 (one region server) with its WALs on HDFS (a MiniDFSCluster, read over
+    WebHDFS) and a YARN beside it on the same HDFS (``.yarn``: Hadoop's MiniYARNCluster with
+    the leaf queues ``default`` and ``walship``), for the tests of WALs on HDFS, of Spark on
+    YARN and of the production topology; started once per run."""
+    hb = real_hbase_helpers.start_hdfs(tmp_path_factory.mktemp("hbase-hdfs"), zk_server.hosts)
+    yield hb
+    hb.stop()
+
+
+@pytest.fixture(scope="session")
 def real_multiwal(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Real HBase 2.6 with multiwal (two WAL groups per server) on two region servers, its
     WALs on the local file system (with Hadoop's .crc files) and HBase's log cleaner at its

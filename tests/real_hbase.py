@@ -67,6 +67,19 @@ def start_pair(base: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
     return a, b
 
 
+#: The queues of the YARN beside the HDFS cluster (``real_hdfs``).
+YARN_QUEUES = ("default", "walship")
+
+
+def start_hdfs(base: Path, zk: str) -> HBaseProcess:
+    """See the ``real_hdfs`` fixture."""
+    hb = HBaseProcess(
+        "H", base / "H", zk=zk, znode_parent="/hbase-real-h", regionservers=1, wal_fs="hdfs",
+        yarn_queues=YARN_QUEUES, heap="1g",
+    )  # fmt: skip
+    return hb.start()
+
+
 def start_multiwal(base: Path, zk: str) -> HBaseProcess:
     """See the ``real_multiwal`` fixture."""
     hb = HBaseProcess(

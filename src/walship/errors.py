@@ -12,6 +12,11 @@ catch the whole family in one place and let programming errors through::
     │   ├── SinkNotFoundError        a peer names a sink protocol no sink is registered for
     │   ├── WalRootError             a WAL root whose file system cannot be opened (names the
     │   │                            URL and what it needs: libhdfs for ``hdfs://``)
+    │   ├── SparkSetupError          a Spark submit that cannot run as configured: a YARN queue
+    │   │   │                        that does not exist, a packed environment (``archive``)
+    │   │   │                        that is missing (names the queue or archive, and the
+    │   │   │                        connection)
+    │   │   └── YarnUnavailableError the ResourceManager does not answer (names its address)
     │   └── FilterSyntaxError        a Thrift filter string that does not parse (minicluster)
     ├── ZooKeeperServerError         the local ZooKeeper server could not be started or stopped
     ├── HarnessError                 the real-HBase harness is not built, did not start, or
@@ -92,6 +97,16 @@ class FilterSyntaxError(ConfigError):
 class WalRootError(ConfigError):
     """A WAL root whose file system cannot be opened (an ``hdfs://`` root without libhdfs,
     Java or the Hadoop client jars); the message names the URL and what it needs."""
+
+
+class SparkSetupError(ConfigError):
+    """A Spark submit that cannot run as configured: the YARN queue does not exist, the packed
+    environment (``--archives``) is missing, the ResourceManager does not answer, or an
+    environment cannot be packed. The message names the queue, archive or address."""
+
+
+class YarnUnavailableError(SparkSetupError):
+    """The YARN ResourceManager does not answer (trying again later may help)."""
 
 
 class ZooKeeperServerError(WalshipError):

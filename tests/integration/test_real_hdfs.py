@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +28,6 @@ from walship.replicate import Planner, WalStore
 from walship.status import collect_status, take_cut, wait_drained
 from walship.wal import WalReader
 from walship.zk import ReplicationPeers, ReplicationQueues, zk_client
-from walship.zk.localserver import LocalZooKeeper
 
 pytestmark = pytest.mark.integration
 
@@ -37,15 +35,9 @@ pytestmark = pytest.mark.integration
 LIBHDFS_DIR = Path(sys.prefix) / "libhdfs"
 
 
-@pytest.fixture(scope="module")
-def hdfs_source(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[HBaseProcess]:
-    hb = HBaseProcess(
-        "H", tmp_path_factory.mktemp("hbase-hdfs") / "H", zk=zk_server.hosts, znode_parent="/hbase-real-h",
-        regionservers=1, wal_fs="hdfs",
-    )  # fmt: skip
-    hb.start()
-    yield hb
-    hb.stop()
+@pytest.fixture
+def hdfs_source(real_hdfs: HBaseProcess) -> HBaseProcess:
+    return real_hdfs
 
 
 def test_wals_on_hdfs_are_read_over_webhdfs_and_shipped(

@@ -112,7 +112,7 @@ LAYERS: dict[str, set[str]] = {
         "progress",
     },
     "copy": {"errors", "verify", "progress", "sinks", "thrift", "wal"},
-    "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal", "verify", "copy", "peer", "security"},
+    "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal", "verify", "copy", "peer", "security", "files"},
     "cli": {
         "errors",
         "files",

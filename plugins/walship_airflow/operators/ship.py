@@ -4,6 +4,8 @@ the environment at run time (never through arguments, XCom or the job descriptio
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -13,6 +15,9 @@ from walship_airflow.hooks.source import SourceCluster, WalshipHook
 
 #: The variable the Spark driver and executors read ZooKeeper credentials from.
 AUTH_ENV = "WALSHIP_ZK_AUTH"
+#: On YARN: the variable naming the file that holds them, and the file's name in a container.
+AUTH_FILE_ENV = "WALSHIP_ZK_AUTH_FILE"
+AUTH_FILE = "walship-zk-auth"
 #: The variable naming the Airflow pool of walship's Spark tasks.
 POOL_ENV = "WALSHIP_SPARK_POOL"
 
@@ -40,7 +45,8 @@ class WalshipShipOperator(SparkSubmitOperator):
     ``WALSHIP_ZK_AUTH`` in the environment of the spark-submit process, never on its command
     line nor in a log line (the hook registers them with Airflow's secrets masker). Executors
     on Spark workers, and a driver in cluster deploy mode, read ``WALSHIP_ZK_AUTH`` from the
-    workers' own environment (docker-compose.yml sets it there).
+    workers' own environment (docker-compose.yml sets it there). On YARN they go as a file
+    sent with the job (:meth:`pass_auth_file`).
 
     The task runs in the Airflow pool ``$WALSHIP_SPARK_POOL`` when set (one slot per Spark
     worker core), else the default pool.
@@ -70,15 +76,36 @@ class WalshipShipOperator(SparkSubmitOperator):
         self.walship_conn_id = walship_conn_id
 
     def execute(self, context: Context) -> None:
+        self.check_submit()
         self.pass_source(WalshipHook(self.walship_conn_id).get_source())
-        super().execute(context)
+        try:
+            super().execute(context)
+        finally:
+            self.forget_auth_file()
+
+    def check_submit(self) -> None:
+        """Before submitting: on YARN the queue exists and the packed environment is there
+        (:meth:`walship_airflow.hooks.spark.WalshipSparkHook.check`), so that a bad setting is
+        one line naming it at the task's start, not a submit that never runs."""
+        from walship_airflow.hooks.spark import WalshipSparkHook
+
+        WalshipSparkHook(self._conn_id).check(archives=self._archives, queue=self._yarn_queue)
 
     def pass_source(self, source: SourceCluster) -> None:
         """Give the Spark job the source's credentials through its environment: ZooKeeper's
         (``WALSHIP_ZK_AUTH``) and the Kerberos identity (``WALSHIP_PRINCIPAL``,
         ``WALSHIP_KEYTAB``: for the driver and, as ``spark.executorEnv``, the executors, which
-        log in where they run); on YARN, spark-submit's own ``--principal``/``--keytab`` too."""
-        if (
+        log in where they run); on YARN, spark-submit's own ``--principal``/``--keytab`` too.
+
+        On YARN the Spark provider would put ``env_vars`` on spark-submit's command line
+        (``spark.yarn.appMasterEnv``), so the ZooKeeper credentials go as a file instead: written
+        for this task only (mode 600), sent with ``--files`` into each container's staging
+        directory (private to the submitting user), and named by ``WALSHIP_ZK_AUTH_FILE``.
+        """
+        on_yarn = _on_yarn(self._conn_id)
+        if source.auth and on_yarn:
+            self.pass_auth_file(source.auth)
+        elif (
             source.auth and not self.standalone_cluster
         ):  # Spark refuses env_vars there; the workers' own environment holds it
             self.env_vars = {**(self.env_vars or {}), AUTH_ENV: source.auth}
@@ -87,9 +114,32 @@ class WalshipShipOperator(SparkSubmitOperator):
             if not self.standalone_cluster:
                 self.env_vars = {**(self.env_vars or {}), **kerberos}
             self.conf = {**(self.conf or {}), **{f"spark.executorEnv.{k}": v for k, v in kerberos.items()}}
-            if source.keytab and _on_yarn(self._conn_id):
+            if source.keytab and on_yarn:
                 self.principal = self.principal or source.principal
                 self.keytab = self.keytab or source.keytab
+
+    def pass_auth_file(self, auth: str) -> None:
+        """The ZooKeeper credentials as a file sent with the job (see :meth:`pass_source`): a
+        driver in YARN's application master and the executors read it in their container's
+        directory; a driver in this task (client mode) reads it where it was written."""
+        folder = tempfile.mkdtemp(prefix="walship-auth-")
+        path = os.path.join(folder, AUTH_FILE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(auth)
+        self.files = f"{self.files},{path}" if self.files else path
+        self.conf = {
+            **(self.conf or {}),
+            f"spark.yarn.appMasterEnv.{AUTH_FILE_ENV}": AUTH_FILE,
+            f"spark.executorEnv.{AUTH_FILE_ENV}": AUTH_FILE,
+        }
+        os.environ[AUTH_FILE_ENV] = path  # the spark-submit process, and a driver in client mode
+
+    def forget_auth_file(self) -> None:
+        """Remove the credentials' file once spark-submit has sent it."""
+        path = os.environ.pop(AUTH_FILE_ENV, None)
+        if path and os.path.basename(path) == AUTH_FILE:
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 class WalshipVerifyOperator(WalshipShipOperator):

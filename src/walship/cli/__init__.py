@@ -24,6 +24,7 @@ from walship.cli import (
     peers,
     scope,
     shipping,
+    spark,
     status,
     subscriptions,
     verify,
@@ -147,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
         scope,
         verify,
         copy,
+        spark,
     ):
         group.register(sub)
     return parser

@@ -3,6 +3,6 @@ cluster and Thrift servers) run as a child JVM; see :class:`HBaseProcess`."""
 
 from __future__ import annotations
 
-from walship.harness.process import COLLECTORS, HBaseProcess, check_collector, harness_dir, java_command
+from walship.harness.process import COLLECTORS, HBaseProcess, YarnInfo, check_collector, harness_dir, java_command
 
-__all__ = ["COLLECTORS", "HBaseProcess", "check_collector", "harness_dir", "java_command"]
+__all__ = ["COLLECTORS", "HBaseProcess", "YarnInfo", "check_collector", "harness_dir", "java_command"]

@@ -37,7 +37,7 @@ from typing import IO, Any
 from walship.childproc import wait_or_kill
 from walship.errors import ConfigError, HarnessError
 
-__all__ = ["COLLECTORS", "HBaseProcess", "SecureHarness", "check_collector", "harness_dir", "java_command"]
+__all__ = ["COLLECTORS", "HBaseProcess", "SecureHarness", "YarnInfo", "check_collector", "harness_dir", "java_command"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,45 @@ def java_command(heap: str = "768m", collector: str = "serial") -> list[str]:
     ]  # fmt: skip
 
 
+def _jvm_env() -> dict[str, str]:
+    """The harness JVM's environment, with ``JAVA_HOME`` (YARN's containers start their JVMs
+    from it) set from the ``java`` that runs it when unset."""
+    env = dict(os.environ)
+    if not env.get("JAVA_HOME"):
+        java = shutil.which("java")
+        if java:
+            env["JAVA_HOME"] = str(Path(java).resolve().parents[1])
+    return env
+
+
+@dataclass(frozen=True)
+class YarnInfo:
+    """The harness's YARN: where its clients' configuration is (``HADOOP_CONF_DIR``), the
+    ResourceManager's RPC and web addresses, the file system's URL and the leaf queues."""
+
+    conf_dir: Path
+    resourcemanager: str
+    webapp: str
+    default_fs: str
+    queues: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> YarnInfo:
+        return cls(
+            conf_dir=Path(data["conf_dir"]),
+            resourcemanager=str(data["resourcemanager"]),
+            webapp=str(data["webapp"]),
+            default_fs=str(data["default_fs"]),
+            queues=tuple(data["queues"]),
+        )
+
+    def client_env(self) -> dict[str, str]:
+        """What a YARN client (spark-submit) needs in its environment."""
+        env = {"HADOOP_CONF_DIR": str(self.conf_dir), "YARN_CONF_DIR": str(self.conf_dir)}
+        home = _jvm_env().get("JAVA_HOME")
+        return {**env, "JAVA_HOME": home} if home else env
+
+
 @dataclass(frozen=True)
 class SecureHarness:
     """What a Kerberized harness cluster needs (the launcher's ``--secure`` file).
@@ -166,6 +205,8 @@ class HBaseProcess:
     :param collector: the JVM's garbage collector, one of :data:`COLLECTORS`.
     :param secure: run Kerberized (see :class:`SecureHarness`); ``zk`` is then a ZooKeeper with
         SASL Kerberos, named by the host of its principal (``localhost:port``).
+    :param yarn_queues: with ``wal_fs="hdfs"``, also run a YARN (Hadoop's MiniYARNCluster, in
+        the same JVM, on the cluster's HDFS) with these leaf queues; see :attr:`yarn`.
     """
 
     def __init__(
@@ -181,7 +222,10 @@ class HBaseProcess:
         heap: str = "768m",
         collector: str = "serial",
         secure: SecureHarness | None = None,
+        yarn_queues: tuple[str, ...] = (),
     ) -> None:
+        if yarn_queues and wal_fs != "hdfs":
+            raise ConfigError("the harness's YARN runs on the cluster's HDFS: yarn_queues needs wal_fs='hdfs'")
         self.name = name
         self.data_dir = Path(data_dir)
         self.zk = zk
@@ -192,6 +236,7 @@ class HBaseProcess:
         self.heap = heap
         self.collector = check_collector(collector)
         self.secure_config = secure
+        self.yarn_queues = tuple(yarn_queues)
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -224,6 +269,12 @@ class HBaseProcess:
         """The host of the cluster's service principals (``hbase/<host>``, ``HTTP/<host>``), secure only."""
         value = self.ready.get("service_host")
         return str(value) if value else None
+
+    @property
+    def yarn(self) -> YarnInfo | None:
+        """The YARN running beside the cluster (``yarn_queues``), else ``None``."""
+        value = self.ready.get("yarn")
+        return YarnInfo.from_json(value) if value else None
 
     @property
     def cluster_id(self) -> str:
@@ -265,6 +316,8 @@ class HBaseProcess:
             cmd += ["--zk", self.zk]
         if self.secure_config is not None:
             cmd += ["--secure", str(self.data_dir / "secure.json")]
+        if self.yarn_queues:
+            cmd += ["--yarn", ",".join(self.yarn_queues)]
         for key, value in self.conf.items():
             cmd += ["--conf", f"{key}={value}"]
         return cmd
@@ -280,8 +333,9 @@ class HBaseProcess:
         cmd = self.command()
         self._log = open(self.log_file, "a")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1
-        )
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, bufsize=1,
+            cwd=self.data_dir, env=_jvm_env(),
+        )  # fmt: skip
         threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True, name=f"hbase-{self.name}").start()
         try:
             first = self._next_line(timeout, "start")

@@ -202,14 +202,32 @@ def validate_hosts(hosts: str, what: str = "--zk") -> str:
     return hosts
 
 
+#: The variable naming a file that holds ``SCHEME:CREDENTIAL`` (read when ``WALSHIP_ZK_AUTH`` is unset).
+AUTH_FILE_ENV = "WALSHIP_ZK_AUTH_FILE"
+
+
+def _auth_from_file() -> str:
+    path = os.environ.get(AUTH_FILE_ENV, "")
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError as exc:
+        raise ConfigError(f"{AUTH_FILE_ENV} {path}: cannot be read ({exc.strerror or exc})") from None
+
+
 def parse_auth(text: str | None) -> tuple[str, str] | None:
     """``SCHEME:CREDENTIAL`` (as zkCli's ``addauth digest user:password``; ``sasl:user:password``
-    for SASL DIGEST-MD5); ``None`` when empty. Without an argument, ``WALSHIP_ZK_AUTH`` is read.
+    for SASL DIGEST-MD5); ``None`` when empty. Without an argument, ``WALSHIP_ZK_AUTH`` is read,
+    else the file ``WALSHIP_ZK_AUTH_FILE`` names (how a job on YARN gets them: a file sent with
+    the job, never a value on a command line).
 
-    :raises ConfigError: no scheme or no credential (the credential itself is never echoed).
+    :raises ConfigError: no scheme or no credential (the credential itself is never echoed), or
+        the file cannot be read (names it).
     """
     if text is None:
-        text = os.environ.get("WALSHIP_ZK_AUTH", "")
+        text = os.environ.get("WALSHIP_ZK_AUTH", "") or _auth_from_file()
     if not text:
         return None
     scheme, sep, credential = text.partition(":")

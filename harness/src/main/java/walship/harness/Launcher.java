@@ -68,9 +68,11 @@ import org.apache.hbase.thirdparty.com.google.gson.JsonParser;
  * cluster. Everything HBase logs goes to stderr.
  *
  * <p>Options: {@code --name N --data-dir D [--regionservers 3] [--zk host:port]
- * [--znode-parent /hbase] [--wal-fs local|hdfs] [--secure file.json] [--conf key=value]...}
+ * [--znode-parent /hbase] [--wal-fs local|hdfs] [--secure file.json] [--yarn queue,queue]
+ * [--conf key=value]...}
  * ({@code --secure}: Kerberos everywhere, see {@link SecureMode}; with it a third Thrift
- * server, Thrift2 over HTTP behind SPNEGO, is started).
+ * server, Thrift2 over HTTP behind SPNEGO, is started; {@code --yarn}: a YARN with these
+ * queues on the cluster's HDFS, see {@link YarnMode}).
  */
 public final class Launcher {
   private static final Gson GSON = new GsonBuilder().disableHtmlEscaping().serializeNulls().create();
@@ -84,6 +86,7 @@ public final class Launcher {
   private ThriftRunner thrift2;
   private ThriftRunner thrift2Http;
   private SecureMode secure;
+  private YarnMode yarn;
   private PrintStream out;
 
   public static void main(String[] args) throws Exception {
@@ -132,6 +135,9 @@ public final class Launcher {
     String walFs = opts.getOrDefault("wal-fs", "local");
     if (!walFs.equals("local") && !walFs.equals("hdfs")) {
       throw new IllegalArgumentException("--wal-fs is local or hdfs, not " + walFs);
+    }
+    if (opts.containsKey("yarn") && !walFs.equals("hdfs")) {
+      throw new IllegalArgumentException("--yarn runs on the cluster's HDFS: it needs --wal-fs hdfs");
     }
   }
 
@@ -227,6 +233,15 @@ public final class Launcher {
         "thrift2-http");
       thrift2Http.start();
     }
+    if (opts.containsKey("yarn")) {
+      List<String> queues = new ArrayList<>();
+      for (String q : opts.get("yarn").split(",")) {
+        if (!q.isBlank()) {
+          queues.add(q.strip());
+        }
+      }
+      yarn = YarnMode.start(util.getConfiguration(), dataDir, queues);
+    }
     JsonObject ready = info();
     ready.addProperty("ready", true);
     out.println(GSON.toJson(ready));
@@ -270,6 +285,7 @@ public final class Launcher {
     o.addProperty("realm", secure == null ? null : secure.realm);
     // the host of every service principal (hbase/<host>, HTTP/<host>) clients must ask for
     o.addProperty("service_host", secure == null ? null : secure.serviceHost);
+    o.add("yarn", yarn == null ? null : yarn.info());
     return o;
   }
 
@@ -641,6 +657,13 @@ public final class Launcher {
   }
 
   private void shutdown() {
+    if (yarn != null) {
+      try {
+        yarn.stop();
+      } catch (Throwable t) {
+        System.err.println("walship-harness: shutdown of YARN: " + t);
+      }
+    }
     for (ThriftRunner t : new ThriftRunner[] { thrift1, thrift2, thrift2Http }) {
       if (t != null) {
         t.stop();
