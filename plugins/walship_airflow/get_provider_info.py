@@ -141,6 +141,12 @@ def get_provider_info() -> dict[str, Any]:
                         "600",
                         type_="integer",
                     ),
+                    "cleaner_queue": _option(
+                        "The executor queue walship_clean's task goes to: with Celery, the workers that may "
+                        "delete WALs consume it (the WALs are read-only to every other worker).",
+                        "default",
+                        example="walship_clean",
+                    ),
                 },
             }
         },

@@ -1,10 +1,13 @@
-"""docker-compose.yml, the production stack: Compose accepts it, with and without the profile
-of the bundled HBase clusters, and its structure keeps what the stack promises (images built or
-pinned, code mounted, one JWT secret, the source taken from .env, connections naming real
-services, healthy dependencies, the WAL volume writable only where HBase writes it and walship
-cleans it, dead letters and change logs on volumes of their own, scalable Spark workers, rotated
-logs, the metrics service). Also the HBase image's download check and configuration, and
-airflow-init's Spark pool.
+"""docker-compose.yml, the production stack: Compose accepts it, with either profile (the
+existing HBase of .env, or the bundled HBase clusters) and with Flower, and its structure keeps
+what the stack promises (images built or pinned, code mounted, one JWT secret, the
+CeleryExecutor with its broker and result backend, scalable Celery and Spark workers, FAB's auth
+manager, the source and its Hadoop configuration taken from .env, connections naming real
+services, healthy dependencies, the WAL volume writable only where HBase writes it and the
+cleaner's worker cleans it, dead letters and change logs on volumes of their own, rotated logs,
+the metrics service). Also the images: HBase's download check and configuration, HBase and
+Airflow as different users sharing the WALs' group, walship's pinned Hadoop client; and
+airflow-init's admin and Spark pool.
 
 Needs neither a Docker daemon nor any image. With Debian's ``docker-compose`` (scripts/setup.sh
 installs it) or ``docker compose`` the checks read Compose's own rendering of the file
@@ -24,7 +27,7 @@ import subprocess
 import sys
 import uuid
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -36,8 +39,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"
 HBASE_DIR = REPO / "docker" / "hbase"
-DOCKERFILES = (REPO / "Dockerfile", HBASE_DIR / "Dockerfile")
+WALSHIP_DOCKERFILE = REPO / "Dockerfile"
+DOCKERFILES = (WALSHIP_DOCKERFILE, HBASE_DIR / "Dockerfile")
 AIRFLOW_INIT = REPO / "docker" / "airflow" / "init.sh"
+#: What docker-compose.yml mounts at /etc/hadoop/conf when .env names no HADOOP_CONF_DIR.
+DEFAULT_HADOOP_CONF = REPO / "docker" / "airflow" / "hadoop-conf"
+HADOOP_CONF = "/etc/hadoop/conf"
 
 #: Every secret the stack reads; each must come from the environment (.env), never a default.
 SECRETS = {
@@ -53,19 +60,44 @@ AIRFLOW_SERVICES = (
     "airflow-scheduler",
     "airflow-dag-processor",
     "airflow-triggerer",
+    "airflow-worker",
+    "airflow-worker-cleaner",
 )
-#: The profile of the bundled ZooKeeper and HBase clusters, and its services.
-PROFILE = "bundled-hbase"
+FAB_AUTH_MANAGER = "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager"
+#: The Celery workers: the scalable one of the queue ``default``, and the cleaner's.
+WORKER = "airflow-worker"
+CLEANER = "airflow-worker-cleaner"
+CELERY_WORKERS = (WORKER, CLEANER)
+#: The Celery queue of walship_clean's tasks ([walship] cleaner_queue), consumed by CLEANER only.
+CLEANER_QUEUE = "walship_clean"
+#: The profiles: where the source runs (one of the two), and Flower.
+BUNDLED_PROFILE = "bundled-hbase"
+EXISTING_PROFILE = "existing-hbase"
+FLOWER_PROFILE = "flower"
+PROFILES = (BUNDLED_PROFILE, EXISTING_PROFILE, FLOWER_PROFILE)
+#: The bundled ZooKeeper and HBase clusters, only in BUNDLED_PROFILE.
 BUNDLED = ("zookeeper", "hbase-a", "hbase-b")
 HBASE_SERVICES = ("hbase-a", "hbase-b")
-#: What writes the WAL volume: the source cluster itself, and the scheduler, whose
-#: LocalExecutor runs walship_clean (the one walship process that deletes archived WALs).
-WAL_WRITERS = ("hbase-a", "airflow-scheduler")
-#: What only reads the WALs or their sizes: the deferred sensor's trigger, the Spark executors,
-#: the API server's Replication page and the metrics service.
-WAL_READERS = ("airflow-triggerer", "spark-worker", "airflow-api-server", "walship-metrics")
+#: The stack itself, under either profile.
+CORE = (
+    "postgres",
+    "valkey",
+    "spark-master",
+    "spark-worker",
+    *AIRFLOW_SERVICES,
+    "walship-metrics",
+)
+#: What writes the WAL volume: the source cluster itself, and the cleaner's worker, which runs
+#: walship_clean (the one walship task that deletes archived WALs).
+WAL_WRITERS = ("hbase-a", CLEANER)
+#: What only reads the WALs or their sizes: the tasks of the queue ``default`` (tail runs,
+#: replays), the deferred sensor's trigger, the Spark executors, the API server's Replication
+#: page and the metrics service.
+WAL_READERS = (WORKER, "airflow-triggerer", "spark-worker", "airflow-api-server", "walship-metrics")
+#: What reads a WAL root through walship, and so needs the Hadoop client's configuration.
+HADOOP_CLIENTS = (*WAL_READERS, CLEANER)
 #: What ships, and so writes dead letters and Parquet change logs.
-SHIPPERS = ("airflow-scheduler", "spark-worker")
+SHIPPERS = (WORKER, "spark-worker")
 #: The walship command's source, in every container that runs walship.
 SOURCE_ENV = ("WALSHIP_ZK", "WALSHIP_ZNODE_PARENT", "WALSHIP_WAL_ROOT", "WALSHIP_SOURCE_THRIFT2", "WALSHIP_ZK_AUTH")
 WALSHIP_SERVICES = (*AIRFLOW_SERVICES, "spark-worker", "walship-metrics")
@@ -78,9 +110,15 @@ EXISTING_SOURCE = {
     "WALSHIP_SOURCE_ZK_AUTH": "digest:walship:zk-test-credential",
     "WALSHIP_SOURCE_PRINCIPAL": "walship/etl.example@EXAMPLE.COM",
     "WALSHIP_SOURCE_KEYTAB": "/etc/security/keytabs/walship.keytab",
+    "HADOOP_CONF_DIR": "/etc/hadoop/conf.prod",
 }
 #: Settings that must be one value across all Airflow components.
 SHARED_AIRFLOW_SETTINGS = (
+    "AIRFLOW__CORE__EXECUTOR",
+    "AIRFLOW__CELERY__BROKER_URL",
+    "AIRFLOW__CELERY__RESULT_BACKEND",
+    "AIRFLOW__CORE__AUTH_MANAGER",
+    "AIRFLOW__WALSHIP__CLEANER_QUEUE",
     "AIRFLOW__API_AUTH__JWT_SECRET",
     "AIRFLOW__CORE__FERNET_KEY",
     "AIRFLOW__API__SECRET_KEY",
@@ -168,15 +206,20 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
     return _VARIABLE.sub(substitute, value.replace("$$", "\0")).replace("\0", "$")
 
 
+def profile_args(profiles: Iterable[str]) -> list[str]:
+    return [arg for name in profiles for arg in ("--profile", name)]
+
+
 def render(env: dict[str, str], home: Path) -> dict[str, Any]:
     """The file with every profile enabled, as Compose renders it with only ``env`` as its
     variables (or as read and interpolated here, without Compose)."""
     if COMPOSE is None:
         loaded = yaml.safe_load(COMPOSE_FILE.read_text())
         return dict(interpolate({k: v for k, v in loaded.items() if not k.startswith("x-")}, env))
-    done = run_compose(["--profile", PROFILE, "config"], write_env(home / "compose.env", env), home)
+    args = profile_args(PROFILES)
+    done = run_compose([*args, "config"], write_env(home / "compose.env", env), home)
     if done.returncode != 0:
-        pytest.fail(f"`{' '.join(COMPOSE)} --profile {PROFILE} config` failed (exit {done.returncode}):\n{done.stderr}")
+        pytest.fail(f"`{' '.join([*COMPOSE, *args])} config` failed (exit {done.returncode}):\n{done.stderr}")
     rendered = yaml.safe_load(done.stdout)
     assert isinstance(rendered, dict) and rendered.get("services"), f"no services in:\n{done.stdout[:2000]}"
     return rendered
@@ -262,6 +305,30 @@ def has_healthcheck(service: dict[str, Any]) -> bool:
     return bool(check.get("test")) and not check.get("disable") and check.get("test") != ["NONE"]
 
 
+def healthcheck_text(service: dict[str, Any]) -> str:
+    """A service's healthcheck as one string, with Compose's ``$$`` (which ``config`` may print
+    escaped or not) as the ``$`` the container's shell sees."""
+    test = (service.get("healthcheck") or {}).get("test") or []
+    return " ".join(test if isinstance(test, list) else [test]).replace("$$", "$")
+
+
+def active(services: dict[str, dict[str, Any]], profiles: Iterable[str]) -> set[str]:
+    """The services Compose starts with ``profiles`` enabled: those in no profile, and those in
+    one of them."""
+    enabled = set(profiles)
+    return {name for name, s in services.items() if not s.get("profiles") or enabled & set(s["profiles"])}
+
+
+def option(cmd: list[str], name: str) -> str | None:
+    """The value of ``name`` on a command line (``--name value`` or ``--name=value``)."""
+    for i, arg in enumerate(cmd):
+        if arg == name and i + 1 < len(cmd):
+            return cmd[i + 1]
+        if arg.startswith(f"{name}="):
+            return arg.partition("=")[2]
+    return None
+
+
 def airflow_services(services: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
     missing = [name for name in AIRFLOW_SERVICES if name not in services]
     assert not missing, f"Airflow services missing from docker-compose.yml: {missing}"
@@ -287,13 +354,24 @@ def connection(
 
 
 @needs_compose
-@pytest.mark.parametrize("profiles", [(), (PROFILE,)], ids=["existing-hbase", PROFILE])
+@pytest.mark.parametrize(
+    "profiles",
+    [(EXISTING_PROFILE,), (BUNDLED_PROFILE,), (EXISTING_PROFILE, FLOWER_PROFILE), ()],
+    ids=[EXISTING_PROFILE, BUNDLED_PROFILE, f"{EXISTING_PROFILE},{FLOWER_PROFILE}", "no-profile"],
+)
 def test_compose_accepts_the_file(tmp_path: Path, profiles: tuple[str, ...]) -> None:
-    args = [arg for name in profiles for arg in ("--profile", name)]
+    args = profile_args(profiles)
     done = run_compose([*args, "config", "-q"], write_env(tmp_path / "secrets.env", SECRETS), tmp_path)
     assert done.returncode == 0, (
         f"`{' '.join([*(COMPOSE or []), *args])} config -q` exit {done.returncode}:\n{done.stderr}"
     )
+
+
+@needs_compose
+def test_compose_accepts_an_existing_hbase_of_env(tmp_path: Path) -> None:
+    env = write_env(tmp_path / "existing.env", {**SECRETS, **EXISTING_SOURCE})
+    done = run_compose([*profile_args([EXISTING_PROFILE]), "config", "-q"], env, tmp_path)
+    assert done.returncode == 0, f"`config -q` with an existing HBase in .env: exit {done.returncode}:\n{done.stderr}"
 
 
 @needs_compose
@@ -409,16 +487,65 @@ def test_hbase_release_is_the_hadoop3_build_checked_against_its_published_sha512
     assert re.search(r'-n "\$\{?HBASE_SHA512\}?"', text), "a non-empty HBASE_SHA512 is never checked"
 
 
+def instructions(dockerfile: Path) -> list[list[str]]:
+    """A Dockerfile's instructions, each as its lines (continuation lines included)."""
+    found: list[list[str]] = []
+    for line in dockerfile.read_text().splitlines():
+        if found and found[-1][-1].endswith("\\"):
+            found[-1].append(line)
+        elif line and not line[0].isspace() and not line.startswith("#"):
+            found.append([line])
+    return found
+
+
+def run_script(dockerfile: Path, marker: str) -> str:
+    """The shell script of the RUN instruction of ``dockerfile`` that contains ``marker`` (its
+    continuation lines as the shell reads them too)."""
+    run = next(i for i in instructions(dockerfile) if i[0].startswith("RUN ") and any(marker in x for x in i))
+    return "\n".join([run[0].removeprefix("RUN "), *run[1:]])
+
+
+def dockerfile_args(dockerfile: Path) -> dict[str, str]:
+    """The defaults of a Dockerfile's build arguments (the first default of each)."""
+    args: dict[str, str] = {}
+    for i in instructions(dockerfile):
+        if m := re.match(r"ARG\s+([A-Za-z_][A-Za-z0-9_]*)=(\S*)$", i[0]):
+            args.setdefault(m.group(1), m.group(2))
+    return args
+
+
+def final_stage(dockerfile: Path) -> list[str]:
+    """The instructions of a Dockerfile's last stage, each joined into one line."""
+    joined = [" ".join(x.removesuffix("\\").strip() for x in i) for i in instructions(dockerfile)]
+    last = max(n for n, i in enumerate(joined) if i.upper().startswith("FROM "))
+    return joined[last:]
+
+
+def image_env(dockerfile: Path) -> dict[str, str]:
+    """The ENV of a Dockerfile's last stage, its build arguments' defaults filled in."""
+    args = dockerfile_args(dockerfile)
+    env: dict[str, str] = {}
+    for line in final_stage(dockerfile):
+        if line.startswith("ENV "):
+            for token in line.removeprefix("ENV ").split():
+                key, _, value = token.partition("=")
+                value = re.sub(
+                    r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}",
+                    lambda v: env.get(v.group(1), args.get(v.group(1), v.group(0))),
+                    value,
+                )
+                env[key] = value
+    return env
+
+
 def hbase_download_script() -> str:
     """The HBase image's download step, from its start to the unpacking: fetch the tarball and
     its published SHA-512, check it (and the pin)."""
-    instructions: list[list[str]] = []
-    for line in (HBASE_DIR / "Dockerfile").read_text().splitlines():
-        if instructions and instructions[-1][-1].endswith("\\"):
-            instructions[-1].append(line)
-        elif line and not line[0].isspace() and not line.startswith("#"):
-            instructions.append([line])
-    run = next(i for i in instructions if i[0].startswith("RUN ") and any("sha512sum -c" in line for line in i))
+    run = next(
+        i
+        for i in instructions(HBASE_DIR / "Dockerfile")
+        if i[0].startswith("RUN ") and any("sha512sum -c" in line for line in i)
+    )
     steps = []
     for line in run:
         if "/opt/hbase" in line:
@@ -526,6 +653,233 @@ def test_hbase_daemons_may_open_many_files(services: dict[str, dict[str, Any]]) 
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_hbase_writes_wals_that_its_group_may_read_and_clean(tmp_path: Path) -> None:
+    # walship runs as another user in HBase's group: it reads every WAL and deletes archived
+    # ones (oldWALs/ must be group-writable); others get nothing
+    site = render_hbase_site(tmp_path)
+    umask = site.get("fs.permissions.umask-mode", "")
+    assert re.fullmatch(r"0?[0-7]{3}", umask), f"fs.permissions.umask-mode is not an octal umask: {umask!r}"
+    assert int(umask, 8) & 0o070 == 0, f"umask {umask} takes rights from HBase's group (walship reads and cleans)"
+    assert int(umask, 8) & 0o007 == 0o007, f"umask {umask} leaves the WALs to other users"
+    perms = site.get("hbase.wal.dir.perms", "")
+    assert re.fullmatch(r"0?[0-7]{3}", perms), f"hbase.wal.dir.perms is not octal: {perms!r}"
+    assert int(perms, 8) & 0o070 == 0o070 and int(perms, 8) & 0o007 == 0, (
+        f"hbase.wal.dir.perms {perms}: the group needs rwx on WALs/ and oldWALs/, others nothing"
+    )
+
+
+def useradd(dockerfile: Path, user: str) -> str:
+    """The ``useradd`` command of ``dockerfile`` that creates ``user``."""
+    for line in final_stage(dockerfile):
+        for command_ in line.split("&&"):
+            words = command_.split()
+            if "useradd" in words and words[-1] == user:
+                return " ".join(words[words.index("useradd") :])
+    pytest.fail(f"{dockerfile.relative_to(REPO)}: no useradd of {user!r}")
+
+
+def last_user(dockerfile: Path) -> str:
+    users = [line.split()[1] for line in final_stage(dockerfile) if line.startswith("USER ")]
+    assert users, f"{dockerfile.relative_to(REPO)}: no USER: the image runs as root"
+    return users[-1]
+
+
+def test_hbase_and_airflow_run_as_different_users_in_the_wals_group(services: dict[str, dict[str, Any]]) -> None:
+    walship, hbase = WALSHIP_DOCKERFILE, HBASE_DIR / "Dockerfile"
+    walship_args, hbase_args = dockerfile_args(walship), dockerfile_args(hbase)
+    airflow_uid, hbase_uid = walship_args.get("AIRFLOW_UID"), hbase_args.get("HBASE_UID")
+    assert airflow_uid and hbase_uid and airflow_uid != hbase_uid, (
+        f"walship's user (uid {airflow_uid}) and HBase's (uid {hbase_uid}) must differ"
+    )
+    gid = walship_args.get("HADOOP_GID")
+    assert gid and gid == hbase_args.get("HADOOP_GID"), (
+        f"the WALs' group: gid {gid} in walship's image, {hbase_args.get('HADOOP_GID')} in HBase's"
+    )
+    for dockerfile in (walship, hbase):
+        assert any(
+            re.search(r'groupadd --gid "?\$\{HADOOP_GID\}"? hadoop\b', line) for line in final_stage(dockerfile)
+        ), f"{dockerfile.relative_to(REPO)}: no group hadoop with gid HADOOP_GID"
+    airflow = useradd(walship, "airflow")
+    assert re.search(r'--uid "?\$\{AIRFLOW_UID\}"?', airflow) and re.search(r"--groups \S*\bhadoop\b", airflow), (
+        f"walship's user is not airflow (AIRFLOW_UID) in the group hadoop: {airflow}"
+    )
+    hbase_user = useradd(hbase, "hbase")
+    assert re.search(r'--uid "?\$\{HBASE_UID\}"?', hbase_user) and re.search(r"--gid hadoop\b", hbase_user), (
+        f"HBase's user is not hbase (HBASE_UID) with the group hadoop: {hbase_user}"
+    )
+    assert last_user(walship) in ("airflow", "${AIRFLOW_UID}"), f"walship's image runs as {last_user(walship)}"
+    assert last_user(hbase) in ("hbase", "${HBASE_UID}"), f"HBase's image runs as {last_user(hbase)}"
+    # the WAL volume's mount point, alike in both images (whichever mounts it first fills it):
+    # the group hadoop, setgid, nothing for others
+    for dockerfile in (walship, hbase):
+        stage = " ".join(final_stage(dockerfile))
+        assert re.search(r"chmod 2770 /wal\b", stage), f"{dockerfile.relative_to(REPO)}: /wal is not 2770"
+        assert re.search(r'chown (-R )?"?\$\{[A-Z_]+\}:hadoop"?[^&]* /wal\b', stage), (
+            f"{dockerfile.relative_to(REPO)}: /wal is not the group hadoop's"
+        )
+    overridden = sorted(name for name, s in services.items() if s.get("user"))
+    assert not overridden, f"services that run as another user than their image's: {overridden}"
+
+
+#: A jar the walship image fetches: its SHA-256, then its path on Maven Central.
+PINNED_JAR = re.compile(r'"([0-9a-f]{64}) ([A-Za-z0-9_./${}-]+\.jar)"')
+
+
+def hadoop_jars() -> list[tuple[str, str]]:
+    """(SHA-256, path on Maven Central) of each jar of the image's Hadoop client."""
+    version = dockerfile_args(WALSHIP_DOCKERFILE).get("HADOOP_VERSION", "")
+    script = run_script(WALSHIP_DOCKERFILE, "sha256sum -c")
+    return [(sha, path.replace("${HADOOP_VERSION}", version)) for sha, path in PINNED_JAR.findall(script)]
+
+
+def test_the_images_hadoop_client_is_pinned() -> None:
+    text = WALSHIP_DOCKERFILE.read_text()
+    version = dockerfile_args(WALSHIP_DOCKERFILE).get("HADOOP_VERSION", "")
+    assert re.fullmatch(r"3\.\d+\.\d+", version), f"HADOOP_VERSION must pin a Hadoop 3.x.y release: {version!r}"
+    jars = hadoop_jars()
+    names = [path.rsplit("/", 1)[-1] for _, path in jars]
+    for artifact in ("hadoop-client-api", "hadoop-client-runtime"):
+        assert f"{artifact}-{version}.jar" in names, f"{artifact} {version} is not among the pinned jars: {names}"
+    bad = []
+    for _, path in jars:
+        *_, artifact, jar_version, file = path.split("/")
+        if file != f"{artifact}-{jar_version}.jar" or not re.fullmatch(r"\d+(\.\d+)+", jar_version):
+            bad.append(f"{path}: not a released artifact's Maven path (group/artifact/version/artifact-version.jar)")
+    assert not bad, "\n".join(bad)
+    assert len(set(names)) == len(names), f"a jar is fetched twice: {names}"
+    script = run_script(WALSHIP_DOCKERFILE, "sha256sum -c")
+    assert re.search(r"curl\b[^\n]*\$\{MAVEN_CENTRAL\}", script), "the jars are not fetched from MAVEN_CENTRAL"
+    assert dockerfile_args(WALSHIP_DOCKERFILE).get("MAVEN_CENTRAL") == "https://repo1.maven.org/maven2"
+
+    env = image_env(WALSHIP_DOCKERFILE)
+    classpath = env.get("CLASSPATH", "").split(":")
+    assert classpath[0] == HADOOP_CONF, f"CLASSPATH must start with the Hadoop configuration: {classpath[:2]}"
+    assert sorted(entry.rsplit("/", 1)[-1] for entry in classpath[1:]) == sorted(names), (
+        f"CLASSPATH's jars are not the pinned ones:\n{classpath[1:]}\n{names}"
+    )
+    assert env.get("HADOOP_CONF_DIR") == HADOOP_CONF and env.get("YARN_CONF_DIR") == HADOOP_CONF, (
+        f"HADOOP_CONF_DIR / YARN_CONF_DIR: {env.get('HADOOP_CONF_DIR')!r} / {env.get('YARN_CONF_DIR')!r}"
+    )
+    assert env.get("JAVA_HOME", "").startswith("/usr/lib/jvm/"), f"JAVA_HOME: {env.get('JAVA_HOME')!r}"
+    libhdfs_dir = env.get("ARROW_LIBHDFS_DIR", "")
+    assert libhdfs_dir and re.search(rf"scripts/libhdfs\.sh {re.escape(libhdfs_dir)}\b", text), (
+        f"ARROW_LIBHDFS_DIR {libhdfs_dir!r} is not where scripts/libhdfs.sh builds libhdfs.so"
+    )
+    # Spark's own Hadoop client is the same version, and the image starts libhdfs's JVM once
+    spark_check = re.search(r'test -f "?\$\{(\w+)\}/hadoop-client-api-\$\{HADOOP_VERSION\}\.jar', text)
+    assert spark_check and re.search(rf"{spark_check.group(1)}=[^\n]*pyspark[^\n]*\"jars\"", text), (
+        "the build does not check that pyspark's Hadoop client is HADOOP_VERSION"
+    )
+    assert "HadoopFileSystem(" in text, "the build does not start pyarrow's HDFS client"
+    assert '".[spark,airflow,celery]"' in text, "walship is not installed with the extras spark, airflow and celery"
+
+
+def test_pyspark_bundles_the_images_hadoop_version() -> None:
+    # the image's check, against the pyspark that constraints.txt pins
+    pyspark = pytest.importorskip("pyspark")
+    version = dockerfile_args(WALSHIP_DOCKERFILE)["HADOOP_VERSION"]
+    jars = Path(pyspark.__file__).parent / "jars"
+    bundled = sorted(p.name for p in jars.glob("hadoop-client-api-*.jar"))
+    assert f"hadoop-client-api-{version}.jar" in bundled, f"pyspark bundles {bundled}, the image pins {version}"
+
+
+def test_the_hadoop_client_pins_are_the_published_jars() -> None:
+    # pyspark bundles Maven Central's hadoop-client-api and hadoop-client-runtime byte for byte;
+    # the other jars are checked where a local Maven repository holds them
+    pyspark = pytest.importorskip("pyspark")
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    m2 = Path.home() / ".m2" / "repository"
+    checked, bad = [], []
+    for sha, path in hadoop_jars():
+        name = path.rsplit("/", 1)[-1]
+        found = next((f for f in (spark_jars / name, m2 / path) if f.is_file()), None)
+        if found is None:
+            continue
+        checked.append(name)
+        if hashlib.sha256(found.read_bytes()).hexdigest() != sha:
+            bad.append(f"{name}: pinned {sha}, but {found} is {hashlib.sha256(found.read_bytes()).hexdigest()}")
+    assert not bad, "\n".join(bad)
+    assert any(n.startswith("hadoop-client-api-") for n in checked), f"pyspark's Hadoop client not checked: {checked}"
+
+
+@pytest.mark.skipif(not (shutil.which("bash") and shutil.which("sha256sum")), reason="needs bash and sha256sum")
+def test_each_hadoop_jar_is_checked_against_its_pin(tmp_path: Path) -> None:
+    jars = hadoop_jars()
+    assert jars, "no pinned jars"
+    central = "https://central.invalid/maven2"
+    version = dockerfile_args(WALSHIP_DOCKERFILE)["HADOOP_VERSION"]
+    dest = tmp_path / "hadoop"
+    served = tmp_path / "served"
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    # curl -fsSL --retry 5 -o FILE URL, answered from `served`
+    (stubs / "curl").write_text(
+        "#!/bin/sh\nout=; url=\n"
+        'while [ $# -gt 0 ]; do case "$1" in -o|--retry) [ "$1" = -o ] && out=$2; shift 2;; '
+        f'-*) shift;; *) url=$1; shift;; esac; done\ncp "$SERVED/${{url#{central}/}}" "$out"\n'
+    )
+    (stubs / "curl").chmod(0o755)
+    contents = {path: os.urandom(1024) for _, path in jars}
+    script = run_script(WALSHIP_DOCKERFILE, "sha256sum -c").replace("/opt/hadoop", str(dest))
+
+    def build(script: str, tampered: str | None = None) -> subprocess.CompletedProcess[str]:
+        shutil.rmtree(served, ignore_errors=True)
+        shutil.rmtree(dest, ignore_errors=True)
+        for path, body in contents.items():
+            (served / path).parent.mkdir(parents=True, exist_ok=True)
+            (served / path).write_bytes(body + b"x" if path == tampered else body)
+        env = {
+            "PATH": f"{stubs}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "SERVED": str(served),
+            "HADOOP_VERSION": version,
+            "MAVEN_CENTRAL": central,
+        }
+        return subprocess.run(
+            ["bash", "-o", "pipefail", "-c", script], env=env, capture_output=True, text=True, check=False
+        )
+
+    # the pins are real jars' digests: random bytes must not pass them
+    assert build(script).returncode != 0, "jars that are not the pinned ones are accepted"
+    # with pins of the served bytes, the same steps take every jar, and refuse any one changed
+    repinned = script
+    for sha, path in jars:
+        repinned = repinned.replace(sha, hashlib.sha256(contents[path]).hexdigest())
+    done = build(repinned)
+    assert done.returncode == 0, f"jars matching their pins are refused:\n{done.stderr[-2000:]}"
+    client = dest / "share" / "hadoop" / "client"
+    for path, body in contents.items():
+        jar = client / path.rsplit("/", 1)[-1]
+        assert jar.is_file() and jar.read_bytes() == body, f"{jar.name} is not where CLASSPATH names it"
+    for _, path in jars:
+        assert build(repinned, tampered=path).returncode != 0, f"a tampered {path.rsplit('/', 1)[-1]} is accepted"
+
+
+def log4j_properties(path: Path) -> dict[str, str]:
+    props = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
+    return props
+
+
+def test_the_default_hadoop_configuration_logs_to_stderr_only() -> None:
+    # walship's commands print JSON on stdout; libhdfs's JVM must not log there. No
+    # core-site.xml: one would hide the one walship adds for Kerberos (walship.files).
+    assert not (DEFAULT_HADOOP_CONF / "core-site.xml").exists(), "the default Hadoop configuration has a core-site.xml"
+    props = log4j_properties(DEFAULT_HADOOP_CONF / "log4j.properties")
+    level, *appenders = [x.strip() for x in props.get("log4j.rootLogger", "").split(",")]
+    assert level in ("WARN", "ERROR") and appenders, f"log4j.rootLogger: {props.get('log4j.rootLogger')!r}"
+    for appender in appenders:
+        target = props.get(f"log4j.appender.{appender}.target")
+        assert target == "System.err", f"appender {appender} writes to {target!r}, not System.err"
+    assert re.search(rf"COPY docker/airflow/hadoop-conf/ {HADOOP_CONF}/", WALSHIP_DOCKERFILE.read_text()), (
+        f"the image's {HADOOP_CONF} is not docker/airflow/hadoop-conf"
+    )
+
+
 # ---- Airflow ---------------------------------------------------------------------------------
 
 
@@ -562,12 +916,13 @@ def test_airflow_services_share_one_value(services: dict[str, dict[str, Any]], s
     assert len(groups) == 1, f"{setting} differs between Airflow services: {' | '.join(map(str, groups.values()))}"
 
 
-def test_airflow_uses_postgres_and_the_local_executor(services: dict[str, dict[str, Any]]) -> None:
+def test_airflow_uses_postgres_and_the_celery_executor(services: dict[str, dict[str, Any]]) -> None:
     env = environment(services["airflow-scheduler"])
     url = urlsplit(env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", ""))
     assert url.scheme.startswith("postgresql"), f"metadata database is {url.scheme!r}, not Postgres"
     assert url.hostname in services, f"the metadata database host {url.hostname!r} is no service"
-    assert env.get("AIRFLOW__CORE__EXECUTOR") == "LocalExecutor"
+    executors = {name: environment(s).get("AIRFLOW__CORE__EXECUTOR") for name, s in airflow_services(services)}
+    assert set(executors.values()) == {"CeleryExecutor"}, f"executors: {executors}"
     api = urlsplit(env.get("AIRFLOW__CORE__EXECUTION_API_SERVER_URL", ""))
     assert api.hostname == "airflow-api-server" and api.path.rstrip("/") == "/execution", (
         f"AIRFLOW__CORE__EXECUTION_API_SERVER_URL must point at the api-server's /execution/: {api.geturl()!r}"
@@ -613,6 +968,126 @@ def test_connections_name_services_that_exist(services: dict[str, dict[str, Any]
     assert f"spark://{master.hostname}:{port}" in worker_cmd, f"spark-worker does not join {master.hostname}:{port}"
 
 
+# ---- Celery ------------------------------------------------------------------------------------
+
+
+def test_celery_has_valkey_for_broker_and_postgres_for_results(services: dict[str, dict[str, Any]]) -> None:
+    env = environment(services["airflow-scheduler"])
+    broker = urlsplit(env.get("AIRFLOW__CELERY__BROKER_URL", ""))
+    assert (broker.scheme, broker.hostname, broker.port, broker.path) == ("redis", "valkey", 6379, "/0"), (
+        f"the broker is {broker.geturl()!r}, not redis://valkey:6379/0"
+    )
+    valkey = services["valkey"]
+    image = str(valkey.get("image", ""))
+    assert image.startswith("valkey/valkey:") and VERSION_TAG.match(image.partition(":")[2]), (
+        f"valkey is not the official image pinned by version: {image!r}"
+    )
+    health = healthcheck_text(valkey)
+    assert "valkey-cli" in health and "ping" in health, f"valkey's healthcheck does not ping it: {health!r}"
+    assert not published_ports(valkey), "valkey publishes a port: the broker is for the Compose network only"
+    assert valkey.get("restart") == "unless-stopped"
+
+    results = urlsplit(env.get("AIRFLOW__CELERY__RESULT_BACKEND", ""))
+    metadata = urlsplit(env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", ""))
+    assert results.scheme.startswith("db+postgresql"), f"the result backend is {results.scheme!r}, not Postgres"
+    assert (results.hostname, results.port, results.username, results.password, results.path) == (
+        metadata.hostname,
+        metadata.port,
+        metadata.username,
+        metadata.password,
+        metadata.path,
+    ), "Celery's results are not kept in the metadata database"
+
+
+@pytest.mark.parametrize("name", CELERY_WORKERS)
+def test_celery_workers_can_be_scaled_and_report_their_health(services: dict[str, dict[str, Any]], name: str) -> None:
+    # `docker compose up -d --scale airflow-worker=N`: each replica is its own Celery node
+    worker = services[name]
+    bad = [f"{name} has a fixed {key}" for key in ("container_name", "hostname") if worker.get(key)]
+    if published_ports(worker):
+        bad.append(f"{name} publishes host ports (replicas would collide): {worker['ports']}")
+    if "SPARK_LOCAL_HOSTNAME" in environment(worker):
+        bad.append(f"{name} sets SPARK_LOCAL_HOSTNAME (the drivers of every replica would claim one name)")
+    cmd = command(worker)
+    if cmd[:3] != ["airflow", "celery", "worker"]:
+        bad.append(f"{name} does not run `airflow celery worker`: {cmd}")
+    health = healthcheck_text(worker)
+    if "celery --app airflow.providers.celery.executors.celery_executor.app inspect ping" not in health:
+        bad.append(f"{name}'s healthcheck does not ping its Celery node: {health!r}")
+    elif not re.search(r"-d \"?celery@\$\{?HOSTNAME\}?", health):
+        bad.append(f"{name}'s healthcheck pings another node than celery@$HOSTNAME: {health!r}")
+    if worker.get("restart") != "unless-stopped":
+        bad.append(f"{name} restart: {worker.get('restart')!r}")
+    if depends_on(worker).get("valkey") != "service_healthy":
+        bad.append(f"{name} does not wait for the broker to be healthy")
+    assert not bad, "\n".join(bad)
+
+
+def celery_queues(service: dict[str, Any]) -> list[str] | None:
+    """The queues an ``airflow celery worker`` consumes (Airflow's default: ``default``), or None
+    for another command."""
+    cmd = command(service)
+    if cmd[:3] != ["airflow", "celery", "worker"]:
+        return None
+    return [q.strip() for q in (option(cmd, "--queues") or option(cmd, "-q") or "default").split(",")]
+
+
+def test_only_the_cleaners_worker_takes_the_cleaner_queue(services: dict[str, dict[str, Any]]) -> None:
+    queues = {name: q for name, s in sorted(services.items()) if (q := celery_queues(s)) is not None}
+    assert set(queues) == set(CELERY_WORKERS), f"Celery workers: {sorted(queues)}"
+    assert queues[CLEANER] == [CLEANER_QUEUE], f"{CLEANER} consumes {queues[CLEANER]}, not only {CLEANER_QUEUE!r}"
+    assert "default" in queues[WORKER], f"{WORKER} does not consume the queue default: {queues[WORKER]}"
+    others = [name for name, q in queues.items() if name != CLEANER and CLEANER_QUEUE in q]
+    assert not others, f"workers besides {CLEANER} take walship_clean's tasks: {others}"
+    wired = {name: environment(s).get("AIRFLOW__WALSHIP__CLEANER_QUEUE") for name, s in airflow_services(services)}
+    assert set(wired.values()) == {CLEANER_QUEUE}, f"[walship] cleaner_queue: {wired}"
+
+
+def test_the_worker_of_the_default_queue_runs_the_spark_drivers(services: dict[str, dict[str, Any]]) -> None:
+    # what the LocalExecutor's scheduler used to give the tasks: Spark's master, its connection,
+    # the pool, dead letters (the shippers' tests), the WALs (the volumes' tests)
+    worker = services[WORKER]
+    assert depends_on(worker).get("spark-master") == "service_healthy", f"{WORKER} does not wait for spark-master"
+    env = environment(worker)
+    for key in ("AIRFLOW_CONN_SPARK_DEFAULT", "WALSHIP_SPARK_POOL", "WALSHIP_DEADLETTER_DIR", *SOURCE_ENV[:3]):
+        assert env.get(key), f"{WORKER} has no {key}"
+    scheduler = services["airflow-scheduler"]
+    runs_tasks = [m.target for m in mounts(scheduler) if m.target in ("/wal", "/deadletters", "/changelogs")]
+    assert not runs_tasks, f"the scheduler runs no task, yet mounts {runs_tasks}"
+
+
+def test_flower_is_optional_and_on_localhost(services: dict[str, dict[str, Any]]) -> None:
+    flower = services["flower"]
+    assert list(flower.get("profiles") or []) == [FLOWER_PROFILE], f"flower's profiles: {flower.get('profiles')}"
+    assert command(flower) == ["airflow", "celery", "flower"], command(flower)
+    assert published_ports(flower) == [("127.0.0.1", "5555", "5555")], published_ports(flower)
+    env, scheduler = environment(flower), environment(services["airflow-scheduler"])
+    for key in ("AIRFLOW__CELERY__BROKER_URL", "AIRFLOW__CELERY__RESULT_BACKEND", "AIRFLOW__CORE__EXECUTOR"):
+        assert env.get(key) == scheduler.get(key), f"flower's {key} is not the scheduler's"
+    assert depends_on(flower).get("valkey") == "service_healthy"
+
+
+# ---- FAB's auth manager ----------------------------------------------------------------------
+
+
+def test_airflow_authenticates_with_fab_and_no_simple_auth_manager_is_left(
+    config: dict[str, Any], services: dict[str, dict[str, Any]]
+) -> None:
+    managers = {name: environment(s).get("AIRFLOW__CORE__AUTH_MANAGER") for name, s in airflow_services(services)}
+    managers["flower"] = environment(services["flower"]).get("AIRFLOW__CORE__AUTH_MANAGER")
+    assert set(managers.values()) == {FAB_AUTH_MANAGER}, f"auth managers: {managers}"
+    left = sorted(
+        f"{name}: {key}" for name, s in services.items() for key in environment(s) if "SIMPLE_AUTH_MANAGER" in key
+    )
+    assert not left, f"settings of the simple auth manager: {left}"
+    assert "airflow-auth" not in (config.get("volumes") or {}), "the volume airflow-auth is still declared"
+    auth = sorted(name for name, s in services.items() for m in mounts(s) if m.target == "/opt/airflow/auth")
+    assert not auth, f"services mounting /opt/airflow/auth: {auth}"
+    init = environment(services["airflow-init"])
+    assert init.get("AIRFLOW_ADMIN_PASSWORD") == SECRETS["AIRFLOW_ADMIN_PASSWORD"], "the admin's password is not .env's"
+    assert command(services["airflow-init"]) == ["walship-airflow-init"]
+
+
 # ---- dependencies and health -----------------------------------------------------------------
 
 
@@ -640,7 +1115,7 @@ def test_long_running_services_have_healthchecks(services: dict[str, dict[str, A
     assert not missing, f"services without a healthcheck: {missing}"
 
 
-def test_airflow_waits_for_its_database_and_init(services: dict[str, dict[str, Any]]) -> None:
+def test_airflow_waits_for_its_database_broker_and_init(services: dict[str, dict[str, Any]]) -> None:
     bad = []
     for name, service in airflow_services(services):
         deps = depends_on(service)
@@ -648,6 +1123,8 @@ def test_airflow_waits_for_its_database_and_init(services: dict[str, dict[str, A
             bad.append(f"{name} does not wait for postgres to be healthy")
         if name != "airflow-init" and deps.get("airflow-init") != "service_completed_successfully":
             bad.append(f"{name} does not wait for airflow-init to complete")
+        if name in ("airflow-scheduler", *CELERY_WORKERS) and deps.get("valkey") != "service_healthy":
+            bad.append(f"{name} does not wait for the broker (valkey) to be healthy")
     assert not bad, "\n".join(bad)
 
 
@@ -659,25 +1136,52 @@ def test_bundled_clusters_are_an_opt_in_profile_labelled_non_durable(services: d
     for name, service in sorted(services.items()):
         profiles = list(service.get("profiles") or [])
         if name in BUNDLED:
-            if profiles != [PROFILE]:
-                bad.append(f"{name}: profiles {profiles}, not [{PROFILE!r}]")
+            if profiles != [BUNDLED_PROFILE]:
+                bad.append(f"{name}: profiles {profiles}, not [{BUNDLED_PROFILE!r}]")
             durability = labels(service).get("walship.durability", "")
             if not durability.startswith("non-durable"):
                 bad.append(f"{name}: no label walship.durability saying it is non-durable ({durability!r})")
+        elif name == "flower":
+            continue
         elif profiles:
-            # the stack must run without any profile, against the HBase of .env
+            # the stack runs under either profile, and without one
             bad.append(f"{name}: in profiles {profiles}")
     assert not bad, "\n".join(bad)
 
 
-def test_no_service_outside_the_profile_depends_on_it(services: dict[str, dict[str, Any]]) -> None:
-    # a service of a disabled profile cannot be a dependency: walship's tasks retry instead
+def test_the_existing_hbase_profile_is_the_stack_without_hbase(services: dict[str, dict[str, Any]]) -> None:
+    existing = active(services, [EXISTING_PROFILE])
+    hbase = sorted(
+        name
+        for name in existing
+        if name in BUNDLED or str(services[name].get("image", "")).partition(":")[0] in ("walship-hbase", "zookeeper")
+    )
+    assert not hbase, f"{EXISTING_PROFILE} runs HBase or its ZooKeeper: {hbase}"
+    missing = sorted(set(CORE) - existing)
+    assert not missing, f"{EXISTING_PROFILE} lacks {missing}"
+    bundled = active(services, [BUNDLED_PROFILE])
+    assert bundled == existing | set(BUNDLED), (
+        f"{BUNDLED_PROFILE} is not the same stack plus {BUNDLED}: {sorted(bundled)}"
+    )
+    assert "flower" not in existing and "flower" in active(services, [EXISTING_PROFILE, FLOWER_PROFILE])
+
+
+@pytest.mark.parametrize(
+    "profiles",
+    [(EXISTING_PROFILE,), (BUNDLED_PROFILE,), (EXISTING_PROFILE, FLOWER_PROFILE), (BUNDLED_PROFILE, FLOWER_PROFILE)],
+    ids=",".join,
+)
+def test_every_dependency_runs_under_the_same_profiles(
+    services: dict[str, dict[str, Any]], profiles: tuple[str, ...]
+) -> None:
+    # a service of a disabled profile cannot be a dependency: walship's tasks retry instead of
+    # waiting for the bundled clusters
+    running = active(services, profiles)
     bad = [
-        f"{name} depends on {target} (profile {services[target]['profiles']})"
-        for name, service in sorted(services.items())
-        if not service.get("profiles")
-        for target in depends_on(service)
-        if target in services and services[target].get("profiles")
+        f"{name} depends on {target}, which does not run with {', '.join(profiles)}"
+        for name in sorted(running)
+        for target in depends_on(services[name])
+        if target not in running
     ]
     assert not bad, "\n".join(bad)
 
@@ -728,6 +1232,23 @@ def test_an_existing_hbase_is_named_in_env(tmp_path: Path) -> None:
         conn = connection(rendered, "AIRFLOW_CONN_WALSHIP_SOURCE", name)
         if conn != expected_conn:
             bad.append(f"{name}: walship_source is {conn}, not {expected_conn}")
+    for name in HADOOP_CLIENTS:
+        conf = [m for m in mounts(rendered[name]) if m.target == HADOOP_CONF]
+        if [m.source for m in conf] != [EXISTING_SOURCE["HADOOP_CONF_DIR"]]:
+            bad.append(f"{name}: {HADOOP_CONF} is {conf}, not .env's HADOOP_CONF_DIR")
+    assert not bad, "\n".join(bad)
+
+
+def test_wal_readers_mount_the_hadoop_configuration_read_only(services: dict[str, dict[str, Any]]) -> None:
+    # by default docker/airflow/hadoop-conf (Hadoop's defaults); .env's HADOOP_CONF_DIR names the
+    # cluster's (test_an_existing_hbase_is_named_in_env)
+    bad = []
+    for name in HADOOP_CLIENTS:
+        conf = [m for m in mounts(services[name]) if m.target == HADOOP_CONF]
+        if len(conf) != 1 or not conf[0].bind or conf[0].source != str(DEFAULT_HADOOP_CONF):
+            bad.append(f"{name}: {HADOOP_CONF} is {conf}, not {DEFAULT_HADOOP_CONF.relative_to(REPO)}")
+        elif not conf[0].read_only:
+            bad.append(f"{name}: {HADOOP_CONF} mounted writable")
     assert not bad, "\n".join(bad)
 
 
@@ -764,7 +1285,7 @@ def wal_volume(config: dict[str, Any], services: dict[str, dict[str, Any]]) -> M
     return volume
 
 
-def test_wal_volume_is_shared_by_hbase_a_airflow_spark_and_metrics(
+def test_wal_volume_is_shared_by_hbase_a_the_workers_spark_and_metrics(
     config: dict[str, Any], services: dict[str, dict[str, Any]]
 ) -> None:
     volume = wal_volume(config, services)
@@ -863,15 +1384,28 @@ def test_spark_jobs_run_in_a_pool_of_the_workers_cores(services: dict[str, dict[
     assert slots == cores, f"SPARK_POOL_SLOTS defaults to {slots!r}, not the default worker's {cores} cores"
 
 
+#: A stand-in for ``airflow``: records its arguments; ``users create`` answers as FAB's CLI does,
+#: for the users of $STUB_USERS as existing ones.
+AIRFLOW_STUB = """import json, os, sys
+with open(os.environ["STUB_CALLS"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+args = sys.argv[1:]
+if args[:2] == ["users", "create"]:
+    user = args[args.index("--username") + 1]
+    if user in os.environ.get("STUB_USERS", "").split(","):
+        print(f"{user} already exist in the db")
+    else:
+        print(f'User "{user}" created with role "Admin"')
+"""
+
+
 def run_airflow_init(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
     """docker/airflow/init.sh with a stand-in ``airflow`` that records its arguments."""
     calls = tmp_path / "airflow-calls.jsonl"
     stubs = tmp_path / "bin"
     stubs.mkdir(exist_ok=True)
     record = tmp_path / "record.py"
-    record.write_text(
-        f"import json, sys\nwith open({str(calls)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
-    )
+    record.write_text(AIRFLOW_STUB)
     python = shlex.quote(sys.executable)
     for name, run in (("airflow", f"{python} {shlex.quote(str(record))}"), ("python", python)):
         (stubs / name).write_text(f'#!/bin/sh\nexec {run} "$@"\n')
@@ -881,9 +1415,10 @@ def run_airflow_init(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedPr
         ["bash", str(AIRFLOW_INIT)],
         env={
             "PATH": f"{stubs}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "STUB_CALLS": str(calls),
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "postgresql+psycopg2://airflow:x@postgres:5432/airflow",
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp_path / "passwords.json"),
-            "AIRFLOW_ADMIN_PASSWORD": "test-admin-password",
+            "AIRFLOW__CORE__AUTH_MANAGER": FAB_AUTH_MANAGER,
+            "AIRFLOW_ADMIN_PASSWORD": SECRETS["AIRFLOW_ADMIN_PASSWORD"],
             **env,
         },
         capture_output=True,
@@ -903,6 +1438,52 @@ def test_airflow_init_sizes_the_spark_pool(tmp_path: Path, services: dict[str, d
     pools = [c for c in calls if c[:2] == ["pools", "set"]]
     assert len(pools) == 1 and pools[0][2:4] == ["walship_spark", env["SPARK_POOL_SLOTS"]], calls
     assert calls.index(["db", "migrate"]) < calls.index(pools[0]), f"the pool is set before the migration: {calls}"
+
+
+def admin_calls(calls: list[list[str]]) -> tuple[list[list[str]], list[list[str]]]:
+    """``airflow users create`` and ``airflow users reset-password`` calls."""
+    return [c for c in calls if c[:2] == ["users", "create"]], [
+        c for c in calls if c[:2] == ["users", "reset-password"]
+    ]
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_airflow_init_creates_the_admin_with_fabs_cli(tmp_path: Path, services: dict[str, dict[str, Any]]) -> None:
+    env = environment(services["airflow-init"])
+    keys = ("AIRFLOW__CORE__AUTH_MANAGER", "AIRFLOW_ADMIN_USER", "AIRFLOW_ADMIN_PASSWORD", "AIRFLOW_ADMIN_EMAIL")
+    done, calls = run_airflow_init(tmp_path, **{k: env[k] for k in keys if k in env})
+    assert done.returncode == 0, done.stderr
+    created, reset = admin_calls(calls)
+    assert len(created) == 1, f"the admin is not created once with `airflow users create`: {calls}"
+    (create,) = created
+    assert option(create, "--username") == "admin" and option(create, "--role") == "Admin", create
+    assert option(create, "--password") == SECRETS["AIRFLOW_ADMIN_PASSWORD"], "the admin's password is not .env's"
+    for required in ("--email", "--firstname", "--lastname"):
+        assert option(create, required), f"`airflow users create` lacks {required} (FAB requires it): {create}"
+    assert calls.index(["db", "migrate"]) < calls.index(create), f"the admin is created before the migration: {calls}"
+    assert not reset, f"a new admin's password is set again: {reset}"
+    assert SECRETS["AIRFLOW_ADMIN_PASSWORD"] not in done.stdout + done.stderr, "airflow-init prints the password"
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_airflow_init_sets_an_existing_admins_password_from_env(tmp_path: Path) -> None:
+    done, calls = run_airflow_init(tmp_path, AIRFLOW_ADMIN_USER="ops", STUB_USERS="ops")
+    assert done.returncode == 0, done.stderr
+    created, reset = admin_calls(calls)
+    assert [option(c, "--username") for c in created] == ["ops"], calls
+    assert len(reset) == 1, f"an existing admin's password is not set from .env: {calls}"
+    assert option(reset[0], "--username") == "ops"
+    assert option(reset[0], "--password") == SECRETS["AIRFLOW_ADMIN_PASSWORD"]
+    assert SECRETS["AIRFLOW_ADMIN_PASSWORD"] not in done.stdout + done.stderr, "airflow-init prints the password"
+
+
+@pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")
+def test_airflow_init_refuses_another_auth_manager(tmp_path: Path) -> None:
+    simple = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
+    done, calls = run_airflow_init(tmp_path, AIRFLOW__CORE__AUTH_MANAGER=simple)
+    assert done.returncode != 0, "airflow-init goes on without FAB's auth manager (whose CLI creates the admin)"
+    assert "AIRFLOW__CORE__AUTH_MANAGER" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert not calls, f"airflow ran before the settings were checked: {calls}"
 
 
 @pytest.mark.skipif(not shutil.which("bash"), reason="needs bash")

@@ -5,6 +5,9 @@ The log cleaner of the source cluster (connection `walship_source`): deletes a W
 `oldWALs/` only when it is older than the TTL and no replication queue references it, using one
 consistent snapshot of every queue per run. Nothing under `WALs/` is touched, files that are
 not WALs are reported, and if ZooKeeper cannot be read nothing is deleted (the run fails).
+
+Its task runs in the executor queue `[walship] cleaner_queue` (default `default`): with Celery,
+only the workers consuming it need to write the WAL root.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, dag, task
 
 from walship import defaults
-from walship_airflow.dags.common import dag_kwargs
+from walship_airflow.dags.common import cleaner_queue, dag_kwargs
 from walship_airflow.sources import Source
 
 
@@ -47,7 +50,7 @@ def build(source: Source) -> DAG:
         },
     )
     def walship_clean() -> None:
-        @task
+        @task(queue=cleaner_queue())
         def clean_archive(**context: Any) -> dict[str, object]:
             from walship.replicate.cleaner import clean
             from walship_airflow.hooks.source import WalshipHook

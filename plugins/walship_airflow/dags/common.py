@@ -70,6 +70,13 @@ def spark_jobs_dir() -> Path:
     return Path(conf.get("core", "dags_folder")).resolve().parent / "spark_jobs"
 
 
+def cleaner_queue() -> str:
+    """The executor queue of walship_clean's task: ``[walship] cleaner_queue``, else ``default``."""
+    from airflow.sdk import conf
+
+    return (conf.get(SECTION, "cleaner_queue", fallback="") or "").strip() or "default"
+
+
 def spark_job(file: str, env: str) -> str:
     """A Spark job's path: the environment variable ``env`` when set, else ``file`` in
     :func:`spark_jobs_dir`."""
