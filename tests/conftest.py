@@ -47,8 +47,27 @@ def real_hdfs(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactor
     the leaf queues ``default`` and ``walship``), for the tests of WALs on HDFS, of Spark on
     YARN and of the production topology; started once per run."""
     hb = real_hbase_helpers.start_hdfs(tmp_path_factory.mktemp("hbase-hdfs"), zk_server.hosts)
+    _STACKS["real_hdfs"] = hb
     yield hb
-    hb.stop()
+    if _STACKS.pop("real_hdfs", None) is not None:
+        hb.stop()
+
+
+@pytest.fixture(scope="session")
+def packed_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """walship and its dependencies packed by ``walship spark pack`` (from this checkout), once."""
+    import spark_yarn
+
+    return spark_yarn.pack(tmp_path_factory.mktemp("packed") / "walship-env.tar.gz")
+
+
+@pytest.fixture(scope="session")
+def hdfs_archive(real_hdfs: Any, packed_env: Path) -> str:
+    """The packed environment put on the ``real_hdfs`` cluster's HDFS once, as a shop keeps it:
+    a submit names it by its ``hdfs://`` URL and uploads nothing."""
+    import spark_yarn
+
+    return spark_yarn.put_on_hdfs(real_hdfs, packed_env, "/apps/walship/walship-env.tar.gz")
 
 
 @pytest.fixture(scope="session")
@@ -61,21 +80,28 @@ def real_multiwal(zk_server: LocalZooKeeper, tmp_path_factory: pytest.TempPathFa
     hb.stop()
 
 
-#: The running secure stack and the last test that uses it (see :func:`pytest_runtest_teardown`).
-_SECURE: dict[str, Any] = {}
+#: The heavy session stacks (the fixture's name -> what it started) and the last test that
+#: uses each (see :func:`pytest_runtest_teardown`).
+_STACKS: dict[str, Any] = {}
+_LAST: dict[str, str | None] = {}
+#: Stopped after their last test instead of at the end of the session.
+HEAVY = ("secure_hbase", "real_hdfs")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    users = [item for item in items if "secure_hbase" in getattr(item, "fixturenames", ())]
-    _SECURE["last"] = users[-1].nodeid if users else None
+    for name in HEAVY:
+        users = [item for item in items if name in getattr(item, "fixturenames", ())]
+        _LAST[name] = users[-1].nodeid if users else None
 
 
 @pytest.hookimpl(trylast=True)  # after the test's own fixtures are finalized
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """Stop the secure stack (a KDC, ZooKeeper and two HBase JVMs) after the last test that
-    uses it, not at the end of the session: the tests after it get the machine's cores back."""
-    if item.nodeid == _SECURE.get("last") and _SECURE.get("stack") is not None:
-        _SECURE.pop("stack").stop()
+    """Stop a heavy stack (the secure one: a KDC, ZooKeeper and two HBase JVMs; HBase on HDFS
+    with YARN) after the last test that uses it, not at the end of the session: the tests
+    after it get the machine's cores and memory back."""
+    for name in HEAVY:
+        if item.nodeid == _LAST.get(name) and _STACKS.get(name) is not None:
+            _STACKS.pop(name).stop()
 
 
 @pytest.fixture(scope="session")
@@ -86,9 +112,9 @@ def secure_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[secure_hb
     keytabs of ``walship``, ``walship-short`` (20 s tickets) and ``intruder``; started once per
     run, in parallel. Tests use tables and peers of their own."""
     stack = secure_hbase_helpers.start_secure(tmp_path_factory.mktemp("secure-hbase"))
-    _SECURE["stack"] = stack
+    _STACKS["secure_hbase"] = stack
     yield stack
-    if _SECURE.pop("stack", None) is not None:
+    if _STACKS.pop("secure_hbase", None) is not None:
         stack.stop()
 
 

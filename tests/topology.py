@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 from urllib.parse import quote
 
 import httpx
@@ -48,7 +48,7 @@ from waiting import wait_until
 
 from walship.zk.localserver import free_port
 
-__all__ = ["Airflow", "Component", "PostgresServer", "RedisServer", "Topology", "group_members"]
+__all__ = ["Airflow", "Component", "PostgresServer", "RedisServer", "Topology", "descendants", "group_members"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,9 +67,9 @@ def hostname() -> str:
 '''
 
 
-def group_members(pgid: int) -> list[int]:
-    """The live (not zombie) processes of process group ``pgid``, read from ``/proc``."""
-    members = []
+def _processes() -> dict[int, tuple[str, int, int]]:
+    """Every process's (state, parent, process group), read from ``/proc``."""
+    out = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
@@ -77,9 +77,29 @@ def group_members(pgid: int) -> list[int]:
             continue
         # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses
         fields = text[text.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members
+        out[int(stat.parent.name)] = (fields[0], int(fields[1]), int(fields[2]))
+    return out
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``."""
+    return [pid for pid, (state, _, group) in _processes().items() if group == pgid and state not in ("Z", "X")]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process started under ``pid`` (children, theirs, ...), whatever their group:
+    Airflow's task processes may run in sessions of their own."""
+    procs = _processes()
+    children: dict[int, list[int]] = {}
+    for child, (_, parent, _) in procs.items():
+        children.setdefault(parent, []).append(child)
+    out, todo = [], list(children.get(pid, ()))
+    while todo:
+        child = todo.pop()
+        if procs[child][0] not in ("Z", "X"):
+            out.append(child)
+        todo.extend(children.get(child, ()))
+    return out
 
 
 class Component:
@@ -168,9 +188,14 @@ class Component:
             os.killpg(self.proc.pid, sig)
 
     def kill(self, timeout: float = 30.0) -> None:
-        """SIGKILL its whole process group, as a machine failure would, and reap it."""
+        """SIGKILL its whole process group and every process under it (a task process in a
+        session of its own too), as a machine failure would, and reap it."""
         self.killed = True
+        under = descendants(self.proc.pid) if self.proc is not None else []
         self.signal(signal.SIGKILL)
+        for pid in under:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self._reap(timeout)
 
     def stop(self, timeout: float = 20.0) -> None:
@@ -209,7 +234,32 @@ def _pg_bin(name: str) -> Path:
     return found[-1]
 
 
-class PostgresServer:
+class _Server:
+    """A server of the topology: ``with`` starts it and waits until it answers, then stops it."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class PostgresServer(_Server):
     """A throw-away PostgreSQL server from Debian's binaries (``initdb``, ``postgres``) on a
     free port of 127.0.0.1, with database ``database`` owned by login ``user`` (password auth
     over TCP). As root it runs as the ``postgres`` system user (PostgreSQL refuses root), in a
@@ -287,20 +337,8 @@ class PostgresServer:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 
-    def __enter__(self) -> PostgresServer:
-        self.start()
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-class RedisServer:
+class RedisServer(_Server):
     """A throw-away Valkey (if installed) or Redis server on a free port of 127.0.0.1, without
     persistence: Celery's broker."""
 
@@ -341,18 +379,6 @@ class RedisServer:
 
     def stop(self) -> None:
         self.server.stop()
-
-    def __enter__(self) -> RedisServer:
-        self.start()
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 class Airflow:
@@ -602,6 +628,11 @@ class Airflow:
             body["dag_run_id"] = run_id
         return str(self.api("POST", f"/dags/{quote(dag_id)}/dagRuns", json=body)["dag_run_id"])
 
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's runs (up to 100), the newest first."""
+        page = self.api("GET", f"/dags/{quote(dag_id)}/dagRuns", params={"limit": 100, "order_by": "-run_after"})
+        return list(page["dag_runs"])
+
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return dict(self.api("GET", f"/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}"))
 
@@ -614,6 +645,12 @@ class Airflow:
             out.extend(page["task_instances"])
             if not page["task_instances"] or len(out) >= page["total_entries"]:
                 return out
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
+        """The task instance as it is now (its current try), ``None`` while it does not exist."""
+        path = f"/dags/{quote(dag_id)}/dagRuns/{quote(run_id)}/taskInstances/{quote(task_id)}"
+        answer = self.api("GET", path, expect=(200, 404))
+        return dict(answer) if answer and "task_id" in answer else None
 
     def tries(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[dict[str, Any]]:
         """Every try of one task instance, the first first (each with its state and hostname);

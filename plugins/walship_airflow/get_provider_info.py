@@ -141,6 +141,12 @@ def get_provider_info() -> dict[str, Any]:
                         "600",
                         type_="integer",
                     ),
+                    "tail_duration": _option(
+                        "Seconds a walship_tail run follows the queues before the next continuous run "
+                        "takes over (the default of its Param duration).",
+                        "600",
+                        type_="float",
+                    ),
                     "cleaner_queue": _option(
                         "The executor queue walship_clean's task goes to: with Celery, the workers that may "
                         "delete WALs consume it (the WALs are read-only to every other worker).",

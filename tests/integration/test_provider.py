@@ -122,7 +122,7 @@ def clean_airflow(tmp_path_factory: pytest.TempPathFactory) -> CleanAirflow:
     _pip(python, "install", "-c", constraints, f"{wheel}[airflow]")
     home = tmp / "home"
     (home / "dags").mkdir(parents=True)
-    (home / "dags" / "walship.py").write_text(
+    (home / "dags" / "walship_dags.py").write_text(
         '"""walship\'s Airflow DAGs, every source of [walship] sources."""\n\n'
         "from walship_airflow.dags import build_all\n\nbuild_all(globals())\n"
     )

@@ -8,7 +8,6 @@ or a ResourceManager that does not answer is one line at the task's start, befor
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 from airflow_env import AIRFLOW_MARKS, source_conn, task_failures
 from real_hbase import layout, managed_peer, table_on_both, wait_queues_hold_current_wals
 from replication_helpers import contents
+from spark_yarn import ROOT, PacedWriter, rows, yarn_apps, yarn_connection
 from waiting import wait_until
 
 from walship.harness import HBaseProcess, YarnInfo
@@ -31,77 +30,7 @@ from walship.zk.locks import read_holder
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 
-ROOT = Path(__file__).resolve().parents[2]
-PYSPARK_JARS = (
-    Path(sys.prefix)
-    / "lib"
-    / f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    / "site-packages"
-    / "pyspark"
-    / "jars"
-)
 CONN_ID = "spark_yarn"
-
-
-@pytest.fixture(scope="module")
-def packed_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """walship and its dependencies packed by ``walship spark pack`` (from this checkout)."""
-    out = tmp_path_factory.mktemp("packed") / "walship-env.tar.gz"
-    done = subprocess.run(
-        [str(Path(sys.executable).parent / "walship"), "spark", "pack", "-o", str(out), "--json",
-         "--constraint", str(ROOT / "constraints.txt")],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    info = json.loads(done.stdout)
-    assert (
-        info["path"] == str(out) and info["size"] == out.stat().st_size and info["installed"][0].startswith("walship")
-    )
-    return out
-
-
-def yarn_connection(yarn: YarnInfo, archive: Path | str, queue: str = "walship", **extra: Any) -> str:
-    """A Spark connection to the harness's YARN in cluster deploy mode."""
-    return json.dumps(
-        {
-            "conn_type": "spark",
-            "host": "yarn",
-            "extra": {
-                "deploy-mode": "cluster",
-                "queue": queue,
-                "archive": str(archive),
-                "yarn_resourcemanager_webapp_address": yarn.webapp,
-                "num_executors": 2,
-                "executor_cores": 1,
-                "executor_memory": "512m",
-                "driver_memory": "512m",
-                "spark_conf": {
-                    # Spark's jars from the node's own pyspark, not zipped and uploaded each submit
-                    "spark.yarn.jars": f"local:{PYSPARK_JARS}/*",
-                    "spark.yarn.stagingDir": f"{yarn.default_fs}/tmp/spark-staging",
-                    "spark.yarn.am.memory": "512m",
-                    "spark.yarn.maxAppAttempts": "1",
-                    # the queue lock of a killed executor's task is free again within seconds
-                    "spark.executorEnv.WALSHIP_ZK_SESSION_TIMEOUT": "4",
-                },
-                **extra,
-            },
-        }
-    )
-
-
-@pytest.fixture(scope="module")
-def hdfs_archive(real_hdfs: HBaseProcess, packed_env: Path) -> str:
-    """The packed environment put on the cluster's HDFS once, as a shop keeps it: a submit
-    names it by its ``hdfs://`` URL and uploads nothing."""
-    import fsspec
-
-    yarn = real_hdfs.yarn
-    assert yarn is not None
-    host, port = str(real_hdfs.ready["webhdfs"]).split(":")
-    fs = fsspec.filesystem("webhdfs", host=host, port=int(port), user=os.environ.get("USER", "root"))
-    fs.put_file(str(packed_env), "/apps/walship/walship-env.tar.gz")
-    return f"{yarn.default_fs}/apps/walship/walship-env.tar.gz"
 
 
 @pytest.fixture
@@ -113,14 +42,6 @@ def on_yarn(real_hdfs: HBaseProcess, packed_env: Path, monkeypatch: pytest.Monke
         monkeypatch.setenv(key, value)
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", yarn_connection(yarn, packed_env))
     return yarn
-
-
-def yarn_apps(yarn: YarnInfo) -> list[dict[str, Any]]:
-    """Every application the ResourceManager knows."""
-    answer = requests.get(
-        f"http://{yarn.webapp}/ws/v1/cluster/apps", headers={"Accept": "application/json"}, timeout=10
-    ).json()
-    return list((answer.get("apps") or {}).get("app") or [])
 
 
 def test_the_replicate_dag_ships_in_cluster_mode_on_yarn_with_the_packed_environment(
@@ -148,15 +69,6 @@ def test_the_replicate_dag_ships_in_cluster_mode_on_yarn_with_the_packed_environ
     assert app["amContainerLogs"]
 
 
-def rows(c: Any) -> dict[bytes, dict[bytes, bytes]]:
-    """Every row's latest r:q cell, by one scan."""
-    conn = c.conn()
-    try:
-        return dict(conn.table(c.table_name).scan(columns=[b"r:q"]))
-    finally:
-        conn.close()
-
-
 def executor_group(pid: int) -> int:
     """The process group of the YARN container running the Python worker ``pid``: the group of
     its executor's JVM (YARN starts each container in a session of its own)."""
@@ -177,27 +89,10 @@ def test_an_executor_killed_while_it_ships_is_replaced_and_its_task_retried_with
 
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", yarn_connection(on_yarn, hdfs_archive))
     h, b = table_on_both(real_hdfs, real_hbase[1], "kill")
-    stop = threading.Event()
-    written: list[int] = []
-
-    def write() -> None:
-        """About 2,000 rows a second until told to stop: the job has edits to ship throughout."""
-        conn = h.conn()
-        table = conn.table(h.table_name)
-        i = 0
-        while not stop.wait(0.05):
-            with table.batch() as batch:
-                for j in range(100):
-                    batch.put(b"row-%06d" % (i + j), {b"r:q": b"v%d" % (i + j)})
-            i += 100
-            written.append(i)
-        conn.close()
-
     with managed_peer(h, b, "y2") as peer:
         wait_queues_hold_current_wals(h, peer)
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
-        try:
+        # about 2,000 rows a second until the executor's task is retried: edits to ship throughout
+        with PacedWriter(h, pause=0.05) as writer:
             job = ShipJob(
                 zk=h.zk_hosts, znode_parent=h.parent, wal_root=real_hdfs.wal_root, peer_id=peer,
                 batch_entries=100, linger=25, lock_wait=30, job_id=f"kill-{peer}",
@@ -242,13 +137,10 @@ def test_an_executor_killed_while_it_ships_is_replaced_and_its_task_retried_with
                     lambda: (p := holder_pid()) is not None and p != pid, timeout=120,
                     what="the killed executor's task retried on another executor",
                 )  # fmt: skip
-        finally:
-            stop.set()
-            writer.join(timeout=60)
         submitter.join(timeout=300)
         assert result == [None], result
         # the job lingered until no new edit came: every row written is on the peer
-        assert rows(b) == rows(h) and len(rows(b)) == written[-1]
+        assert rows(b) == rows(h) and len(rows(b)) == writer.written
     (app,) = [a for a in yarn_apps(on_yarn) if a["name"] == "walship-ship-kill"]
     assert app["finalStatus"] == "SUCCEEDED"
 
@@ -290,6 +182,16 @@ def test_a_bad_queue_or_archive_or_a_silent_resourcemanager_is_one_line_at_the_s
     silent = f"127.0.0.1:{free_port()}"
     message = check(yarn_connection(on_yarn, packed_env, yarn_resourcemanager_webapp_address=silent))
     assert message.startswith(f"YARN ResourceManager http://{silent} does not answer")
+
+    # `walship spark pack` with a wheel or constraints file that is not there: one line, nothing written
+    out = tmp_path / "env.tar.gz"
+    for flag in ("--wheel", "--constraint"):
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "walship"), "spark", "pack", "-o", str(out), flag, str(missing)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert (done.returncode, done.stderr) == (1, f"walship: {flag} {missing}: no such file\n")
+        assert not out.exists()
 
     # in a DAG run: the ship task fails at its start, naming the queue, and nothing is submitted
     h, b = table_on_both(real_hdfs, real_hbase[1], "badq")

@@ -295,9 +295,34 @@ def published_ports(service: dict[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
+#: What the scheduler and the Celery workers run before their own command (``sh -c "CHECK && exec CMD"``).
+BROKER_CHECK = "python -m walship_airflow.checks broker"
+
+
+def _shell(service: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """``(check, command)`` of a ``sh -c "check && exec command"`` service, else ``None``."""
+    cmd = service.get("command") or []
+    if isinstance(cmd, list) and len(cmd) == 3 and cmd[:2] == ["sh", "-c"]:
+        check, sep, main = str(cmd[2]).partition(" && exec ")
+        if sep:
+            return check, shlex.split(main)
+    return None
+
+
 def command(service: dict[str, Any]) -> list[str]:
+    """The service's command (after its pre-start check, if it runs one)."""
+    shell = _shell(service)
+    if shell is not None:
+        return shell[1]
     cmd = service.get("command") or []
     return cmd.split() if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def test_the_scheduler_and_the_workers_check_the_broker_before_they_start(services: dict[str, dict[str, Any]]) -> None:
+    """A broker that does not answer is one line and a restart, not a worker retrying in silence."""
+    for name in ("airflow-scheduler", *CELERY_WORKERS):
+        shell = _shell(services[name])
+        assert shell is not None and shell[0] == BROKER_CHECK, (name, services[name].get("command"))
 
 
 def has_healthcheck(service: dict[str, Any]) -> bool:

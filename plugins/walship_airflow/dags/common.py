@@ -50,8 +50,12 @@ def peer_ids_param() -> Param:
 
 
 def duration_param() -> Param:
-    """``duration`` of the continuous DAGs: seconds before a run hands over to the next."""
-    return Param(defaults.TAIL_DURATION, type="number", minimum=1, description="seconds before this run hands over")
+    """``duration`` of the continuous DAGs: seconds before a run hands over to the next,
+    ``[walship] tail_duration`` by default."""
+    from airflow.sdk import conf
+
+    default = conf.getfloat(SECTION, "tail_duration", fallback=defaults.TAIL_DURATION)
+    return Param(default, type="number", minimum=1, description="seconds before this run hands over")
 
 
 def spark_conn_param() -> Param:

@@ -27,6 +27,7 @@ __all__ = [
     "check_queue",
     "queue_names",
     "split_archive",
+    "walk_queues",
     "webapp_from_conf",
 ]
 
@@ -59,7 +60,7 @@ def webapp_from_conf(conf_dir: str | None = None) -> str | None:
     return None
 
 
-def _walk(queue: dict[str, Any], parent: str) -> Iterator[tuple[str, str, bool]]:
+def walk_queues(queue: dict[str, Any], parent: str) -> Iterator[tuple[str, str, bool]]:
     """(leaf name, full path, is a leaf) of a scheduler queue and the queues under it."""
     name = str(queue.get("queueName", ""))
     path = name if name.startswith("root") or not parent else f"{parent}.{name}"
@@ -69,7 +70,7 @@ def _walk(queue: dict[str, Any], parent: str) -> Iterator[tuple[str, str, bool]]
         subs = [subs]
     yield name.rsplit(".", 1)[-1], path, not subs
     for sub in subs:
-        yield from _walk(sub, path)
+        yield from walk_queues(sub, path)
 
 
 def queue_names(webapp: str, auth: Any = None) -> dict[str, bool]:
@@ -91,7 +92,7 @@ def queue_names(webapp: str, auth: Any = None) -> dict[str, bool]:
         raise SparkSetupError(f"YARN ResourceManager {webapp}: {url} is not the scheduler's REST answer") from None
     root = info.get("rootQueue") or {**info, "queueName": info.get("queueName", "root")}
     names: dict[str, bool] = {}
-    for leaf, path, is_leaf in _walk(root, ""):
+    for leaf, path, is_leaf in walk_queues(root, ""):
         names[path] = is_leaf
         names.setdefault(leaf, is_leaf)
     return names
