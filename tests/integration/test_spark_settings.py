@@ -41,6 +41,30 @@ def test_jobs_go_with_walship_s_jvm_options_where_the_connection_asks_unless_it_
     assert settings["spark.executor.extraJavaOptions"] == JVM_OPTIONS
 
 
+def test_a_packed_environment_is_the_python_of_yarn_s_containers_and_a_local_driver_keeps_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from walship_airflow.hooks.spark import WalshipSparkHook
+
+    def settings(deploy_mode: str, **extra: object) -> dict[str, str]:
+        conn = {"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": deploy_mode, **extra}}
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(conn))
+        return WalshipSparkHook().settings()
+
+    cluster = settings("cluster", archive="hdfs:///apps/env.tar.gz")
+    assert cluster["spark.pyspark.python"] == cluster["spark.pyspark.driver.python"] == "./walship-env/bin/python"
+    client = settings("client", archive="hdfs:///apps/env.tar.gz#py")
+    assert (client["spark.pyspark.python"], client["spark.pyspark.driver.python"]) == (
+        "./py/bin/python",
+        sys.executable,
+    )
+    chosen = settings("client", archive="/env.tar.gz", pyspark_python="/opt/py", pyspark_driver_python="/opt/d")
+    assert (chosen["spark.pyspark.python"], chosen["spark.pyspark.driver.python"]) == ("/opt/py", "/opt/d")
+    assert "spark.pyspark.python" not in settings("cluster")
+
+
 #: A Spark job that starts its session as walship's jobs do, and prints, from its one task, the
 #: module its Python daemon runs and where the worker's pyspark came from.
 PROBE = """

@@ -22,6 +22,7 @@ at the task's start, that the queue exists and the archive is there.
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -91,7 +92,8 @@ class WalshipSparkHook(SparkSubmitHook):
     def settings(self) -> dict[str, str]:
         """Spark settings of a walship job: the Python interpreter from the connection's extra
         ``pyspark_python`` (the one on the Spark hosts where walship is installed, never the
-        interpreter that parsed the DAG), or the packed environment's (extra ``archive``);
+        interpreter that parsed the DAG), or the packed environment's (extra ``archive``; a
+        driver in the task itself, in client mode, runs under the task's Python);
         with the extra ``walship_jvm_options`` true, walship's JVM options
         (:func:`walship.spark.entry.job_settings`: they replace the site's
         ``extraJavaOptions``, so they are asked for); the extra ``spark_conf`` adds settings
@@ -101,10 +103,15 @@ class WalshipSparkHook(SparkSubmitHook):
         if str(extra.get("walship_jvm_options", "false")).lower() == "true":
             conf.update(job_settings())
         archive = self.archive()
-        python = extra.get("pyspark_python") or (f"./{split_archive(archive)[1]}/bin/python" if archive else None)
+        packed = f"./{split_archive(archive)[1]}/bin/python" if archive else None
+        python = extra.get("pyspark_python") or packed
         if python:
             conf["spark.pyspark.python"] = str(python)
-            conf["spark.pyspark.driver.python"] = str(extra.get("pyspark_driver_python") or python)
+            # the packed environment is unpacked in YARN's containers: a driver in this task
+            # (client mode) runs under this task's own Python
+            local_driver = python == packed and not self.yarn_cluster
+            driver = extra.get("pyspark_driver_python") or (sys.executable if local_driver else python)
+            conf["spark.pyspark.driver.python"] = str(driver)
         more = extra.get("spark_conf") or {}
         if not isinstance(more, dict):
             raise AirflowException(f"connection {self.spark_conn_id}: extra 'spark_conf' must be an object of settings")
