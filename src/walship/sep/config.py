@@ -76,10 +76,6 @@ class SepSettings:
     filter: str | None = None
     changelog_url: str | None = None
 
-    @property
-    def is_changelog(self) -> bool:
-        return self.changelog_url is not None
-
     @classmethod
     def of(cls, peer: PeerConfig) -> SepSettings:
         """:raises InvalidPeerConfigError: a setting is missing, malformed or of the other kind

@@ -46,7 +46,6 @@ __all__ = ["Thrift2Sink", "delete_column", "joins"]
 
 log = logging.getLogger(__name__)
 
-#: Peer configuration key naming the peer's Thrift2 servers: ``host:port[,host:port...]``.
 #: A putMultiple / deleteMultiple call holds at most this many mutations, or about this many
 #: bytes of cells: small enough that building the next call overlaps this one at the server.
 MUTATIONS_PER_CALL = 1000
