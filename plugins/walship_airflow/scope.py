@@ -23,7 +23,7 @@ AUDIT_XCOM_KEY = "audit"
 
 def read_audit(peer_id: str | None = None, conn_id: str = WalshipHook.default_conn_name) -> dict[str, Any]:
     """The scope audit of the connection's source cluster (every peer, or one) as its JSON
-    document (see the README, "Scope policy").
+    document (see docs/scope.md).
 
     :raises AirflowFailException: the connection has no (or a malformed) extra ``thrift2``.
     :raises walship.errors.PeerNotFoundError: ``peer_id`` names no peer.

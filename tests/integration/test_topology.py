@@ -78,7 +78,7 @@ def topology_fanout():
 topology_fanout()
 '''
 
-#: walship's DAGs, as the README installs them: one file calling the provider's factory.
+#: walship's DAGs, as docs/airflow.md installs them: one file calling the provider's factory.
 WALSHIP_DAGS = """from walship_airflow.dags import build_all
 
 build_all(globals())

@@ -116,7 +116,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"(exit {EXIT_DATA_LOSS} when one would lose data)",
     )
     audit.add_argument("--peer", metavar="PEER_ID", help="only this peer")
-    audit.add_argument("--json", action="store_true", help="the audit as JSON (schema in the README)")
+    audit.add_argument("--json", action="store_true", help="the audit as JSON (schema in docs/scope.md)")
     audit.set_defaults(func=cmd_scope_audit)
 
     enforce = ssub.add_parser(

@@ -203,7 +203,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st = sub.add_parser("status", help="per peer and queue: backlog, progress, lag, holder and state")
     st.add_argument("--peer", metavar="PEER_ID", help="only this peer")
     fmt = st.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="the status model as JSON (schema in the README)")
+    fmt.add_argument("--json", action="store_true", help="the status model as JSON (schema in docs/status.md)")
     fmt.add_argument("--format", choices=("table", "hbase"), default="table", help="hbase: as `status 'replication'`")
     _stuck_after(st)
     st.set_defaults(func=cmd_status)
