@@ -37,7 +37,8 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.replicate.throttle import batch_size
-from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
+from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
+from walship.sinks.registry import create_sink
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 

@@ -17,7 +17,8 @@ import time
 from importlib.metadata import entry_points
 
 from walship.peer import PeerConfig
-from walship.sinks.base import ENTRY_POINT_GROUP, SinkContext, create_sink
+from walship.sinks.base import SinkContext
+from walship.sinks.registry import ENTRY_POINT_GROUP, create_sink
 
 PEERS = [
     PeerConfig("1", "127.0.0.1:2181:/hbase-b", configuration={"walship.sink.thrift": "127.0.0.1:9090"}),

@@ -29,7 +29,8 @@ from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.sep.changelog import SCHEMA, escape_path_name
-from walship.sinks.base import FilteredEntry, SinkContext, create_sink
+from walship.sinks.base import FilteredEntry, SinkContext
+from walship.sinks.registry import create_sink
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import CellType, WalEntry

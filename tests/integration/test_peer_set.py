@@ -23,7 +23,7 @@ from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.protos import Replication_pb2
 from walship.replicate.summary import TailSummary
-from walship.sinks.base import validate_sink_config
+from walship.sinks.registry import validate_sink_config
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
 from walship.zk.encoding import encode_peer, encode_peer_state
 

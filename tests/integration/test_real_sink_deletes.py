@@ -12,8 +12,9 @@ from real_hbase import table_on_both
 
 from walship.harness import HBaseProcess
 from walship.peer import PeerConfig
-from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, create_sink
+from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.hbase2 import Thrift2Sink
+from walship.sinks.registry import create_sink
 from walship.wal import Cell, CellType, WalEntry, WalKey
 
 pytestmark = pytest.mark.integration

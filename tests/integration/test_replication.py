@@ -22,7 +22,8 @@ from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
-from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, create_sink
+from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
+from walship.sinks.registry import create_sink
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 

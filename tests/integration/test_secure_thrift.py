@@ -22,8 +22,9 @@ from walship.harness import HBaseProcess
 from walship.peer import PeerConfig
 from walship.scope import open_source
 from walship.security.kerberos import KerberosIdentity
-from walship.sinks.base import FilteredEntry, SinkContext, create_sink
+from walship.sinks.base import FilteredEntry, SinkContext
 from walship.sinks.hbase2 import Thrift2Sink
+from walship.sinks.registry import create_sink
 from walship.thrift.conn import ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import Cell, CellType, WalEntry, WalKey

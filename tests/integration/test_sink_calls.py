@@ -15,8 +15,9 @@ from walship.errors import SinkError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate.filters import EntryFilter
-from walship.sinks.base import FilteredEntry, SinkContext, create_sink
+from walship.sinks.base import FilteredEntry, SinkContext
 from walship.sinks.pooled import INLINE_CELLS, PooledSink
+from walship.sinks.registry import create_sink
 from walship.thrift.conn import THRIFT_CONNECTIONS_KEY
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client

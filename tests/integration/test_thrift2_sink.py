@@ -13,7 +13,8 @@ from replication_helpers import TABLE, Cluster, add_peer, make_cluster, ship
 from walship.errors import ConfigError
 from walship.minicluster.process import MiniClusterProcess
 from walship.replicate.filters import EntryFilter
-from walship.sinks.base import SinkContext, create_sink
+from walship.sinks.base import SinkContext
+from walship.sinks.registry import create_sink
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import CellType, WalEntry, WalReader, parse_wal_name

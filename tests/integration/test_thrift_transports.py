@@ -29,8 +29,9 @@ from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import PeerSummary, Shipper, WalStore
-from walship.sinks.base import SinkContext, validate_sink_config
+from walship.sinks.base import SinkContext
 from walship.sinks.hbase import ThriftSink
+from walship.sinks.registry import validate_sink_config
 from walship.thrift.conn import ThriftOptions
 from walship.thrift.conn1 import open_connection
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client

@@ -11,7 +11,8 @@ import pytest
 from walship import entrypoints
 from walship.errors import ConfigError
 from walship.peer import PeerConfig
-from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext, create_sink, register_sink, sink_protocols
+from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
+from walship.sinks.registry import create_sink, register_sink, sink_protocols
 
 
 class NamedSink:

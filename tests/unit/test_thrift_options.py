@@ -14,7 +14,8 @@ from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.peer import PeerConfig
 from walship.security import kerberos
 from walship.security.kerberos import KerberosIdentity
-from walship.sinks.base import SinkContext, create_sink
+from walship.sinks.base import SinkContext
+from walship.sinks.registry import create_sink
 from walship.thrift.conn import ThriftOptions
 
 IDENTITY = KerberosIdentity("walship@EXAMPLE.COM")

@@ -135,7 +135,8 @@ def test_peer_config_rules() -> None:
 
 def test_sink_settings_are_checked_by_the_sinks() -> None:
     """Sink settings leave the ZooKeeper layer: the sink registry checks them."""
-    from walship.sinks.base import thrift_servers, validate_sink_config
+    from walship.sinks.base import thrift_servers
+    from walship.sinks.registry import validate_sink_config
 
     with pytest.raises(InvalidPeerConfigError, match="walship.sink.thrift of peer 7"):
         validate_sink_config(PeerConfig("7", "zk:2181:/h", configuration={"walship.sink.thrift": "nohostport"}))

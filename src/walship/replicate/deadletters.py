@@ -21,8 +21,9 @@ from walship.peer import PeerConfig
 from walship.progress import NO_METER, Meter
 from walship.replicate.throttle import within_bandwidth
 from walship.replicate.walstore import WalStore
-from walship.sinks.base import Sink, SinkContext, create_sink
+from walship.sinks.base import Sink, SinkContext
 from walship.sinks.deadletter import DeadLetterStore, group_entries
+from walship.sinks.registry import create_sink
 from walship.zk import ReplicationPeers, ZnodeLayout
 
 __all__ = ["DeadLetterReplay", "list_dead_letters", "replay_dead_letters"]

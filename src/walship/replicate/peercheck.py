@@ -1,6 +1,6 @@
 """Everything a peer's configuration must satisfy before walship writes it (``peer add``,
 ``peer set``, ``subscription add``): every ``walship.*`` key known and set, each with its own
-rule, and the sink's own checks (:func:`walship.sinks.base.validate_sink_config`). A peer that
+rule, and the sink's own checks (:func:`walship.sinks.registry.validate_sink_config`). A peer that
 passes can be shipped; one that does not is refused in one line and nothing is written.
 
 Keys outside ``walship.*`` are HBase's or other tools' and are left alone; a third-party sink
@@ -30,8 +30,8 @@ from walship.sinks.base import (
     SINK_PROTOCOL_KEY,
     SINK_THRIFT2_KEY,
     SINK_THRIFT_KEY,
-    validate_sink_config,
 )
+from walship.sinks.registry import validate_sink_config
 from walship.thrift.conn import (
     THRIFT_CONNECTIONS_KEY,
     THRIFT_HTTP_KEY,

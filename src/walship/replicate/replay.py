@@ -30,7 +30,8 @@ from walship.replicate.cleaner import last_run
 from walship.replicate.planning import Planner
 from walship.replicate.throttle import within_bandwidth
 from walship.replicate.walstore import WalStore
-from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext, create_sink
+from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
+from walship.sinks.registry import create_sink
 from walship.wal.names import WalName, is_checksum_file, parse_wal_name
 from walship.wal.reader import WalReader
 from walship.zk import ZnodeLayout

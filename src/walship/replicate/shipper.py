@@ -51,7 +51,8 @@ from walship.replicate.throttle import PeerThrottlers, ThrottledSink
 from walship.replicate.walfiles import ReadStats
 from walship.replicate.walstore import WalStore
 from walship.serial.checker import SerialChecker, SerialCheckers
-from walship.sinks.base import Sink, SinkContext, create_sink
+from walship.sinks.base import Sink, SinkContext
+from walship.sinks.registry import create_sink
 from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout
 from walship.zk.lastpushed import LastPushedIds
 from walship.zk.locks import Holder
@@ -72,7 +73,7 @@ class Shipper:
     """Ships queues of one source cluster.
 
     :param sink_factory: builds the sink for a peer (default: the peer's configured sink,
-        see :func:`walship.sinks.base.create_sink`).
+        see :func:`walship.sinks.registry.create_sink`).
     :param holder: names this shipper in the queue locks (default: this process).
     :param lock_timeout: seconds to wait for a queue another shipper holds (0: skip it).
     :param pipeline: apply a full batch in the background while the next one is read (one

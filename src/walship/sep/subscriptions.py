@@ -152,7 +152,7 @@ class Subscriptions:
 
         :raises InvalidPeerConfigError: a bad name or setting (the listener, the filter hook
             and the change log's URL are checked by the sink,
-            :func:`walship.sinks.base.validate_sink_config`).
+            :func:`walship.sinks.registry.validate_sink_config`).
         """
         validate_peer_id(name)
         if (listener is None) == (changelog is None):

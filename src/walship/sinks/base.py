@@ -1,4 +1,4 @@
-"""The one sink interface, and the registry that picks a peer's sink by configuration.
+"""The one sink interface: what a sink is given (filtered entries, its context) and returns.
 
 A sink takes batches of filtered WAL entries for one peer and applies them; the shipper moves
 a queue's position only after :meth:`Sink.apply` returned, so a sink that returns has made its
@@ -13,20 +13,17 @@ A sink factory is called as ``factory(peer, context)`` and may have a ``validate
 class method, called before a peer is written, that raises
 :class:`~walship.errors.InvalidPeerConfigError` for settings it cannot use, and an
 ``endpoints(peer)`` class method listing the ``(host, port)`` servers it writes to (status
-probes them).
+probes them). :mod:`walship.sinks.registry` picks a peer's sink.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-from walship.entrypoints import entry_point, installed
-from walship.errors import ConfigError, InvalidPeerConfigError, SinkNotFoundError
 from walship.peer import PeerConfig, parse_host_ports
 from walship.wal.model import Cell, WalEntry
 
@@ -43,15 +40,8 @@ __all__ = [
     "FilteredEntry",
     "Sink",
     "SinkContext",
-    "SinkFactory",
-    "create_sink",
-    "register_sink",
-    "sink_endpoints",
-    "sink_factory",
-    "sink_protocols",
     "thrift2_servers",
     "thrift_servers",
-    "validate_sink_config",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,13 +55,6 @@ INCOMPATIBLE_MODES = ("fail", "skip", "deadletter")
 #: Peer configuration key: where dead letters go, any fsspec URL (default: under the WAL root).
 DEADLETTER_DIR_KEY = "walship.deadletter.dir"
 ENTRY_POINT_GROUP = "walship.sinks"
-
-_BUILTIN = {
-    "thrift1": "walship.sinks.hbase:ThriftSink",
-    "thrift2": "walship.sinks.hbase2:Thrift2Sink",
-    "sep": "walship.sinks.sep:SepSink",
-    "changelog": "walship.sinks.changelog:ChangeLogSink",
-}
 
 
 class FilteredEntry(NamedTuple):
@@ -146,94 +129,3 @@ class Sink(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-SinkFactory = Callable[[PeerConfig, SinkContext], Sink]
-_registry: dict[str, SinkFactory] = {}
-
-
-def register_sink(name: str, factory: SinkFactory) -> None:
-    """Register a sink under ``name`` (as an entry point of ``walship.sinks`` would)."""
-    if not name or not name.replace("-", "").replace("_", "").isalnum():
-        raise ConfigError(f"invalid sink protocol name {name!r}")
-    _registry[name] = factory
-
-
-def sink_protocols() -> list[str]:
-    """Every protocol a peer may name."""
-    names = set(_BUILTIN) | set(_registry)
-    names |= {ep.name for ep in installed(ENTRY_POINT_GROUP)}
-    return sorted(names)
-
-
-def _load(target: str, name: str) -> SinkFactory:
-    module, _, attr = target.partition(":")
-    try:
-        factory: SinkFactory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise SinkNotFoundError(f"sink {name!r} ({target}) cannot be loaded: {exc}") from exc
-    return factory
-
-
-def sink_factory(name: str) -> SinkFactory:
-    """The factory registered for ``name``: registered at run time, then entry points, then
-    the built-in sinks.
-
-    :raises SinkNotFoundError: no sink of that name.
-    """
-    if name in _registry:
-        return _registry[name]
-    ep = entry_point(ENTRY_POINT_GROUP, name, refresh=name not in _BUILTIN)
-    if ep is not None:
-        try:
-            factory: SinkFactory = ep.load()
-        except Exception as exc:  # a third party's import error: name it, never crash
-            raise SinkNotFoundError(f"sink {name!r} (entry point {ep.value}) cannot be loaded: {exc}") from exc
-        return factory
-    if name in _BUILTIN:
-        return _load(_BUILTIN[name], name)
-    raise SinkNotFoundError(f"no sink {name!r}: {SINK_PROTOCOL_KEY} must be one of {', '.join(sink_protocols())}")
-
-
-def _protocol(peer: PeerConfig) -> str:
-    return peer.configuration.get(SINK_PROTOCOL_KEY) or DEFAULT_PROTOCOL
-
-
-def validate_sink_config(peer: PeerConfig) -> None:
-    """Check the peer's sink settings before the peer is written.
-
-    :raises InvalidPeerConfigError: an unknown protocol or a setting the sink refuses.
-    """
-    mode = peer.configuration.get(INCOMPATIBLE_KEY)
-    if mode is not None and mode not in INCOMPATIBLE_MODES:
-        raise InvalidPeerConfigError(
-            f"peer {peer.peer_id}: {INCOMPATIBLE_KEY} must be one of {', '.join(INCOMPATIBLE_MODES)}, got {mode!r}"
-        )
-    try:
-        factory = sink_factory(_protocol(peer))
-    except SinkNotFoundError as exc:
-        raise InvalidPeerConfigError(f"peer {peer.peer_id}: {exc}") from None
-    validate = getattr(factory, "validate_config", None)
-    if callable(validate):
-        validate(peer)
-
-
-def sink_endpoints(peer: PeerConfig) -> list[tuple[str, int]]:
-    """The servers the peer's sink writes to, as its ``endpoints(peer)`` says (empty for a
-    sink that has none or cannot say).
-
-    :raises InvalidPeerConfigError: the peer's sink settings do not parse.
-    """
-    try:
-        factory = sink_factory(_protocol(peer))
-    except SinkNotFoundError as exc:
-        raise InvalidPeerConfigError(f"peer {peer.peer_id}: {exc}") from None
-    endpoints = getattr(factory, "endpoints", None)
-    return list(endpoints(peer)) if callable(endpoints) else []
-
-
-def create_sink(peer: PeerConfig, context: SinkContext) -> Sink:
-    """The sink the peer's configuration names, ready to apply batches."""
-    sink = sink_factory(_protocol(peer))(peer, context)
-    log.debug("peer %s: sink %s", peer.peer_id, type(sink).__name__)
-    return sink

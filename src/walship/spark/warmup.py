@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from walship.sinks.base import sink_factory
+from walship.sinks.registry import sink_factory
 
 __all__ = [
     "REUSE_KEY",

@@ -50,8 +50,8 @@ from walship.defaults import STUCK_AFTER
 from walship.errors import WalMissingError, WalshipError, error_kind
 from walship.peer import PeerConfig, table_cfs_json
 from walship.replicate.walstore import WalLocation, WalStore
-from walship.sinks.base import sink_endpoints
 from walship.sinks.deadletter import DeadLetterStore
+from walship.sinks.registry import sink_endpoints
 from walship.status.model import PeerCount, PeerStatus, QueueStatus, ReplicationStatus, SinkStatus, iso_ms
 from walship.wal.reader import WalReader
 from walship.zk import QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
