@@ -133,10 +133,9 @@ def _admin(source: SourceCluster) -> Iterator[_Admin]:
     marks final is not retried)."""
     from walship.errors import MasterError, MasterNotFoundError, RemoteHBaseError
     from walship.rpc.peers import MasterPeers, peer_admin
-    from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
+    from walship.zk import ReplicationPeers
 
-    layout = ZnodeLayout(source.znode_parent)
-    with zk_client(source.zk, auth=source.auth, parent=layout.parent) as client:
+    with source.site().state() as (client, layout):
         try:
             peers = peer_admin(client, layout)
         except MasterNotFoundError as exc:

@@ -84,15 +84,14 @@ def read_summaries(
     fail on any error."""
     from walship.replicate.summary import SUMMED_FIELDS
     from walship.spark.ship import ShipJob
-    from walship.zk import ZnodeLayout, zk_client
     from walship.zk.progress import JobStore
 
     site = site or Source()
     totals = dict.fromkeys(SUMMED_FIELDS, 0)
     per_peer: dict[str, dict[str, int]] = {}
     errors = []
-    with zk_client(source.zk, auth=source.auth, parent=source.znode_parent) as client:
-        store = JobStore(client, ZnodeLayout(source.znode_parent))
+    with source.site().state() as (client, layout):
+        store = JobStore(client, layout)
         for kwargs in jobs or []:
             job = ShipJob.from_json(kwargs["job"])
             for peer_id in job.peer_ids:

@@ -31,7 +31,6 @@ def read_audit(peer_id: str | None = None, conn_id: str = WalshipHook.default_co
     """
     from walship.errors import ConfigError
     from walship.scope import open_source, run_audit
-    from walship.zk import ZnodeLayout, zk_client
 
     source = WalshipHook(conn_id).get_source()
     try:
@@ -44,8 +43,8 @@ def read_audit(peer_id: str | None = None, conn_id: str = WalshipHook.default_co
         raise AirflowFailException(str(exc)) from None
     with admin:
         tables = admin.all_tables()
-    with zk_client(source.zk, auth=source.auth, parent=source.znode_parent) as client:
-        report = run_audit(client, ZnodeLayout(source.znode_parent), tables, peer_id=peer_id)
+    with source.site().state() as (client, layout):
+        report = run_audit(client, layout, tables, peer_id=peer_id)
     return report.to_json()
 
 

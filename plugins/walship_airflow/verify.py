@@ -204,21 +204,17 @@ def job_of(kwargs: dict[str, Any]) -> tuple[VerifyJob, str]:
 
 def read_result(source: SourceCluster, peer_id: str, job_id: str) -> dict[str, Any] | None:
     """The result the verify job recorded in ZooKeeper, or ``None``."""
-    from walship.zk import ZnodeLayout, zk_client
     from walship.zk.progress import VerifyStore
 
-    layout = ZnodeLayout(source.znode_parent)
-    with zk_client(source.zk, auth=source.auth, parent=layout.parent) as client:
+    with source.site().state() as (client, layout):
         return VerifyStore(client, layout).get(peer_id, job_id)
 
 
 def forget_result(source: SourceCluster, peer_id: str, job_id: str) -> None:
     """Remove an earlier result under this job id (an earlier try of the task)."""
-    from walship.zk import ZnodeLayout, zk_client
     from walship.zk.progress import VerifyStore
 
-    layout = ZnodeLayout(source.znode_parent)
-    with zk_client(source.zk, auth=source.auth, parent=layout.parent) as client:
+    with source.site().state() as (client, layout):
         VerifyStore(client, layout).delete(peer_id, job_id)
 
 

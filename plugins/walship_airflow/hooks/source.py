@@ -26,13 +26,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException
 from airflow.sdk.log import mask_secret
 
 from walship_airflow.sources import DEFAULT_CONN_ID
+
+if TYPE_CHECKING:
+    from walship.replicate.source import SourceSite
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,12 @@ class SourceCluster:
                 security.login(identity)
         except WalshipError as exc:
             raise AirflowException(str(exc)) from None
+
+    def site(self) -> SourceSite:
+        """The library's assembly of this source (:class:`walship.replicate.source.SourceSite`)."""
+        from walship.replicate.source import SourceSite
+
+        return SourceSite(self.zk, self.znode_parent, self.wal_root, self.auth)
 
     def kerberos_env(self) -> dict[str, str]:
         """``WALSHIP_PRINCIPAL`` / ``WALSHIP_KEYTAB`` for a process this task starts (a Spark job)."""
@@ -133,9 +142,5 @@ class WalshipHook(BaseHook):
     @contextlib.contextmanager
     def connected(self) -> Iterator[tuple[Any, Any, Any]]:
         """(ZooKeeper client, znode layout, WAL store) of the source; the client is closed on exit."""
-        from walship.replicate.walstore import WalStore
-        from walship.zk import ZnodeLayout, zk_client
-
-        source = self.get_source()
-        with zk_client(source.zk, auth=source.auth, parent=source.znode_parent) as client:
-            yield client, ZnodeLayout(source.znode_parent), WalStore(source.wal_root)
+        with self.get_source().site().connected() as connected:
+            yield connected

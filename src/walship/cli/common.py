@@ -13,10 +13,10 @@ from kazoo.client import KazooClient
 import walship.security as security
 from walship.cli.argtypes import shorten
 from walship.errors import ConfigError
+from walship.replicate.source import SourceSite
 from walship.replicate.walstore import WalStore
 from walship.rpc.peers import PeerAdmin, peer_admin
-from walship.zk import ZnodeLayout, zk_client
-from walship.zk.client import validate_hosts
+from walship.zk import ZnodeLayout
 
 __all__ = [
     "Handler",
@@ -25,6 +25,7 @@ __all__ = [
     "open_input",
     "parse_config_pairs",
     "peers_admin",
+    "site",
     "source",
     "state",
 ]
@@ -52,10 +53,15 @@ def open_input(path: str) -> Iterator[BinaryIO]:
             yield f
 
 
+def site(args: argparse.Namespace) -> SourceSite:
+    """The source cluster the global flags name (``--zk``, ``--znode-parent``, ``--wal-root``,
+    ``--zk-auth``, ``--zk-timeout``)."""
+    return SourceSite(args.zk, args.znode_parent, args.wal_root, args.zk_auth, args.zk_timeout)
+
+
 @contextlib.contextmanager
 def state(args: argparse.Namespace) -> Iterator[tuple[KazooClient, ZnodeLayout]]:
-    layout = ZnodeLayout(args.znode_parent)
-    with zk_client(validate_hosts(args.zk), timeout=args.zk_timeout, auth=args.zk_auth, parent=layout.parent) as client:
+    with site(args).state() as (client, layout):
         yield client, layout
 
 
@@ -84,8 +90,7 @@ def source(args: argparse.Namespace) -> Iterator[tuple[KazooClient, ZnodeLayout,
     """The source cluster's state and WALs: ``--zk``, ``--znode-parent`` and ``--wal-root``."""
     if not args.wal_root:
         raise ConfigError("no WAL root: give --wal-root (before the subcommand) or set WALSHIP_WAL_ROOT")
-    walstore = WalStore(args.wal_root)
-    with state(args) as (client, layout):
+    with site(args).connected() as (client, layout, walstore):
         yield client, layout, walstore
 
 

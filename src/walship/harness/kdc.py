@@ -24,6 +24,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from walship.childproc import terminate
 from walship.errors import HarnessError
 
 __all__ = ["MitKdc"]
@@ -213,12 +214,7 @@ class MitKdc:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        terminate(proc, timeout=10)
 
     def __enter__(self) -> MitKdc:
         return self.start()

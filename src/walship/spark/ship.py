@@ -29,10 +29,10 @@ from walship.errors import ConfigError
 from walship.replicate.feeds import group_key
 from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
-from walship.replicate.walstore import WalStore
+from walship.replicate.source import SourceSite
 from walship.security import kept_fresh
 from walship.spark.warmup import WorkerWarmUp
-from walship.zk import QueueId, ZnodeLayout, zk_client
+from walship.zk import QueueId, ZnodeLayout
 from walship.zk.client import validate_hosts
 from walship.zk.layout import check_znode_name
 from walship.zk.locks import Holder
@@ -113,15 +113,20 @@ class ShipJob:
     def peer_ids(self) -> list[str]:
         return split_peer_ids(self.peer_id)
 
+    def site(self) -> SourceSite:
+        """The source the job ships from (its ZooKeeper credentials from the environment)."""
+        return SourceSite(self.zk, self.znode_parent, self.wal_root)
+
     def holder(self) -> Holder:
         return Holder.here(f"ship-job-{self.job_id or 'adhoc'}", self.run_id)
 
 
 def _shipper(job: ShipJob, client: Any) -> Shipper:
+    site = job.site()
     return Shipper(
         client,
-        ZnodeLayout(job.znode_parent),
-        WalStore(job.wal_root),
+        site.layout,
+        site.walstore(),
         batch_bytes=job.batch_bytes,
         batch_entries=job.batch_entries,
         lock_timeout=job.lock_wait,
@@ -161,7 +166,7 @@ def ship_partition(job: ShipJob, groups: Iterator[list[tuple[str, str]]]) -> Ite
     stop = threading.Event()  # a group failed: the others stop lingering, the task fails soon
     # on a Kerberized cluster the executor logs in where it runs (WALSHIP_PRINCIPAL/KEYTAB) and a
     # lingering task gets new tickets from the keytab as the old ones end
-    with kept_fresh(), zk_client(job.zk) as client:
+    with kept_fresh(), job.site().state() as (client, _):
         if len(todo) == 1:
             results = [ship_group(job, client, todo[0], stop)]
         else:
@@ -235,7 +240,7 @@ def record_summaries(job: ShipJob, summaries: list[PeerSummary], client: Any) ->
     """Write the job's summary of each peer into walship's znodes, for the report task and status."""
     if not job.job_id:
         return
-    store = JobStore(client, ZnodeLayout(job.znode_parent))
+    store = JobStore(client, job.site().layout)
     for summary in summaries:
         store.put(summary.peer_id, job.job_id, summary.to_json())
 
@@ -250,7 +255,7 @@ def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None =
     t0 = time.perf_counter()
     warm_up = WorkerWarmUp(spark)
     try:
-        with zk_client(job.zk) as client:
+        with job.site().state() as (client, _):
             summaries, groups = plan_queues(job, client)
             t1 = time.perf_counter()
             clock["plan"] = t1 - t0

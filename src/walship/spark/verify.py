@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from walship.errors import ConfigError, PeerNotFoundError, VerifyError, VerifyUnavailableError, WalshipError
+from walship.replicate.source import SourceSite
 from walship.verify import Split, SplitResult, VerifyJob, VerifyResult, combine, plan, run_split, write_report
-from walship.zk import ZnodeLayout, zk_client
 from walship.zk.layout import check_znode_name
 from walship.zk.progress import VerifyStore
 
@@ -51,8 +51,7 @@ def error_record(job: VerifyJob, exc: WalshipError) -> dict[str, Any]:
 
 def record_result(job: VerifyJob, job_id: str, record: dict[str, Any]) -> None:
     """Write a verify job's result (or error record) into walship's znodes under ``job_id``."""
-    layout = ZnodeLayout(job.znode_parent)
-    with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
+    with SourceSite(job.zk, job.znode_parent, auth=job.zk_auth).state() as (client, layout):
         VerifyStore(client, layout).put(job.peer_id, job_id, record)
 
 
