@@ -8,6 +8,7 @@ or a ResourceManager that does not answer is one line at the task's start, befor
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -46,8 +47,10 @@ def on_yarn(real_hdfs: HBaseProcess, packed_env: Path, monkeypatch: pytest.Monke
 
 def test_the_replicate_dag_ships_in_cluster_mode_on_yarn_with_the_packed_environment(
     dagbag: Any, real_hdfs: HBaseProcess, real_hbase: tuple[HBaseProcess, HBaseProcess], on_yarn: YarnInfo,
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
+    """With ZooKeeper credentials in the source connection: they reach the driver in YARN's
+    application master and the executors as a file, never on spark-submit's command line."""
     from test_dags import REPLICATE_DEFAULTS
 
     h, b = table_on_both(real_hdfs, real_hbase[1], "yarn")
@@ -56,13 +59,18 @@ def test_the_replicate_dag_ships_in_cluster_mode_on_yarn_with_the_packed_environ
         with h.table().batch() as batch:
             for i in range(300):
                 batch.put(b"row-%03d" % i, {b"r:q": b"%d" % i, b"l:x": b"local"})
-        monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(h))
+        conn = {**json.loads(source_conn(h)), "login": "walship", "password": "zk-secret"}
+        monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", json.dumps(conn))
         before = {app["id"] for app in yarn_apps(on_yarn)}
+        capfd.readouterr()
         conf = {**REPLICATE_DEFAULTS, "peer_id": peer, "max_parallel_jobs": 1, "spark_conn_id": CONN_ID, "linger": 0}
         run = dagbag.dags["walship_replicate"].test(run_conf=conf)
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
         assert run.state == "success", states
         assert contents(b) == contents(h, b"r") and len(contents(b)) == 300
+        out = capfd.readouterr().out
+        assert "spark.yarn.appMasterEnv.WALSHIP_ZK_AUTH_FILE=walship-zk-auth" in out
+        assert "WALSHIP_ZK_AUTH=" not in out and "zk-secret" not in out
     (app,) = [app for app in yarn_apps(on_yarn) if app["id"] not in before]
     # the driver ran in YARN's application master, in the connection's queue, and succeeded
     assert (app["name"], app["queue"], app["finalStatus"]) == ("walship-ship", "walship", "SUCCEEDED")
