@@ -104,8 +104,12 @@ def walship_requirement(work: Path, wheel: Path | None = None) -> str:
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(source)],
         f"building walship's wheel from {source}",
     )
-    (built,) = sorted(out.glob("walship-*.whl"))
-    return str(built)
+    built = sorted(out.glob("walship-*.whl"))
+    if len(built) != 1:
+        raise SparkSetupError(
+            f"cannot pack the environment: building walship's wheel from {source} made {len(built)} wheels"
+        )
+    return str(built[0])
 
 
 def pack(
