@@ -21,6 +21,7 @@ at the task's start, that the queue exists and the archive is there.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from typing import Any
@@ -69,13 +70,15 @@ class WalshipSparkHook(SparkSubmitHook):
         """Whether the driver runs in YARN's application master (cluster deploy mode)."""
         return self.yarn and self._connection["deploy_mode"] == "cluster"
 
-    def _extra(self) -> dict[str, Any]:
+    @functools.cached_property
+    def extra(self) -> dict[str, Any]:
+        """The connection's extras, looked up once for this hook."""
         return dict(self.get_connection(self.spark_conn_id).extra_dejson or {})
 
     def archive(self) -> str | None:
         """The packed environment as ``--archives`` takes it (``location#walship-env``), from
         the extra ``archive``, else ``None``."""
-        value = str(self._extra().get("archive") or "").strip()
+        value = str(self.extra.get("archive") or "").strip()
         if not value:
             return None
         location, alias = split_archive(value)
@@ -84,7 +87,7 @@ class WalshipSparkHook(SparkSubmitHook):
     def webapp(self) -> str | None:
         """The ResourceManager's web address: the extra ``yarn_resourcemanager_webapp_address``,
         else ``yarn-site.xml`` of ``$HADOOP_CONF_DIR``."""
-        value = str(self._extra().get(WEBAPP_EXTRA) or "").strip()
+        value = str(self.extra.get(WEBAPP_EXTRA) or "").strip()
         if value:
             return value if "://" in value else f"http://{value}"
         return webapp_from_conf()
@@ -99,7 +102,7 @@ class WalshipSparkHook(SparkSubmitHook):
         ``extraJavaOptions``, so they are asked for); the extra ``spark_conf`` adds settings
         and overrides these."""
         conf = {"spark.ui.enabled": "false"}
-        extra = self._extra()
+        extra = self.extra
         if str(extra.get("walship_jvm_options", "false")).lower() == "true":
             conf.update(job_settings())
         archive = self.archive()
@@ -120,7 +123,7 @@ class WalshipSparkHook(SparkSubmitHook):
 
     def resources(self) -> dict[str, Any]:
         """The submit's sizing arguments from the extras of :data:`RESOURCE_EXTRAS`."""
-        extra = self._extra()
+        extra = self.extra
         out: dict[str, Any] = {}
         for key in RESOURCE_EXTRAS:
             value = extra.get(key)
@@ -155,7 +158,7 @@ class WalshipSparkHook(SparkSubmitHook):
         if archive:
             kwargs["archives"] = archive
         if self.yarn_cluster:
-            if str(self._extra().get(WEBAPP_EXTRA) or "").strip():
+            if str(self.extra.get(WEBAPP_EXTRA) or "").strip():
                 kwargs["yarn_track_via_rm_api"] = True
             else:
                 kwargs["durable"] = False

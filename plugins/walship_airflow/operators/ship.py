@@ -11,12 +11,12 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from walship.zk.client import AUTH_FILE_ENV
 from walship_airflow.hooks.source import SourceCluster, WalshipHook
 
 #: The variable the Spark driver and executors read ZooKeeper credentials from.
 AUTH_ENV = "WALSHIP_ZK_AUTH"
-#: On YARN: the variable naming the file that holds them, and the file's name in a container.
-AUTH_FILE_ENV = "WALSHIP_ZK_AUTH_FILE"
+#: On YARN: the file that holds them, by its name in a container (``AUTH_FILE_ENV`` names it).
 AUTH_FILE = "walship-zk-auth"
 #: The variable naming the Airflow pool of walship's Spark tasks.
 POOL_ENV = "WALSHIP_SPARK_POOL"

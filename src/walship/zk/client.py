@@ -39,6 +39,7 @@ from walship.errors import ConfigError, ZkAuthError, ZkError, ZkUnavailableError
 from walship.zk.handler import PollingHandler
 
 __all__ = [
+    "AUTH_FILE_ENV",
     "DEFAULT_ZK",
     "KAZOO_ERRORS",
     "connect",
