@@ -235,7 +235,8 @@ def _pg_bin(name: str) -> Path:
 
 
 class _Server:
-    """A server of the topology: ``with`` starts it and waits until it answers, then stops it."""
+    """A server of the topology: ``with`` starts it and waits until it answers (stopping what
+    started if either fails), then stops it."""
 
     def start(self) -> None:
         raise NotImplementedError
@@ -247,8 +248,8 @@ class _Server:
         raise NotImplementedError
 
     def __enter__(self) -> Self:
-        self.start()
         try:
+            self.start()
             self.wait_ready()
         except BaseException:
             self.stop()
@@ -676,7 +677,7 @@ class Airflow:
         return state
 
 
-class Topology:
+class Topology(_Server):
     """PostgreSQL, Redis (or Valkey) and :class:`Airflow` on them, started as fast as the
     machine allows: the two servers side by side, then the migration, then every Airflow
     component at once. ``start_seconds`` is how long it took until all were healthy.
@@ -692,20 +693,24 @@ class Topology:
         self.broker = RedisServer(base)
         self.airflow = Airflow(base, db=self.db, broker=self.broker, **airflow)
         self.start_seconds: float | None = None
-        #: seconds of each phase of :meth:`start`: ``servers``, ``migrate``, ``components``
+        #: seconds of each phase of starting: ``servers``, ``migrate``, ``components``
         self.timings: dict[str, float] = {}
+        self._began = 0.0
 
     def start(self) -> None:
-        began = time.monotonic()
+        """The servers, then Airflow's migration and components (:meth:`wait_ready` waits for them)."""
+        self._began = time.monotonic()
         self.broker.start()
         self.db.start()
         self.broker.wait_ready()
         self.db.wait_ready()
-        self.timings["servers"] = time.monotonic() - began
+        self.timings["servers"] = time.monotonic() - self._began
         self.airflow.start()
-        self.timings["migrate"] = time.monotonic() - began - self.timings["servers"]
-        self.airflow.wait_healthy()
-        self.start_seconds = time.monotonic() - began
+        self.timings["migrate"] = time.monotonic() - self._began - self.timings["servers"]
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        self.airflow.wait_healthy(timeout)
+        self.start_seconds = time.monotonic() - self._began
         self.timings["components"] = self.start_seconds - self.timings["servers"] - self.timings["migrate"]
 
     def stop(self) -> None:
@@ -728,14 +733,3 @@ class Topology:
 
     def describe(self) -> str:
         return self.airflow.describe()
-
-    def __enter__(self) -> Topology:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -110,15 +110,19 @@ def java_command(heap: str = "768m", collector: str = "serial") -> list[str]:
     ]  # fmt: skip
 
 
+def _java_home() -> str | None:
+    """``JAVA_HOME``, else the home of the ``java`` on ``PATH`` (YARN's containers start their
+    JVMs from it)."""
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    java = shutil.which("java")
+    return str(Path(java).resolve().parents[1]) if java else None
+
+
 def _jvm_env() -> dict[str, str]:
-    """The harness JVM's environment, with ``JAVA_HOME`` (YARN's containers start their JVMs
-    from it) set from the ``java`` that runs it when unset."""
-    env = dict(os.environ)
-    if not env.get("JAVA_HOME"):
-        java = shutil.which("java")
-        if java:
-            env["JAVA_HOME"] = str(Path(java).resolve().parents[1])
-    return env
+    """The harness JVM's environment, with ``JAVA_HOME`` set."""
+    home = _java_home()
+    return {**os.environ, "JAVA_HOME": home} if home else dict(os.environ)
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,7 @@ class YarnInfo:
     def client_env(self) -> dict[str, str]:
         """What a YARN client (spark-submit) needs in its environment."""
         env = {"HADOOP_CONF_DIR": str(self.conf_dir), "YARN_CONF_DIR": str(self.conf_dir)}
-        home = _jvm_env().get("JAVA_HOME")
+        home = _java_home()
         return {**env, "JAVA_HOME": home} if home else env
 
 
