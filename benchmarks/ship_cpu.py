@@ -28,7 +28,7 @@ from pathlib import Path
 
 from wal_read import VALUE_SIZE, write_wal
 
-import walship.replicate.filters as filters
+import walship.replicate.batcher.filters as filters
 import walship.sinks.hbase2 as hbase2_sink
 from walship.peer import PeerConfig
 from walship.replicate.collector import fewer_collections

@@ -40,7 +40,7 @@ def ship_jobs(source: SourceCluster, queues: list[str], context: Any, app: str, 
     :param app: ``spark_jobs/ship.py`` as the Spark hosts see it.
     :param jar: ``spark_jobs/pyrunner.jar``, for cluster deploy mode on a standalone master.
     """
-    from walship.replicate.feeds import group_key
+    from walship.replicate.batcher.member import group_key
     from walship.spark.ship import ShipJob
     from walship.zk import QueueId
 

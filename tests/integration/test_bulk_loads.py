@@ -55,7 +55,7 @@ def test_a_bulk_load_is_counted_named_and_repaired_by_verify(
     conn.table(a.table_name).put(b"put99", {b"r:q": b"after"}, timestamp=3000)
     conn.close()
 
-    with caplog.at_level(logging.WARNING, logger="walship.replicate.feeds"):
+    with caplog.at_level(logging.WARNING, logger="walship.replicate.batcher.member"):
         summary = ship(a)
     assert summary.status == "ok", summary.error
     assert summary.totals()["bulk_loads"] == 1

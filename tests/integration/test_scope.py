@@ -17,7 +17,7 @@ from replication_helpers import Cluster, make_cluster, ship
 from walship.cli import main
 from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher.filters import EntryFilter
 from walship.scope import FamilySettings, TableInfo, audit_peer
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2, table_name

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -296,7 +297,10 @@ def test_the_metrics_server_outlives_its_ticket(stack: SecureStack, tmp_path: Pa
 
             def scrape() -> dict[str, float]:
                 """Each family's samples summed (walship_queue_bytes: over the peer's queues)."""
-                body = urllib.request.urlopen(url, timeout=30).read().decode()
+                try:
+                    body = urllib.request.urlopen(url, timeout=30).read().decode()
+                except urllib.error.HTTPError as exc:
+                    raise AssertionError(f"{exc}: {log_path.read_text()[-3000:]}") from None
                 out: dict[str, float] = {}
                 for line in body.splitlines():
                     if line.startswith(("walship_status_up", "walship_queue_bytes")):

@@ -14,7 +14,7 @@ from replication_helpers import SINK_PROTOCOLS, TABLE, Cluster, add_peer, conten
 from walship.errors import SinkError
 from walship.minicluster import AdminClient
 from walship.minicluster.process import MiniClusterProcess
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher.filters import EntryFilter
 from walship.sinks.base import FilteredEntry, SinkContext
 from walship.sinks.pooled import INLINE_CELLS, PooledSink
 from walship.sinks.registry import create_sink

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from replication_helpers import Cluster, ship
+from replication_helpers import Cluster, add_peer, make_cluster, ship
 from waiting import wait_until
 
 from walship.cli import main
 from walship.minicluster import AdminClient
+from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
 from walship.replicate.planning import Planner
 from walship.status import collect_status
+from walship.status.collect import QueueFiles
 from walship.status.model import ReplicationStatus
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock, zk_client
 from walship.zk.locks import Holder
@@ -191,3 +195,26 @@ def test_status_without_a_wal_root_names_the_flag(capsys: pytest.CaptureFixture[
         if env is not None:
             os.environ["WALSHIP_WAL_ROOT"] = env
     assert "--wal-root" in capsys.readouterr().err
+
+
+def test_a_wal_archived_between_its_lookup_and_its_read_is_read_where_it_went(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str
+) -> None:
+    """A scrape right after a roll: the WAL the roll closes is found under WALs/ and archived
+    before its first unshipped entry is read. The status reads it in oldWALs/ (it was a 500 of
+    ``walship metrics serve``)."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=1)
+    b = make_cluster(minicluster_factory, zk_hosts, "B", regionservers=1)
+    add_peer(a, b)
+    write(a, 0, 20)
+    with zk_client(a.zk_hosts) as client:
+        layout = ZnodeLayout(a.parent)
+        (queue,) = ReplicationQueues(client, layout).list_queues("1")
+        files = QueueFiles(client, layout, WalStore(a.mc.wal_root), [queue])
+        first = queue.wals[-1]
+        located = files.locate(queue, first.name)
+        assert located is not None and not located.archived
+        AdminClient(a.mc.admin).roll()  # closes the WAL and archives it at once
+        assert not Path(located.path).exists()
+        write_time = files.first_unshipped_write_time(queue, [(first.position, located)])
+    assert write_time is not None and 0 < write_time <= time.time() * 1000

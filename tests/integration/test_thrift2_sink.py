@@ -12,7 +12,7 @@ from replication_helpers import TABLE, Cluster, add_peer, make_cluster, ship
 
 from walship.errors import ConfigError
 from walship.minicluster.process import MiniClusterProcess
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher.filters import EntryFilter
 from walship.sinks.base import SinkContext
 from walship.sinks.registry import create_sink
 from walship.thrift.conn import open_thrift2

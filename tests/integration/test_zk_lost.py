@@ -77,11 +77,11 @@ def test_the_sep_dag_waiting_for_subscriptions_says_zookeeper_is_unavailable(own
 def test_a_spark_ship_task_looking_up_its_peer_says_zookeeper_is_unavailable(
     own_zk: LocalZooKeeper, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from walship.spark import ship as spark_ship
+    from walship.replicate import source
     from walship.spark.ship import ShipJob, ship_partition
 
     with_peer(own_zk)
-    connected = spark_ship.zk_client
+    connected = source.zk_client
 
     @contextlib.contextmanager
     def then_lost(*args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -89,7 +89,7 @@ def test_a_spark_ship_task_looking_up_its_peer_says_zookeeper_is_unavailable(
             own_zk.stop()  # the task is connected; its first read finds ZooKeeper gone
             yield client
 
-    monkeypatch.setattr(spark_ship, "zk_client", then_lost)
+    monkeypatch.setattr(source, "zk_client", then_lost)
     job = ShipJob(zk=own_zk.hosts, znode_parent="/hbase", wal_root="/nonexistent", peer_id="1")
     with pytest.raises(ZkUnavailableError, match="replication peers: get 1: ZooKeeper unavailable"):
         list(ship_partition(job, iter([[("rs1.example.com,16020,1", "1")]])))

@@ -1,6 +1,8 @@
-"""The compiled entry filter and Thrift2 rows of puts (walship.sinks._fastpath) give what the
-Python code gives, on the same entries: the same filtered entries, the same calls (rows, cells,
-sizes, splits) and counts; and they decline what they leave to Python."""
+"""The compiled entry filter (walship.replicate.batcher._batcher) and the Thrift sinks' rows
+(walship.sinks._fastpath) give what the Python code gives, on the same entries: the same
+filtered entries, the same calls (rows, cells, sizes, splits) and counts; and they decline what
+they leave to Python. Both read walship's tuples by the layout they declare, and are used only
+while it matches the tuples' fields."""
 
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ import walship.sinks.hbase as thrift1_module
 import walship.sinks.hbase2 as hbase2_sink
 from walship.errors import IncompatibleEditError
 from walship.peer import PeerConfig
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher import _batcher
+from walship.replicate.batcher.filters import LIMITS, TALLY, EntryFilter, TableRule
 from walship.sinks import _fastpath
 from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.hbase import ThriftSink
-from walship.wal import Cell, CellType, WalEntry, WalKey
+from walship.wal import Cell, CellType, WalEntry, WalKey, layout
+from walship.wal.layout import WAL_TUPLES, mismatches
 from walship.wal.model import METAFAMILY
 
 SOURCE, PEER, OTHER = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -88,7 +92,7 @@ def test_the_compiled_filter_keeps_what_python_keeps(peer: PeerConfig, seed: int
     compiled = 0
     for entry in random_entries(random.Random(seed), 3000):
         expected = entry_filter.apply_py(entry)  # also fills the table's rule, as apply does
-        direct = _fastpath.filter_entry(*compiled_args(entry_filter), entry)
+        direct = _batcher.filter_entry(*compiled_args(entry_filter), entry)
         if direct is not DECLINED:
             compiled += 1
             assert direct == expected, entry
@@ -116,20 +120,20 @@ def test_the_compiled_filter_declines_a_table_without_its_rule_and_other_scope_t
     cell = Cell(b"a", b"r", b"q", 1, int(CellType.Put), b"v")
     entry = WalEntry(WalKey(b"region", b"new", 1, 1, scopes={b"r": 1}), (cell,), 0, 10)
     args = compiled_args(entry_filter)
-    assert _fastpath.filter_entry(*args, entry) is DECLINED
+    assert _batcher.filter_entry(*args, entry) is DECLINED
     assert entry_filter.apply(entry) is not None and b"new" in entry_filter._table_cache  # Python decided, cached
-    assert _fastpath.filter_entry(*args, entry) == entry_filter.apply_py(entry)
+    assert _batcher.filter_entry(*args, entry) == entry_filter.apply_py(entry)
 
     class Scopes(dict):  # type: ignore[type-arg]
         pass
 
     odd = entry._replace(key=entry.key._replace(scopes=Scopes({b"r": 1})))
-    assert _fastpath.filter_entry(*args, odd) is DECLINED
+    assert _batcher.filter_entry(*args, odd) is DECLINED
     assert entry_filter.apply(odd) == entry_filter.apply_py(odd) != None  # noqa: E711
     with pytest.raises(TypeError, match="filter_entry: an entry must be a tuple"):
-        _fastpath.filter_entry(*args, object())
+        _batcher.filter_entry(*args, object())
     with pytest.raises(TypeError, match="filter_entry takes 7 arguments, not 6"):
-        _fastpath.filter_entry(*args)
+        _batcher.filter_entry(*args)
 
 
 def calls_of(entries: list[FilteredEntry], streams: int = 1) -> tuple[list[Any], ApplyStats]:
@@ -263,7 +267,7 @@ def test_the_compiled_filter_reads_a_read_only_view_of_scopes_as_python_does() -
     entry = WalEntry(WalKey(b"region", b"t", 1, 1, scopes=MappingProxyType(raw)), cells, 0, 10)
     expected = entry_filter.apply_py(entry)
     assert expected is not None and expected.cells == cells[:1]
-    assert _fastpath.filter_entry(*compiled_args(entry_filter), entry) == expected
+    assert _batcher.filter_entry(*compiled_args(entry_filter), entry) == expected
     assert dict(raw) == {b"r": 1}
 
 
@@ -301,6 +305,51 @@ def test_the_compiled_filter_refuses_a_filtered_type_with_fields_of_its_own() ->
     args = list(compiled_args(entry_filter))
     args[4] = WithDict
     with pytest.raises(TypeError, match="no fields of its own"):
-        _fastpath.filter_entry(*args, entry)
+        _batcher.filter_entry(*args, entry)
     fe = entry_filter.apply(entry)
     assert type(fe) is FilteredEntry and fe == (entry, entry.cells, (SOURCE,))
+
+
+def test_each_compiled_module_reads_the_tuples_at_the_positions_of_their_fields() -> None:
+    """The positions each module was built with are the tuples' own: renaming or moving a field
+    shows here (and the module is then left unused), never as a wrong item read."""
+    tuples = {**WAL_TUPLES, "FilteredEntry": FilteredEntry._fields, "TableRule": TableRule._fields}
+    tuples |= {"Tally": TALLY, "Limits": LIMITS}
+    for module in (_batcher, _fastpath):
+        assert module.LAYOUT, module.__name__
+        assert mismatches(module.LAYOUT, tuples) == [], module.__name__
+    assert {"TableRule.include", "Tally.last_write_time", "Limits.size"} <= set(_batcher.LAYOUT)
+    assert layout.load("walship.replicate.batcher._batcher", tuples) is _batcher
+
+
+def test_a_compiled_module_built_for_other_fields_is_left_for_the_python_code(caplog: pytest.LogCaptureFixture) -> None:
+    renamed = {
+        **WAL_TUPLES,
+        "FilteredEntry": FilteredEntry._fields,
+        "WalEntry": ("key", "cells", "start", "end_offset"),
+    }
+    assert mismatches(_fastpath.LAYOUT, renamed) == ["WalEntry.offset at 2"]  # WalEntry.offset renamed
+    moved = {"TableRule": ("include", "replicate", "exclude")}
+    with caplog.at_level("WARNING", logger="walship.wal.layout"):
+        assert layout.load("walship.replicate.batcher._batcher", moved) is None
+    assert "TableRule.include at 1, TableRule.replicate at 0" in caplog.text
+
+
+def test_a_compiled_run_counts_into_its_tally_and_refuses_another_shape() -> None:
+    entry_filter = EntryFilter(PEERS[0], SOURCE, PEER)
+    cell = Cell(b"a", b"r", b"q", 1, 4, b"v")
+    run = [
+        WalEntry(WalKey(b"region", b"t", i, 500 + i, scopes={b"r": 1}), (cell,), 10 * i, 10 * i + 10) for i in range(5)
+    ]
+    for entry in run:
+        entry_filter.apply_py(entry)  # the table's rule known: the run is the compiled code's
+    args = compiled_args(entry_filter)
+    batch: list[FilteredEntry] = []
+    tally = [20, 0, 0, 0, 0, None]  # from position 20: entries 0 and 1 are shipped already
+    assert _batcher.take_run(run, 0, args, batch, tally, (2, 1 << 20, 1 << 22)) == (4, False)
+    assert [fe.entry for fe in batch] == run[2:4]  # full at 2 entries
+    assert tally == [40, 2, 20, 20, 0, 503]
+    with pytest.raises(TypeError, match="a list of 6 items"):
+        _batcher.take_run(run, 0, args, [], [0, 0, 0], (2, 1, 1))
+    with pytest.raises(TypeError, match="Tally.read must be an int"):
+        _batcher.take_run(run, 0, args, [], [0, "0", 0, 0, 0, None], (2, 1, 1))

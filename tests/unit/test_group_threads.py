@@ -11,7 +11,7 @@ import pytest
 from walship.errors import SinkError
 from walship.peer import PeerConfig
 from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
-from walship.replicate.readers import OpenReaders
+from walship.replicate.reader import OpenReaders
 from walship.replicate.summary import QueueSummary
 from walship.replicate.walfiles import ReadStats
 

@@ -14,9 +14,9 @@ import pytest
 
 from walship.errors import CorruptWalError, InvalidPeerConfigError
 from walship.peer import PeerConfig
-from walship.replicate import feeds
-from walship.replicate.feeds import Batch, Feed, Member
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher import member as batcher_member
+from walship.replicate.batcher.filters import EntryFilter
+from walship.replicate.batcher.member import Batch, Feed, Member, Ramp
 from walship.replicate.progressbook import PendingProgress
 from walship.replicate.summary import QueueSummary
 from walship.sinks.base import FilteredEntry
@@ -53,7 +53,7 @@ def member(position: int, limits: tuple[int, int]) -> Member:
     feed = Feed(peer, "rs1,16020,1700000000000", "1", EntryFilter(peer, SOURCE, PEER), None)  # type: ignore[arg-type]
     queue = QueueInfo(feed.server, QueueId.parse("1"), (WalPosition(WAL, position, 0),))
     m = Member(feed, QueueSummary(feed.server, "1"), PendingProgress(), queue, 0.0)
-    m.limit(*limits)
+    m.start_pass(Ramp(*limits))
     m.begin(WAL)
     return m
 
@@ -102,7 +102,7 @@ def test_runs_cut_the_batches_entry_by_entry_cuts(way: str, seed: int, limits: t
     run = entries(rng, 800)
     start = rng.choice((0, run[rng.randrange(len(run))].offset))  # a queue partly shipped: from its position
     a, b = member(start, limits), member(start, limits)
-    assert b.feed.entry_filter.compiled is not None and feeds._take_run is not None  # both ways run
+    assert b.feed.entry_filter.compiled is not None and batcher_member._take_run is not None  # both ways run
     expected = [*one_by_one(a, run), a.cut()]
     got = [*in_runs(b, run, rng.choice((1, 5, 32)), way), b.cut()]
     assert [shape(x) for x in got] == [shape(x) for x in expected]

@@ -24,7 +24,7 @@ from walship.minicluster.meta import META_TABLE
 from walship.minicluster.placement import close_region, open_region
 from walship.minicluster.view import MasterView
 from walship.peer import PeerConfig
-from walship.replicate.filters import table_rule
+from walship.replicate.batcher.filters import table_rule
 from walship.serial.metarow import REP_BARRIER, SEQNUM, barriers_of, encoded_region_name
 from walship.zk.lastpushed import LastPushedIds
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from kazoo.client import KazooClient
 
 from walship.errors import ZkError
-from walship.replicate.feeds import Feed
+from walship.replicate.batcher.member import Feed
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.summary import QueueSummary
 from walship.zk import ZnodeLayout, queue_lock

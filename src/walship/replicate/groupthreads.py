@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from walship.peer import PeerConfig
-from walship.replicate.filters import EntryFilter
-from walship.replicate.readers import OpenReaders
+from walship.replicate.batcher.filters import EntryFilter
+from walship.replicate.reader import OpenReaders
 from walship.replicate.summary import QueueSummary
 from walship.replicate.walfiles import ReadStats
 
@@ -27,7 +27,7 @@ __all__ = ["GroupKey", "GroupShipper", "GroupThreads", "Members"]
 
 log = logging.getLogger(__name__)
 
-#: a group's key (:func:`walship.replicate.feeds.group_key`)
+#: a group's key (:func:`walship.replicate.batcher.member.group_key`)
 GroupKey = tuple[str, tuple[str, ...]]
 #: a group's queues: (peer, server, queue id) each
 Members = list[tuple[PeerConfig, str, str]]

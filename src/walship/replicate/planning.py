@@ -22,7 +22,7 @@ from kazoo.client import KazooClient
 
 from walship.errors import PeerNotFoundError, ReplicationError, WalMissingError, WalshipError, ZkError
 from walship.peer import PeerConfig, parse_cluster_key
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher.filters import EntryFilter
 from walship.replicate.plans import (
     DEFAULT_CLOSE_GRACE,
     FailoverResult,

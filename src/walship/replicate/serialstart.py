@@ -18,7 +18,7 @@ from kazoo.client import KazooClient
 
 from walship.errors import ConfigError
 from walship.peer import PeerConfig
-from walship.replicate.filters import table_rule
+from walship.replicate.batcher.filters import table_rule
 from walship.serial.barriers import BarrierReader
 from walship.zk import ZnodeLayout
 from walship.zk.lastpushed import LastPushedIds

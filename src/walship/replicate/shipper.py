@@ -8,7 +8,7 @@ the queue once it can grow no more (it has a trailer, is archived, a newer WAL f
 the queue is a recovered one); a drained recovered queue is deleted, an empty one too.
 
 Several peers shipped in one pass (:meth:`Shipper.ship_peers`, ``walship ship --peer 1,2,subs``)
-share their reads: queues over the same WALs (:mod:`walship.replicate.feeds`) read each WAL
+share their reads: queues over the same WALs (:mod:`walship.replicate.batcher.member`) read each WAL
 once, from the lowest of their positions, and every entry goes through each queue's own filter,
 batch and sink; each position is committed on its own, and an error stops its queue only.
 
@@ -36,16 +36,16 @@ from kazoo.client import KazooClient
 from walship import defaults
 from walship.errors import BarrierUnavailableError, ConfigError, WalshipError
 from walship.peer import PeerConfig
+from walship.replicate.applier import Applier
+from walship.replicate.batcher import EntryFilter, Feed, KnownPositions, Member, Ramp, group_key
 from walship.replicate.collector import fewer_collections
-from walship.replicate.feeds import Feed, KnownPositions, Member, group_key
-from walship.replicate.filters import EntryFilter
 from walship.replicate.grouplocks import lock_group
 from walship.replicate.grouppass import GroupPass
 from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
 from walship.replicate.planning import Planner
 from walship.replicate.plans import PeerPlan, close_grace
 from walship.replicate.progressbook import ProgressBook
-from walship.replicate.readers import OpenReaders
+from walship.replicate.reader import GroupReader, OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
 from walship.replicate.throttle import PeerThrottlers, ThrottledSink
 from walship.replicate.walfiles import ReadStats
@@ -163,7 +163,7 @@ class Shipper:
         claim: bool = True,
     ) -> list[PeerSummary]:
         """One pass over every queue of the peers, reading each WAL once for all the queues
-        that hold it (see :mod:`walship.replicate.feeds`); a summary per peer, in order.
+        that hold it (see :mod:`walship.replicate.batcher.member`); a summary per peer, in order.
 
         :raises PeerNotFoundError: a peer does not exist (nothing is shipped).
         """
@@ -213,7 +213,7 @@ class Shipper:
         max_batches: int | None = None,
     ) -> list[QueueSummary]:
         """Ship the (server, queue id)s of each peer; queues over the same WALs
-        (:func:`~walship.replicate.feeds.group_key`) are a group, which shares one read.
+        (:func:`~walship.replicate.batcher.member.group_key`) are a group, which shares one read.
 
         Groups go at once, as a region server ships each of its queues in a thread: up to
         :attr:`parallel` of them, each in a thread with a shipper of its own (its sinks, WAL
@@ -348,14 +348,10 @@ class Shipper:
             moved is left out (read again next time); drop a queue's record with its lock.
         """
         group = GroupPass(
-            self.walstore,
+            GroupReader(self.walstore, self.planner, self.read_stats, self.readers),
+            Applier(self.queues, self.book, self._applier if self.pipeline else None),
             self.planner,
-            self.book,
-            self.read_stats,
-            readers=self.readers,
-            batch_entries=self.batch_entries,
-            batch_bytes=self.batch_bytes,
-            applier=self._applier if self.pipeline else None,
+            Ramp(self.batch_entries, self.batch_bytes, pipelined=self.pipeline),
             halted=self.halted,
         )
         members: list[Member] = []
@@ -372,7 +368,7 @@ class Shipper:
                 serial = self.serial_checker(feed)
                 members.append(Member(feed, qs, progress, queue, close_grace(feed.peer), serial))
             except WalshipError as exc:
-                group.stopped(feed, qs, progress, exc)
+                group.applier.stopped(feed, qs, progress, exc)
         with fewer_collections():
             group.run(members, max_batches)
         if any(isinstance(m.qs.exception, BarrierUnavailableError) for m in members):
@@ -383,7 +379,7 @@ class Shipper:
             try:
                 self.book.write(m.feed.peer.peer_id, m.progress, m.qs, final=flush_progress)
             except WalshipError as exc:
-                group.stop(m, exc)
+                group.applier.stop(m, exc)
                 continue
             key = (m.feed.server, m.feed.queue_id)
             if known is not None and not m.qs.queue_removed and key in stamps:

@@ -53,8 +53,8 @@ from walship.errors import (
     ZkUnavailableError,
 )
 from walship.peer import PeerConfig
-from walship.replicate.feeds import Feed, KnownPositions, group_key
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher.filters import EntryFilter
+from walship.replicate.batcher.member import Feed, KnownPositions, group_key
 from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import Shipper
 from walship.replicate.summary import TailSummary

@@ -2,7 +2,7 @@
 
 For each peer, each family of each user table of the source gets a row: its
 REPLICATION_SCOPE, whether the peer selects it (with exactly the rule the shipper filters
-by, :func:`walship.replicate.filters.table_rule`), and whether the peer's table has it, with
+by, :func:`walship.replicate.batcher.filters.table_rule`), and whether the peer's table has it, with
 how many versions and for how long it keeps cells. :func:`audit_peer` compares (pure);
 :func:`run_audit` reads the clusters and compares. The findings and their severities are
 listed in :mod:`walship.scope.model`.
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from kazoo.client import KazooClient
 
 from walship.peer import PeerConfig, TableCfs
-from walship.replicate.filters import table_rule
+from walship.replicate.batcher.filters import table_rule
 from walship.scope.admin import PeerTablesReader, peer_tables_reader
 from walship.scope.model import (
     AuditReport,

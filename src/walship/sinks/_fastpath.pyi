@@ -1,19 +1,12 @@
-# the entry filter and the Thrift2 sink's put rows, compiled (src/walship/sinks/_fastpath.c),
-# used by walship.replicate.filters and walship.sinks.hbase2.
+# the Thrift sinks' grouping of cells, compiled (src/walship/sinks/_fastpath.c), used by
+# walship.sinks.hbase and walship.sinks.hbase2.
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-def filter_entry(
-    rules: dict[bytes, Any],
-    own_ids: tuple[uuid.UUID, ...],
-    source_id: uuid.UUID,
-    peer_cluster_id: uuid.UUID,
-    filtered_type: type[Any],
-    fallback: Callable[[Any], Any],
-    entry: Any,
-    /,
-) -> Any: ...
+#: "Type.field" -> the position the module reads it at (see walship.wal.layout)
+LAYOUT: dict[str, int]
+
 def put_rows(
     entries: Sequence[Any],
     i: int,
@@ -29,4 +22,3 @@ def put_rows(
 def group_rows(
     entries: Sequence[Any], i: int, groups: dict[Any, dict[bytes, list[Any]]], /
 ) -> tuple[int, int, int]: ...
-def take_run(member: Any, entries: list[Any], i: int, filter_args: tuple[object, ...], /) -> tuple[int, bool]: ...

@@ -29,16 +29,12 @@ from collections.abc import Iterator, Sequence
 from walship.clusterids import encode_cluster_ids
 from walship.errors import IncompatibleEditError
 from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, FilteredEntry, SinkContext, thrift_servers
+from walship.sinks.compiled import FASTPATH as _fastpath
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.sinks.pooled import PooledSink
 from walship.thrift.conn1 import THRIFT1_REFUSALS, open_connection
 from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts
 from walship.wal.model import Cell, CellType
-
-try:  # the compiled grouping (an optional ext-module; the Python loop below otherwise)
-    from walship.sinks import _fastpath
-except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
-    _fastpath = None  # type: ignore[assignment]
 
 __all__ = ["ThriftSink"]
 

@@ -31,16 +31,12 @@ from typing import Any
 
 from walship.clusterids import encode_cluster_ids
 from walship.sinks.base import SINK_THRIFT2_KEY, ApplyStats, FilteredEntry, SinkContext, thrift2_servers
+from walship.sinks.compiled import FASTPATH as _fastpath
 from walship.sinks.pooled import PooledSink
 from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
 from walship.thrift.encoded import EncodedCall, encode_call, encode_put_multiple
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import Cell, CellType
-
-try:  # the compiled put rows (an optional ext-module; the Python code below otherwise)
-    from walship.sinks import _fastpath
-except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
-    _fastpath = None  # type: ignore[assignment]
 
 __all__ = ["Thrift2Sink", "delete_column", "joins"]
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from walship import defaults
 from walship.errors import ConfigError
-from walship.replicate.feeds import group_key
+from walship.replicate.batcher.member import group_key
 from walship.replicate.plans import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.source import SourceSite

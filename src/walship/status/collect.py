@@ -214,10 +214,28 @@ class QueueFiles:
         for position, loc in locations:
             if loc.size <= position:
                 continue
-            with self.walstore.open(loc) as f:
-                reader = WalReader(f, loc.path, chunk_size=_PROBE_CHUNK)
-                for entry in reader.entries(position or None):
-                    return int(entry.key.write_time)
+            try:
+                write_time = self._first_write_time(loc, position)
+            except FileNotFoundError:
+                # archived since it was located (a roll moves the WAL it closes): read it there
+                name = loc.path.rsplit("/", 1)[-1]
+                self.listing.pop(name, None)
+                moved = self.locate(q, name)
+                if moved is None:
+                    continue
+                try:
+                    write_time = self._first_write_time(moved, position)
+                except FileNotFoundError:
+                    raise WalMissingError(f"WAL {moved.path} left while being read for the status") from None
+            if write_time is not None:
+                return write_time
+        return None
+
+    def _first_write_time(self, loc: WalLocation, position: int) -> int | None:
+        with self.walstore.open(loc) as f:
+            reader = WalReader(f, loc.path, chunk_size=_PROBE_CHUNK)
+            for entry in reader.entries(position or None):
+                return int(entry.key.write_time)
         return None
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from kazoo.client import KazooClient
 
 from walship.peer import PeerConfig
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher.filters import EntryFilter
 from walship.replicate.walstore import WalStore
 from walship.status.collect import QueueFiles
 from walship.verify.model import RowDiff

@@ -4,7 +4,7 @@ scanned.
 
 A family is compared when its REPLICATION_SCOPE on the source is 1 *and* the peer selects it
 (table-cfs, namespaces, or replicate-all minus the exclude lists: the shipper's own rule,
-:func:`walship.replicate.filters.table_rule`); local families are never compared.
+:func:`walship.replicate.batcher.filters.table_rule`); local families are never compared.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from walship.errors import ConfigError, InvalidPeerConfigError, VerifyError
 from walship.peer import PeerConfig, parse_host_ports, validate_peer_id
-from walship.replicate.filters import table_rule
+from walship.replicate.batcher.filters import table_rule
 from walship.scope.admin import family_settings
 from walship.scope.model import FamilySettings, family_text
 from walship.sinks.base import SINK_THRIFT2_KEY, thrift2_servers

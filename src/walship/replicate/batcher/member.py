@@ -1,11 +1,11 @@
-"""The queues one WAL read feeds: each with its peer's filter chain and sink, its own batch
-and its own position.
+"""The batcher: the queues one WAL read feeds, each with its peer's filter chain and sink, its
+own batch and its own position (HBase's ``WALEntryBatch``, cut per queue).
 
 Peers and subscriptions of one server have queues over the same WALs (``1``, ``2`` and
 ``subs`` of a live server, or ``1-<dead>``, ``2-<dead>`` claimed from the same dead server).
 :func:`group_key` says which queues share their WALs; the shipper reads each WAL of a group
 once, from the lowest position of its queues, and offers every entry to every queue whose
-position it has reached (see :meth:`walship.replicate.shipper.Shipper.ship_held_group`).
+position it has reached (see :class:`walship.replicate.grouppass.GroupPass`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from walship.peer import PeerConfig
-from walship.replicate.filters import EntryFilter
+from walship.replicate.batcher.filters import COMPILED, EntryFilter
 from walship.replicate.progressbook import PendingProgress
 from walship.replicate.summary import QueueSummary
 from walship.serial.checker import Blocked, SerialChecker
@@ -25,12 +26,10 @@ from walship.wal.names import parse_wal_name, wal_group
 from walship.zk import QueueId, QueueInfo
 from walship.zk.queues import KnownQueue, WalPosition
 
-__all__ = ["Batch", "Feed", "KnownPositions", "Member", "group_key", "wal_order"]
+__all__ = ["Batch", "Feed", "KnownPositions", "Member", "Ramp", "group_key", "wal_order"]
 
-try:  # the compiled run of Member.take (an optional ext-module; Member.take_run_py otherwise)
-    from walship.sinks._fastpath import take_run as _take_run
-except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
-    _take_run = None  # type: ignore[assignment]
+#: the compiled run of Member.take (Member.take_run_py where it is not built)
+_take_run = COMPILED.take_run if COMPILED is not None else None
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +79,35 @@ class Batch:
     kept_bytes: int = 0
 
 
+@dataclass(frozen=True)
+class Ramp:
+    """A pass's batch limits: full at ``entries`` entries, or about ``wire_bytes`` for the sink
+    to send, or four times that in WAL bytes (a queue whose filter drops most still moves on).
+
+    Pipelined (batches applied in the background while the next is read), a pass's first
+    batches are smaller, so that the sink starts work while the rest of the first batch would
+    still be read: 1/2**STEPS of the limits, doubling (1/16, 1/8, 1/4, 1/2), but no smaller than
+    MIN_ENTRIES entries or MIN_BYTES bytes (nor than the limits themselves).
+    """
+
+    entries: int
+    wire_bytes: int
+    pipelined: bool = False
+
+    STEPS: ClassVar[int] = 4
+    MIN_ENTRIES: ClassVar[int] = 1000
+    MIN_BYTES: ClassVar[int] = 1 << 20
+
+    def limits(self, started: int) -> tuple[int, int, int]:
+        """The limits of a queue's batch after ``started`` batches this pass (as ``LIMITS``)."""
+        entries, wire = self.entries, self.wire_bytes
+        shift = self.STEPS - started if self.pipelined else 0
+        if shift > 0:
+            entries = max(min(entries, self.MIN_ENTRIES), entries >> shift)
+            wire = max(min(wire, self.MIN_BYTES), wire >> shift)
+        return entries, wire, 4 * wire
+
+
 @dataclass
 class Member:
     """A fed queue during one pass: its WALs, and the batch it is cutting in the current WAL."""
@@ -102,9 +130,8 @@ class Member:
     last_write_time: int | None = None
     wire: int = 0  # estimated bytes the sink sends for the batch
     started: int = 0  # batches handed to the sink this pass
-    max_read: int = 0  # the batch limits (see limit())
-    max_wire: int = 0
-    max_size: int = 0
+    ramp: Ramp = field(default_factory=lambda: Ramp(0, 0))  # the pass's batch limits (see next_batch())
+    limits: tuple[int, int, int] = (0, 0, 0)  # the batch's: entries, wire bytes, WAL bytes (as LIMITS)
     inflight: tuple[Future[tuple[ApplyStats, int]], Batch] | None = None  # (stats, when applied), batch
     last_pushed: dict[str, int] = field(default_factory=dict)
     blocked: Blocked | None = None  # serial: the entry it must not send yet
@@ -136,15 +163,20 @@ class Member:
         self.batch, self.read, self.size, self.wire, self.last_write_time = [], 0, 0, 0, None
         self.last_pushed = {}
 
-    def limit(self, entries: int, wire_bytes: int) -> None:
-        """The batches from now on: full at ``entries`` entries, or about ``wire_bytes`` for
-        the sink to send, or four times that in WAL bytes (a queue whose filter drops most
-        still moves on)."""
-        self.max_read, self.max_wire, self.max_size = entries, wire_bytes, 4 * wire_bytes
+    def start_pass(self, ramp: Ramp) -> None:
+        """The pass's batch limits: its first batch's now, the next ones' at :meth:`next_batch`."""
+        self.ramp = ramp
+        self.limits = ramp.limits(self.started)
+
+    def next_batch(self) -> None:
+        """A batch went to the sink: the next one may be larger (:class:`Ramp`)."""
+        self.started += 1
+        self.limits = self.ramp.limits(self.started)
 
     def full(self) -> bool:
-        """The batch has reached its limits (:meth:`limit`)."""
-        return self.read >= self.max_read or self.wire >= self.max_wire or self.size >= self.max_size
+        """The batch has reached its :attr:`limits`."""
+        max_read, max_wire, max_size = self.limits
+        return self.read >= max_read or self.wire >= max_wire or self.size >= max_size
 
     def cut(self) -> Batch:
         """The batch read so far; the member starts a new one at its position."""
@@ -202,7 +234,13 @@ class Member:
             return self.take_run_py(entries, i)
         n = len(entries)
         while i < n:
-            i, marker = _take_run(self, entries, i, compiled)
+            # the compiled run counts into a list laid out as TALLY, and back whatever stops it
+            tally: list[Any] = [self.position, self.read, self.size, self.wire, 0, self.last_write_time]
+            try:
+                i, marker = _take_run(entries, i, compiled, self.batch, tally, self.limits)
+            finally:
+                self.position, self.read, self.size, self.wire, filtered, self.last_write_time = tally
+                self.qs.entries_filtered += filtered
             if not marker:
                 break
             self.take(entries[i])

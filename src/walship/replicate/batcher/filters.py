@@ -16,26 +16,23 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from types import ModuleType
+from typing import NamedTuple
 
 from walship.peer import PeerConfig
 from walship.sinks.base import FilteredEntry
+from walship.wal import layout
 from walship.wal.markers import BulkLoad, bulk_load_of
 from walship.wal.model import METAFAMILY, ScopeType, WalEntry
 
-__all__ = ["EntryFilter", "FilteredEntry", "TableRule", "table_rule"]
+__all__ = ["COMPILED", "LIMITS", "TALLY", "EntryFilter", "FilteredEntry", "TableRule", "table_rule"]
 
 _GLOBAL = int(ScopeType.GLOBAL)
 
-try:  # the compiled filter (an optional ext-module; EntryFilter.apply_py otherwise)
-    from walship.sinks._fastpath import filter_entry as _filter_entry
-except ImportError:  # pragma: no cover - built by pip install; pure Python without a compiler
-    _filter_entry = None  # type: ignore[assignment]
 
-
-@dataclass(frozen=True)
-class TableRule:
-    """Whether a peer takes a table at all, and which of its families.
+class TableRule(NamedTuple):
+    """Whether a peer takes a table at all, and which of its families (a named tuple: the
+    compiled filter reads it by position).
 
     :param include: only these families (``None``: every family).
     :param exclude: every family but these (``None``: none excluded).
@@ -52,6 +49,19 @@ class TableRule:
         if self.include is not None and family not in self.include:
             return False
         return self.exclude is None or family not in self.exclude
+
+
+#: The lists the compiled batcher counts a run into and reads its limits from, by position (see
+#: :meth:`walship.replicate.batcher.member.Member.take_run`).
+TALLY = ("position", "read", "size", "wire", "filtered", "last_write_time")
+LIMITS = ("read", "wire", "size")
+
+#: The compiled filter and batcher (``_batcher.c``), when built for these tuples; else ``None``
+#: and :meth:`EntryFilter.apply_py` and ``Member.take_run_py`` run.
+COMPILED: ModuleType | None = layout.load(
+    "walship.replicate.batcher._batcher",
+    {"FilteredEntry": FilteredEntry._fields, "TableRule": TableRule._fields, "Tally": TALLY, "Limits": LIMITS},
+)
 
 
 def table_rule(peer: PeerConfig, table: bytes) -> TableRule:
@@ -101,7 +111,7 @@ class EntryFilter:
     """
 
     #: The entry's replicable part, or ``None`` when nothing of it goes to this peer: the
-    #: compiled filter (a partial of :func:`walship.sinks._fastpath.filter_entry`, no Python
+    #: compiled filter (a partial of ``_batcher.filter_entry``, no Python
     #: frame an entry), which leaves to :meth:`apply_py` what it does not decide; where the
     #: module is not built, :meth:`apply_py` itself.
     apply: Callable[[WalEntry], FilteredEntry | None]
@@ -116,7 +126,7 @@ class EntryFilter:
         self._table_cache: dict[bytes, TableRule] = {}
         self._own_ids = (source_id,)  # the cluster ids of an edit written here: one tuple for all
         self.compiled: tuple[object, ...] | None = None
-        if _filter_entry is not None:
+        if COMPILED is not None:
             self.compiled = (
                 self._table_cache,
                 self._own_ids,
@@ -125,7 +135,7 @@ class EntryFilter:
                 FilteredEntry,
                 self.apply_py,
             )
-            self.apply = functools.partial(_filter_entry, *self.compiled)
+            self.apply = functools.partial(COMPILED.filter_entry, *self.compiled)
         else:
             self.apply = self.apply_py
 

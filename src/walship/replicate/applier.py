@@ -1,0 +1,157 @@
+"""The applier of a shipping pass: a queue's batch applied by its peer's sink, and only then its
+position committed and its progress written (HBase's shipper and endpoint). A full batch may be
+applied in the background while the next is read: one batch in flight per queue, positions
+still committed in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from walship.errors import QueueNotFoundError, WalshipError
+from walship.replicate.batcher import Batch, Feed, Member
+from walship.replicate.progressbook import PendingProgress, ProgressBook
+from walship.replicate.summary import QueueSummary
+from walship.sinks.base import ApplyStats, Sink
+from walship.zk.queueid import WalPosition
+from walship.zk.queues import ReplicationQueues
+
+__all__ = ["Applier"]
+
+log = logging.getLogger(__name__)
+
+
+def _apply(sink: Sink, batch: Batch) -> tuple[ApplyStats, int]:
+    """Apply the batch: what the sink did, and when it returned (epoch ms). That is when
+    HBase's sink takes the age of a batch's last edit, not when the position is committed
+    (a batch applied in the background may be committed well after)."""
+    stats = sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
+    return stats, int(time.time() * 1000)
+
+
+class Applier:
+    """Applies the batches of a group's queues and commits their positions.
+
+    :param background: the executor that applies full batches in the background, or ``None``
+        to apply each batch before the next is read.
+    """
+
+    def __init__(
+        self,
+        queues: ReplicationQueues,
+        book: ProgressBook,
+        background: Callable[[], ThreadPoolExecutor] | None,
+    ) -> None:
+        self.queues = queues
+        self.book = book
+        self._executor = background
+
+    @property
+    def pipelined(self) -> bool:
+        """Whether full batches are applied in the background."""
+        return self._executor is not None
+
+    def stop(self, m: Member, exc: WalshipError) -> None:
+        """Stop a queue for this pass (the others go on)."""
+        m.stopped = True
+        self.stopped(m.feed, m.qs, m.progress, exc)
+
+    def stopped(self, feed: Feed, qs: QueueSummary, progress: PendingProgress, exc: WalshipError) -> None:
+        """A queue moved (claimed or removed meanwhile) or failed: its summary says so."""
+        if isinstance(exc, QueueNotFoundError):
+            qs.status = "moved"
+            qs.message = str(exc)
+            log.info("queue %s/%s moved while shipping: %s", feed.server, feed.queue_id, exc)
+        else:
+            self.book.failed(feed.peer.peer_id, qs, exc, progress)
+
+    def hand_over(self, m: Member, *, background: bool) -> None:
+        """Give the queue's batch to its sink, after settling the one before it. In the
+        background the reading goes on meanwhile; otherwise it is applied and committed now."""
+        batch = m.cut()
+        self.settle(m)
+        if m.stopped:
+            return  # the batch before failed: this one is dropped, read again next time
+        if batch.read:
+            m.next_batch()
+        if background and batch.entries and self._executor is not None:
+            m.inflight = (self._executor().submit(_apply, m.feed.sink, batch), batch)
+            return
+        try:
+            self.commit(m, batch, *_apply(m.feed.sink, batch))
+        except WalshipError as exc:
+            self.stop(m, exc)
+
+    def settle(self, m: Member) -> None:
+        """Wait for the queue's batch in flight, if any, and commit its position."""
+        if m.inflight is None:
+            return
+        future, batch = m.inflight
+        m.inflight = None
+        try:
+            self.commit(m, batch, *future.result())
+        except WalshipError as exc:
+            self.stop(m, exc)
+
+    def finish_wal(self, m: Member, name: str) -> None:
+        """The queue is done with WAL ``name`` (shipped and finished): out of its queue."""
+        self.queues.remove_wals(m.feed.server, m.feed.queue_id, [name])
+        m.qs.wals_removed.append(name)
+
+    def commit(self, m: Member, batch: Batch, stats: ApplyStats, applied_at: int) -> None:
+        """The batch is applied (the sink returned at ``applied_at``, epoch ms): only now may
+        the queue's position move past it."""
+        feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
+        version = self.queues.set_position(
+            feed.server,
+            feed.queue_id,
+            wal.name,
+            batch.position,
+            last_pushed=batch.last_pushed or None,
+            known=m.known.get(wal.name),
+        )
+        m.known[wal.name] = WalPosition(wal.name, batch.position, version)
+        if batch.read:  # a move past a header alone is no batch
+            qs.batches += 1
+            progress.add("batches", 1)
+        qs.status = "shipped"
+        shipped = len(batch.entries) - stats.passed_over
+        # the kept cells' share of the WAL bytes, less the share of the entries passed over
+        shipped_bytes = batch.kept_bytes * shipped // len(batch.entries) if batch.entries else 0
+        qs.entries_read += batch.read
+        qs.bytes_read += batch.size
+        qs.entries_shipped += shipped
+        qs.cells_shipped += stats.cells
+        qs.incompatible_skipped += stats.incompatible_skipped
+        qs.deadlettered += stats.deadlettered
+        qs.tags_dropped += stats.tags_dropped
+        qs.sink_retries += stats.retries
+        qs.throttled_s += stats.throttled_s
+        qs.positions[wal.name] = batch.position
+        if batch.entries:
+            qs.age_of_last_shipped_op_ms = max(0, int(time.time() * 1000) - batch.entries[-1].entry.key.write_time)
+            if shipped:  # the peer took some of it (not all passed over): HBase's sink saw a batch
+                progress.applied = (applied_at, batch.entries[-1].entry.key.write_time)
+        progress.add("entries_shipped", shipped)
+        progress.add("cells_shipped", stats.cells)
+        progress.add("bytes_shipped", shipped_bytes)
+        progress.last_wal, progress.last_position = wal.name, batch.position
+        if batch.last_write_time is not None:
+            progress.last_write_time = batch.last_write_time
+        if stats.last_backoff is not None:
+            progress.backoff = stats.last_backoff
+        self.book.write(feed.peer.peer_id, progress, qs, final=False)
+        log.info(
+            "queue %s/%s: batch of %d entries (%d WAL bytes) applied, %d of them shipped (%d bytes); %s position %d",
+            feed.server,
+            feed.queue_id,
+            batch.read,
+            batch.size,
+            shipped,
+            shipped_bytes,
+            wal.name,
+            batch.position,
+        )
