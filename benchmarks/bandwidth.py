@@ -33,7 +33,6 @@ from pathlib import Path
 import happybase
 from benchtools import scoped_table, wait_enqueued
 
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.replicate.throttle import batch_size
@@ -41,6 +40,7 @@ from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.sinks.registry import create_sink
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.process import MiniClusterProcess
 
 PARENT = "/hbase-a"
 VALUE = b"x" * 1000

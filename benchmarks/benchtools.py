@@ -9,9 +9,9 @@ from collections.abc import Iterable
 import happybase
 from kazoo.client import KazooClient
 
-from walship.minicluster.admin import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.zk import ReplicationQueues, ZnodeLayout
+from walship_testing.minicluster.admin import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 
 def scoped_table(mc: MiniClusterProcess, table: str = "bench") -> None:

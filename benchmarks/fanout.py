@@ -26,14 +26,14 @@ from pathlib import Path
 import happybase
 from benchtools import wait_enqueued
 
-from walship.minicluster.admin import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.cluster import ensure_cluster_id
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.admin import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 PARENT = "/hbase-a"
 VALUE = b"x" * 100

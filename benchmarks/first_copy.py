@@ -23,9 +23,9 @@ import time
 from verify_rows import load, thrift2_pair
 
 from walship.copy import copy, copy_job
-from walship.minicluster.process import MiniClusterProcess
 from walship.verify.model import LATEST
 from walship.verify.scan import Side
+from walship_testing.minicluster.process import MiniClusterProcess
 
 
 def plain_scan(a: MiniClusterProcess) -> tuple[float, int]:

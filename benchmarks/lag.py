@@ -40,14 +40,14 @@ from typing import Any
 
 import happybase
 
-from walship.minicluster.admin import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 from walship.zk.locks import read_holder
+from walship_testing.minicluster.admin import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 
 def write_times(data_dir: Path, prefix: bytes) -> dict[bytes, int]:

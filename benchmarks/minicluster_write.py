@@ -19,10 +19,10 @@ from pathlib import Path
 
 import happybase
 
-from walship.minicluster.admin import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.wal import Cell, CellType, WalKey, WalWriter
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.admin import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 BATCH = 1000
 VALUE = b"v" * 100

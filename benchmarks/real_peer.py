@@ -64,7 +64,6 @@ from typing import Any
 
 import happybase
 
-from walship.harness import COLLECTORS, HBaseProcess
 from walship.replicate import Shipper, WalStore
 from walship.spark.entry import job_settings
 from walship.spark.jvm import local_submit_env
@@ -75,6 +74,7 @@ from walship.thrift.hbase2 import hbase2
 from walship.wal import WalReader
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.harness import COLLECTORS, HBaseProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 VALUE = b"x" * 100
@@ -215,7 +215,7 @@ class Sampler:
 
 def start_clusters(root: Path, zk: str, collector: str) -> tuple[HBaseProcess, HBaseProcess]:
     """A (three region servers) and B (one), started in parallel on one ZooKeeper, their JVMs
-    on the ``collector`` (see :data:`walship.harness.process.COLLECTORS`)."""
+    on the ``collector`` (see :data:`walship_testing.harness.process.COLLECTORS`)."""
     common: dict[str, Any] = {"zk": zk, "conf": NO_COMPACTIONS, "collector": collector}
     a = HBaseProcess("A", root / "A", znode_parent="/hbase-a", regionservers=3, **common)
     b = HBaseProcess("B", root / "B", znode_parent="/hbase-b", regionservers=1, **common)

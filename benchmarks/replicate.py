@@ -37,8 +37,6 @@ from pathlib import Path
 
 import happybase
 
-from walship.minicluster.admin import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.thrift.conn import open_thrift2
@@ -47,6 +45,8 @@ from walship.wal import WalReader
 from walship.wal.names import is_checksum_file
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.admin import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 VALUE = b"x" * 100

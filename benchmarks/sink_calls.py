@@ -25,12 +25,12 @@ from typing import Any, NamedTuple
 
 import happybase
 
-from walship.minicluster.process import MiniClusterProcess
 from walship.sinks.base import ApplyStats
 from walship.sinks.inorder import Sender
 from walship.thrift.conn1 import open_connection
 from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts, sending
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.process import MiniClusterProcess
 
 
 class Cell(NamedTuple):

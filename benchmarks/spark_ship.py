@@ -44,8 +44,6 @@ from typing import Any
 
 import happybase
 
-from walship.minicluster.admin import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.spark.daemon import DAEMON_KEY
@@ -53,6 +51,8 @@ from walship.spark.entry import JVM_OPTIONS, job_settings
 from walship.spark.warmup import REUSE_KEY
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.admin import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 VALUE = b"x" * 100

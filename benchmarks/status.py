@@ -38,7 +38,7 @@ from walship.zk.cluster import ensure_cluster_id, register_server
 from walship.zk.encoding import encode_position
 from walship.zk.localserver import LocalZooKeeper, free_port
 from walship.zk.locks import read_holder
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
 
 PARENT = "/hbase"
 T0 = 1_790_000_000_000

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from benchtools import scoped_table
 
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
@@ -35,6 +34,7 @@ from walship.verify.model import LATEST
 from walship.verify.scan import Side
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.process import MiniClusterProcess
 
 VALUE = b"x" * 100
 QUALS = (b"a", b"b", b"c")

@@ -27,13 +27,13 @@ from pathlib import Path
 import happybase
 
 from walship.cli import main as walship_cli
-from walship.harness import HBaseProcess
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.harness import HBaseProcess
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / ".demo"

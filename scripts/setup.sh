@@ -93,7 +93,7 @@ if [ ! -f "$py_include/Python.h" ]; then
 fi
 
 # 6b. MIT Kerberos from Debian's packages: the secure tests run a throw-away KDC of their own
-#     (walship.harness.kdc: krb5kdc, kdb5_util, kadmin.local, never as a system service nor with
+#     (walship_testing.harness.kdc: krb5kdc, kdb5_util, kadmin.local, never as a system service nor with
 #     /etc/krb5.conf), kinit/klist for checks, and the headers pip compiles the Python Kerberos
 #     clients (gssapi, kerberos) against
 if [ ! -x /usr/sbin/krb5kdc ] || [ ! -x /usr/sbin/kadmin.local ] || ! command -v kinit >/dev/null 2>&1 \

@@ -16,9 +16,9 @@ import secure_hbase as secure_hbase_helpers
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, add_peer, make_cluster
 
-from walship.minicluster.process import MiniClusterProcess
 from walship.zk import ZnodeLayout, connect, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.process import MiniClusterProcess
 
 
 @pytest.fixture(scope="session")

@@ -17,14 +17,14 @@ from replication_helpers import Cluster
 from thriftpy2.rpc import make_client
 from waiting import wait_until
 
-from walship.harness import HBaseProcess
 from walship.peer import PeerConfig
 from walship.replicate import WalStore
 from walship.thrift.hbase2 import hbase2 as T
 from walship.wal import CellType, WalReader
 from walship.wal.model import WalEntry
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, zk_client
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
+from walship_testing.harness import HBaseProcess
 
 #: Source A: three region servers, HBase's log cleaner every second with a 2 s TTL, so a test
 #: sees archived WALs deleted once no queue holds them.

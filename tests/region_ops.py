@@ -11,13 +11,13 @@ from replication_helpers import Cluster
 from thriftpy2.rpc import make_client
 from waiting import wait_until
 
-from walship.harness import HBaseProcess
-from walship.minicluster import AdminClient
 from walship.replicate import WalStore
 from walship.thrift.hbase2 import hbase2 as T
 from walship.wal import WalReader, parse_wal_name
 from walship.wal.model import WalEntry
 from walship.wal.names import is_checksum_file
+from walship_testing.harness import HBaseProcess
+from walship_testing.minicluster import AdminClient
 
 
 @dataclass

@@ -10,15 +10,15 @@ from typing import Any
 import happybase
 from waiting import wait_until
 
-from walship.harness import HBaseProcess
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.protos import Replication_pb2
 from walship.replicate import PeerSummary, Shipper, WalStore
 from walship.replicate.summary import TailSummary
 from walship.replicate.tailer import Tailer
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.harness import HBaseProcess
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 TABLE = b"t"
 #: The sinks of one behaviour suite: each test of it runs once per sink.
@@ -28,7 +28,7 @@ SINK_PROTOCOLS = ("thrift1", "thrift2")
 @dataclass
 class Cluster:
     """A source or peer cluster of a test: a minicluster, or a real HBase of the harness
-    (:class:`walship.harness.HBaseProcess`, which has the same shape)."""
+    (:class:`walship_testing.harness.HBaseProcess`, which has the same shape)."""
 
     mc: MiniClusterProcess | HBaseProcess
     zk_hosts: str  # with the test's chroot

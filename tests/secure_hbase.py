@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from walship.harness.kdc import MitKdc
-from walship.harness.process import HBaseProcess, SecureHarness
 from walship.zk.localserver import LocalZooKeeper, ZooKeeperKerberos, free_port
+from walship_testing.harness.kdc import MitKdc
+from walship_testing.harness.process import HBaseProcess, SecureHarness
 
 __all__ = ["REALM", "SA_CONF", "SecureStack", "host_names", "start_secure"]
 

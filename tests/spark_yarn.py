@@ -14,7 +14,7 @@ from typing import Any
 
 import requests
 
-from walship.harness import HBaseProcess, YarnInfo
+from walship_testing.harness import HBaseProcess, YarnInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 PYSPARK_JARS = (

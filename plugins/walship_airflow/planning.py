@@ -84,7 +84,7 @@ def read_summaries(
     fail on any error."""
     from walship.replicate.summary import SUMMED_FIELDS
     from walship.spark.ship import ShipJob
-    from walship.zk.progress import JobStore
+    from walship.zk.records import JobStore
 
     site = site or Source()
     totals = dict.fromkeys(SUMMED_FIELDS, 0)

@@ -204,7 +204,7 @@ def job_of(kwargs: dict[str, Any]) -> tuple[VerifyJob, str]:
 
 def read_result(source: SourceCluster, peer_id: str, job_id: str) -> dict[str, Any] | None:
     """The result the verify job recorded in ZooKeeper, or ``None``."""
-    from walship.zk.progress import VerifyStore
+    from walship.zk.records import VerifyStore
 
     with source.site().state() as (client, layout):
         return VerifyStore(client, layout).get(peer_id, job_id)
@@ -212,7 +212,7 @@ def read_result(source: SourceCluster, peer_id: str, job_id: str) -> dict[str, A
 
 def forget_result(source: SourceCluster, peer_id: str, job_id: str) -> None:
     """Remove an earlier result under this job id (an earlier try of the task)."""
-    from walship.zk.progress import VerifyStore
+    from walship.zk.records import VerifyStore
 
     with source.site().state() as (client, layout):
         VerifyStore(client, layout).delete(peer_id, job_id)

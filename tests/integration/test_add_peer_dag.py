@@ -20,12 +20,12 @@ from test_scope import create, exists
 from waiting import wait_until
 
 from walship.errors import PeerNotFoundError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.rpc import MasterAdmin
 from walship.rpc.peers import MasterPeers, peer_admin
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 

@@ -28,7 +28,7 @@ from walship.status import collect_status
 from walship.status.metrics import status_registry
 from walship.status.model import ReplicationStatus
 from walship.zk import ZnodeLayout, zk_client
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,12 @@ from real_hbase import BACKENDS
 from replication_helpers import Cluster, contents, ship
 from test_verify import counters, run_verify
 
-from walship.harness import HBaseProcess
-from walship.minicluster import AdminClient
 from walship.replicate import WalStore
 from walship.status import collect_status
 from walship.status.metrics import status_registry
 from walship.zk import ZnodeLayout, zk_client
+from walship_testing.harness import HBaseProcess
+from walship_testing.minicluster import AdminClient
 
 pytestmark = pytest.mark.integration
 

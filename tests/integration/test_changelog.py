@@ -25,10 +25,8 @@ from replication_helpers import TABLE, Cluster, current_wals_enqueued, make_clus
 from waiting import wait_until
 
 from walship.cli import main
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
-from walship.sep.changelog import SCHEMA, escape_path_name
+from walship.sep.parquetlog import SCHEMA, escape_path_name
 from walship.sinks.base import FilteredEntry, SinkContext
 from walship.sinks.registry import create_sink
 from walship.thrift.conn import open_thrift2
@@ -36,6 +34,8 @@ from walship.thrift.hbase2 import hbase2
 from walship.wal import CellType, WalEntry
 from walship.wal.model import Cell, WalKey
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -16,14 +16,14 @@ import pytest
 from replication_helpers import add_peer, contents, make_cluster, ship
 from waiting import wait_until
 
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
 from walship.replicate.cleaner import clean
 from walship.replicate.replay import replay
 from walship.status import collect_status
 from walship.wal.names import is_checksum_file
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

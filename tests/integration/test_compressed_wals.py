@@ -14,12 +14,12 @@ import pytest
 from replication_helpers import add_peer, contents, make_cluster, tail_in_thread
 from waiting import wait_until
 
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import Shipper, WalStore
 from walship.replicate.replay import replay
 from walship.status import collect_status
 from walship.wal import WalReader
 from walship.zk import ZnodeLayout, zk_client
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -23,13 +23,13 @@ from real_hbase import BACKENDS
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 
 from walship.cli import main
-from walship.harness import HBaseProcess
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import MANAGED_KEY
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import CellType
+from walship_testing.harness import HBaseProcess
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 

@@ -21,13 +21,13 @@ from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 from waiting import wait_until
 
 from walship.cli import main
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import Shipper, WalStore
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
 from walship.zk.locks import Holder, queue_lock, read_holder
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

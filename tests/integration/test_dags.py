@@ -15,7 +15,7 @@ from airflow_env import AIRFLOW_MARKS, source_conn
 from real_hbase import BACKENDS
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 
-from walship.minicluster.process import MiniClusterProcess
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,

@@ -19,7 +19,7 @@ from walship.cli import main
 from walship.replicate import Shipper, WalStore
 from walship.status import collect_status
 from walship.zk import ZnodeLayout, zk_client
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,12 @@ from airflow_env import AIRFLOW_MARKS, Standalone, source_conn
 from replication_helpers import Cluster, add_peer, contents, make_cluster
 from waiting import wait_until
 
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import MANAGED_KEY
-from walship.replicate.planning import Planner
+from walship.replicate.planner import Planner
 from walship.replicate.walstore import WalStore
 from walship.zk import ZnodeLayout, zk_client
 from walship.zk.peers import ReplicationPeers
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 

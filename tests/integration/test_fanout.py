@@ -16,11 +16,11 @@ from sep_listeners import FAIL_ENV, OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
 from walship.wal import WalReader
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from real_hbase import layout, remove_peer, table_on_both, wait_queues_hold_curr
 from replication_helpers import contents, ship
 
 from walship.cli import main
-from walship.harness import HBaseProcess
 from walship.hbaseshell import add_peer_command, ruby_string
 from walship.peer import PeerConfig
 from walship.zk import ReplicationPeers, zk_client
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from waiting import wait_until
 from walship import security
 from walship.cli import main
 from walship.errors import KerberosLoginError, KeytabError
-from walship.harness.kdc import MitKdc
+from walship_testing.harness.kdc import MitKdc
 
 pytestmark = pytest.mark.integration
 

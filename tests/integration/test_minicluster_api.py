@@ -13,8 +13,8 @@ import pytest
 from waiting import wait_until
 
 from walship.errors import MiniClusterError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -24,8 +24,6 @@ from replication_helpers import Cluster, current_wals_enqueued, make_cluster, ra
 from waiting import wait_until
 
 from walship.errors import ProcedureFailedError, RemoteHBaseError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.protos import HBase_pb2, Master_pb2, Replication_pb2, RPC_pb2
 from walship.rpc import MasterAdmin, SimpleAuth
@@ -35,6 +33,8 @@ from walship.serial import BarrierReader
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
 from walship.zk.lastpushed import NO_SEQNUM, LastPushedIds
 from walship.zk.master import read_master
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

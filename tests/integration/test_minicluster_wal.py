@@ -12,11 +12,11 @@ from kazoo.client import KazooClient
 from waiting import wait_until
 
 from walship.cli import main
-from walship.minicluster import AdminClient, encode_cluster_ids
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.wal import CellType, WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, read_cluster_id
+from walship_testing.minicluster import AdminClient, encode_cluster_ids
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ from real_hbase import BACKENDS, cluster, create_table, managed_peer, unique, wa
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 from waiting import wait_until
 
-from walship.harness import HBaseProcess
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.harness import HBaseProcess
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

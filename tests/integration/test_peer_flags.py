@@ -12,9 +12,9 @@ from kazoo.client import KazooClient
 from replication_helpers import raw_peer
 
 from walship.cli import main
-from walship.minicluster.process import MiniClusterProcess
 from walship.protos import Replication_pb2
 from walship.zk import ZnodeLayout
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

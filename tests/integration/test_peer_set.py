@@ -18,14 +18,14 @@ from waiting import wait_until
 
 from walship.cli import main
 from walship.errors import InvalidPeerConfigError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.protos import Replication_pb2
 from walship.replicate.summary import TailSummary
 from walship.sinks.registry import validate_sink_config
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect, zk_client
 from walship.zk.encoding import encode_peer, encode_peer_state
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

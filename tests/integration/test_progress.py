@@ -15,9 +15,9 @@ from collections.abc import Callable
 import pytest
 from replication_helpers import Cluster, add_peer, make_cluster
 
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import MANAGED_KEY
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

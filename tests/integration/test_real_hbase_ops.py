@@ -30,10 +30,10 @@ from waiting import wait_until
 
 from walship.cli import main
 from walship.errors import HarnessError
-from walship.harness import HBaseProcess
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.replicate import WalStore
 from walship.zk import ReplicationPeers, ReplicationQueues, zk_client
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

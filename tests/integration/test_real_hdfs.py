@@ -23,11 +23,11 @@ from real_hbase import (
 )
 from replication_helpers import contents, ship, tail_in_thread
 
-from walship.harness import HBaseProcess, harness_dir
 from walship.replicate import Planner, WalStore
 from walship.status import collect_status, take_cut, wait_drained
 from walship.wal import WalReader
 from walship.zk import ReplicationPeers, ReplicationQueues, zk_client
+from walship_testing.harness import HBaseProcess, harness_dir
 
 pytestmark = pytest.mark.integration
 

@@ -14,10 +14,10 @@ from real_hbase import layout, managed_peer, queued_wals, table_on_both, unique,
 from replication_helpers import contents, ship
 from waiting import wait_until
 
-from walship.harness import HBaseProcess
 from walship.replicate import WalStore
 from walship.replicate.cleaner import clean
 from walship.zk import ReplicationQueues, zk_client
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from replication_helpers import Cluster, contents, ship
 from waiting import wait_until
 
 from walship.cli import main
-from walship.harness import HBaseProcess
 from walship.zk import ReplicationPeers, zk_client
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

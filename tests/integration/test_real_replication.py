@@ -15,7 +15,7 @@ from real_hbase import (
 )
 from replication_helpers import SINK_PROTOCOLS, contents, ship
 
-from walship.harness import HBaseProcess
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

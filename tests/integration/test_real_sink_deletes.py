@@ -10,12 +10,12 @@ import uuid
 import pytest
 from real_hbase import table_on_both
 
-from walship.harness import HBaseProcess
 from walship.peer import PeerConfig
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.hbase2 import Thrift2Sink
 from walship.sinks.registry import create_sink
 from walship.wal import Cell, CellType, WalEntry, WalKey
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

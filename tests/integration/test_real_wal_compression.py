@@ -23,13 +23,13 @@ import happybase
 import pytest
 from real_hbase import all_wal_entries, cluster, create_table, thrift2_client, unique, write_workload
 
-from walship.harness import HBaseProcess
-from walship.harness.process import java_command
 from walship.replicate import WalStore
 from walship.thrift.hbase2 import hbase2 as T
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
 from walship.wal.dump import to_string_binary
 from walship.wal.valuecodecs import ALGORITHMS
+from walship_testing.harness import HBaseProcess
+from walship_testing.harness.process import java_command
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ import happybase
 import pytest
 from real_hbase import Cells, all_wal_entries, cluster, create_table, unique, write_workload
 
-from walship.harness import HBaseProcess
 from walship.replicate import WalStore
 from walship.wal.model import METAFAMILY
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

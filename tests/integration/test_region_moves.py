@@ -19,13 +19,13 @@ from waiting import wait_until
 
 from walship.cli import main
 from walship.errors import BarrierUnavailableError, ConfigError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.protos import WAL_pb2
 from walship.serial import BarrierReader, RegionBarriers
 from walship.thrift.hbase2 import hbase2 as T
 from walship.wal import METAFAMILY
 from walship.wal.model import WalEntry
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

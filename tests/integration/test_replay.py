@@ -17,8 +17,6 @@ from kazoo.client import KazooClient
 
 from walship.cli import main
 from walship.errors import ReplayGapError, ReplicationError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate.cleaner import clean, last_run
 from walship.replicate.replay import find_gaps, replay
@@ -26,6 +24,8 @@ from walship.replicate.walstore import WalStore
 from walship.servername import ServerName
 from walship.wal import build_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,

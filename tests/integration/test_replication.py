@@ -18,14 +18,14 @@ from replication_helpers import SINK_PROTOCOLS, TABLE, Cluster, add_peer, conten
 from waiting import wait_until
 
 from walship.errors import PeerNotFoundError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
 from walship.sinks.registry import create_sink
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,6 @@ import pytest
 from replication_helpers import Cluster, make_cluster, ship
 
 from walship.cli import main
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate.batcher.filters import EntryFilter
 from walship.scope import FamilySettings, TableInfo, audit_peer
@@ -24,6 +23,7 @@ from walship.thrift.hbase2 import hbase2, table_name
 from walship.wal.model import Cell, CellType, WalEntry, WalKey
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship.zk.localserver import free_port
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

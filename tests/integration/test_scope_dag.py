@@ -12,7 +12,7 @@ from airflow_env import AIRFLOW_MARKS, source_conn
 from replication_helpers import Cluster, make_cluster
 from test_scope import add, create
 
-from walship.minicluster.process import MiniClusterProcess
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,

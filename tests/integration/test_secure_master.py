@@ -17,8 +17,6 @@ from secure_hbase import SUPERUSERS, SecureStack
 
 from walship import security
 from walship.errors import RemoteHBaseError, SaslAuthError
-from walship.harness import HBaseProcess
-from walship.harness.process import SecureHarness
 from walship.peer import PeerConfig
 from walship.rpc.auth import SimpleAuth
 from walship.rpc.master import MasterAdmin
@@ -28,6 +26,8 @@ from walship.security.kerberos import KerberosIdentity
 from walship.zk import zk_client
 from walship.zk.layout import ZnodeLayout
 from walship.zk.master import read_master
+from walship_testing.harness import HBaseProcess
+from walship_testing.harness.process import SecureHarness
 
 pytestmark = pytest.mark.integration
 

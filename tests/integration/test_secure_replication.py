@@ -25,12 +25,12 @@ from test_real_hdfs import hdfs_client_env
 from waiting import wait_until
 
 from walship import security
-from walship.harness import HBaseProcess
 from walship.replicate import WalStore
 from walship.spark.ship import ShipJob
 from walship.thrift.conn import ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2 as T
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,6 @@ from secure_hbase import SecureStack
 
 from walship import security
 from walship.errors import SaslAuthError, SinkError, SinkUnavailableError
-from walship.harness import HBaseProcess
 from walship.peer import PeerConfig
 from walship.scope import open_source
 from walship.security.kerberos import KerberosIdentity
@@ -28,6 +27,7 @@ from walship.sinks.registry import create_sink
 from walship.thrift.conn import ThriftOptions, open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import Cell, CellType, WalEntry, WalKey
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

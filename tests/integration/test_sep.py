@@ -13,8 +13,8 @@ from sep_listeners import OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
-from walship.minicluster.process import MiniClusterProcess
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

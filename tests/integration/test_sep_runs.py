@@ -24,11 +24,11 @@ from sep_listeners import DELAY_ENV, OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
-from walship.minicluster.process import MiniClusterProcess
 from walship.sep.subscriptions import Subscriptions
 from walship.servername import ServerName
 from walship.zk import ReplicationQueues, ZnodeLayout, ensure_cluster_id, zk_client
 from walship.zk.locks import read_holder
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,

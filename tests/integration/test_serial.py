@@ -36,12 +36,12 @@ from sep_listeners import OUT_ENV, read_events
 from waiting import wait_until
 
 from walship.cli import main
-from walship.minicluster import AdminClient
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.sep.subscriptions import Subscriptions
 from walship.serial import BarrierReader
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.lastpushed import LastPushedIds
+from walship_testing.minicluster import AdminClient
 
 pytestmark = pytest.mark.integration
 

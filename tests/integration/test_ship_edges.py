@@ -17,8 +17,6 @@ from kazoo.client import KazooClient
 
 from walship.cli import main
 from walship.errors import WalMissingError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.protos import WAL_pb2
 from walship.replicate import Shipper, WalStore
@@ -28,7 +26,9 @@ from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.wal.format import DEFAULT_CODEC, MAGIC, encode_varint
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 
@@ -491,7 +491,7 @@ def test_a_server_that_dies_while_its_wal_is_read_loses_nothing(
     began) and the next pass ships what was written after the read."""
     from replication_helpers import add_peer, contents, make_cluster, ship
 
-    from walship.replicate.planning import Planner
+    from walship.replicate.planner import Planner
 
     a = make_cluster(minicluster_factory, zk_hosts, "A")
     b = make_cluster(minicluster_factory, zk_hosts, "B")

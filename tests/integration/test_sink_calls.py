@@ -12,8 +12,6 @@ import pytest
 from replication_helpers import SINK_PROTOCOLS, TABLE, Cluster, add_peer, contents, make_cluster
 
 from walship.errors import SinkError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate.batcher.filters import EntryFilter
 from walship.sinks.base import FilteredEntry, SinkContext
 from walship.sinks.pooled import INLINE_CELLS, PooledSink
@@ -21,6 +19,8 @@ from walship.sinks.registry import create_sink
 from walship.thrift.conn import THRIFT_CONNECTIONS_KEY
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

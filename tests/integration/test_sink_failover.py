@@ -13,8 +13,8 @@ import pytest
 from replication_helpers import SINK_PROTOCOLS, add_peer, contents, make_cluster, tail_in_thread
 from waiting import wait_until
 
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

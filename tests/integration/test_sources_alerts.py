@@ -20,8 +20,8 @@ from airflow_env import AIRFLOW_MARKS, source_conn
 from replication_helpers import add_peer, make_cluster, ship
 from waiting import wait_until
 
-from walship.minicluster.process import MiniClusterProcess
 from walship.status import read_status, stuck_queues
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 

@@ -21,13 +21,13 @@ from region_ops import create_scoped_table
 from replication_helpers import TABLE, Cluster, add_peer, contents, make_cluster
 from waiting import wait_until
 
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.spark import ship as spark_ship
 from walship.spark import warmup
 from walship.spark.ship import ShipJob, plan_queues, ship_partition
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
-from walship.zk.progress import JobStore
+from walship.zk.records import JobStore
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -14,16 +14,16 @@ from replication_helpers import Cluster, add_peer, make_cluster, ship
 from waiting import wait_until
 
 from walship.cli import main
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate import WalStore
-from walship.replicate.planning import Planner
+from walship.replicate.planner import Planner
 from walship.status import collect_status
 from walship.status.collect import QueueFiles
 from walship.status.model import ReplicationStatus
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, queue_lock, zk_client
 from walship.zk.locks import Holder
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

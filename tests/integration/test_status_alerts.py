@@ -26,8 +26,6 @@ from waiting import wait_until
 
 from walship.cli import main
 from walship.errors import ERROR_KINDS
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
 from walship.replicate.deadletters import replay_dead_letters
@@ -37,7 +35,9 @@ from walship.status.metrics import alert_rules, status_registry
 from walship.status.model import ReplicationStatus, iso_ms
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server, zk_client
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

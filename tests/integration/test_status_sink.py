@@ -24,7 +24,7 @@ from walship.status import collect_status
 from walship.status.metrics import status_registry
 from walship.status.model import ReplicationStatus, iso_ms
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
 
 pytestmark = pytest.mark.integration
 

@@ -10,11 +10,11 @@ import pytest
 from replication_helpers import SINK_PROTOCOLS, Cluster, contents, ship, tail_in_thread
 from waiting import wait_until
 
-from walship.minicluster import AdminClient
 from walship.replicate.summary import TailSummary
 from walship.replicate.tailer import Tailer
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.locks import read_holder
+from walship_testing.minicluster import AdminClient
 
 pytestmark = pytest.mark.integration
 

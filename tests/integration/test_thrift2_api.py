@@ -21,10 +21,10 @@ from waiting import wait_until
 
 from walship.cli import main
 from walship.errors import MiniClusterError
-from walship.minicluster import AdminClient, encode_cluster_ids
-from walship.minicluster.process import MiniClusterProcess
 from walship.thrift.hbase2 import hbase2
 from walship.wal import CellType, WalEntry, WalReader, parse_wal_name
+from walship_testing.minicluster import AdminClient, encode_cluster_ids
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,6 @@ import pytest
 from replication_helpers import TABLE, Cluster, add_peer, make_cluster, ship
 
 from walship.errors import ConfigError
-from walship.minicluster.process import MiniClusterProcess
 from walship.replicate.batcher.filters import EntryFilter
 from walship.sinks.base import SinkContext
 from walship.sinks.registry import create_sink
@@ -19,6 +18,7 @@ from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import CellType, WalEntry, WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

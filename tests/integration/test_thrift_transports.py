@@ -25,8 +25,6 @@ from waiting import wait_until
 
 from walship.cli import main
 from walship.errors import InvalidPeerConfigError, MiniClusterError
-from walship.minicluster import AdminClient
-from walship.minicluster.process import MiniClusterProcess
 from walship.peer import PeerConfig
 from walship.replicate import PeerSummary, Shipper, WalStore
 from walship.sinks.base import SinkContext
@@ -35,6 +33,8 @@ from walship.sinks.registry import validate_sink_config
 from walship.thrift.conn import ThriftOptions
 from walship.thrift.conn1 import open_connection
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
+from walship_testing.minicluster import AdminClient
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = pytest.mark.integration
 

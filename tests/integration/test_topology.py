@@ -29,9 +29,9 @@ from topology import Topology, descendants, group_members
 from waiting import wait_until
 
 from walship import defaults
-from walship.harness import HBaseProcess, harness_dir
 from walship.zk import ReplicationQueues, zk_client
 from walship.zk.locks import read_holder
+from walship_testing.harness import HBaseProcess, harness_dir
 
 pytestmark = [pytest.mark.integration]
 

@@ -38,10 +38,10 @@ import pytest
 from replication_helpers import Cluster, add_peer, make_cluster, ship
 from waiting import wait_until
 
-from walship.minicluster.process import MiniClusterProcess
 from walship.status import read_status
 from walship.zk import zk_client
 from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,10 +16,10 @@ from real_hbase import BACKENDS
 from replication_helpers import Cluster, ship
 
 from walship.cli import main
-from walship.harness import HBaseProcess
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.verify import MASKED_REASON, MASKED_REMEDY, VerifyJob, plan, run_split
+from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ from replication_helpers import TABLE, Cluster, contents, ship
 
 from walship.verify.model import LATEST
 from walship.zk import ZnodeLayout, zk_client
-from walship.zk.progress import VerifyStore
+from walship.zk.records import VerifyStore
 
 pytestmark = [
     pytest.mark.integration,

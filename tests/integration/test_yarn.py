@@ -24,10 +24,10 @@ from replication_helpers import contents
 from spark_yarn import ROOT, PacedWriter, rows, yarn_apps, yarn_connection
 from waiting import wait_until
 
-from walship.harness import HBaseProcess, YarnInfo
 from walship.spark.ship import ShipJob
 from walship.zk import ReplicationQueues, zk_client
 from walship.zk.locks import read_holder
+from walship_testing.harness import HBaseProcess, YarnInfo
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 

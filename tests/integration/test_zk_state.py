@@ -26,7 +26,7 @@ from walship.errors import (
 )
 from walship.peer import PeerConfig
 from walship.replicate import WalStore
-from walship.replicate.planning import Planner
+from walship.replicate.planner import Planner
 from walship.zk import (
     QueueId,
     ReplicationPeers,

@@ -11,10 +11,10 @@ import struct
 import pytest
 
 from walship.errors import BarrierReadError
-from walship.minicluster.meta import compare_meta_rows, encoded_name, meta_row_key, parents_value
 from walship.serial import encoded_region_name, split_parent_names
 from walship.serial.metarow import parse_meta_row
 from walship.thrift.hbase2 import hbase2
+from walship_testing.minicluster.meta import compare_meta_rows, encoded_name, meta_row_key, parents_value
 
 
 def name(table: bytes, start: bytes, region_id: int) -> bytes:

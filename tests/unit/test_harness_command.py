@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from walship.errors import ConfigError
-from walship.harness import HBaseProcess, java_command
+from walship_testing.harness import HBaseProcess, java_command
 
 
 def test_the_parallel_collector_fixes_the_heap_and_the_serial_one_grows_it() -> None:

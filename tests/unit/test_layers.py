@@ -1,4 +1,5 @@
-"""The library never imports Airflow (nor Spark, outside the modules where Spark is the point)."""
+"""The library never imports Airflow (nor Spark, outside the modules where Spark is the point),
+nor the embedded cluster and harness beside it (walship_testing)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def test_library_imports_no_airflow() -> None:
     code = (
         "import importlib, sys\n"
         f"for m in {modules!r}: importlib.import_module(m)\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark'))\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('airflow', 'pyspark', 'walship_testing'))\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
@@ -39,7 +40,8 @@ LAYERS: dict[str, set[str]] = {
     "childproc": set(),
     "entrypoints": set(),
     "defaults": {"errors"},
-    "progress": set(),
+    "meter": set(),
+    "jobdesc": {"errors"},
     "servername": {"errors"},
     "clusterids": {"errors"},
     "protos": set(),
@@ -75,30 +77,15 @@ LAYERS: dict[str, set[str]] = {
         "servername",
         "clusterids",
         "peer",
-        "progress",
+        "meter",
         "thrift",
         "serial",
     },
     "status": {"errors", "defaults", "replicate", "sinks", "wal", "zk", "servername", "peer"},
-    "minicluster": {
-        "errors",
-        "defaults",
-        "clusterids",
-        "protos",
-        "servername",
-        "thrift",
-        "wal",
-        "zk",
-        "childproc",
-        "serial",
-        "rpc",
-        "peer",
-        "replicate",
-    },
-    "harness": {"errors", "childproc", "security"},
     "scope": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal", "peer"},
     "verify": {
         "errors",
+        "jobdesc",
         "files",
         "defaults",
         "thrift",
@@ -109,10 +96,23 @@ LAYERS: dict[str, set[str]] = {
         "status",
         "scope",
         "peer",
-        "progress",
+        "meter",
     },
-    "copy": {"errors", "verify", "progress", "sinks", "thrift", "wal"},
-    "spark": {"errors", "defaults", "replicate", "sinks", "zk", "wal", "verify", "copy", "peer", "security", "files"},
+    "copy": {"errors", "verify", "meter", "sinks", "thrift", "wal"},
+    "spark": {
+        "errors",
+        "defaults",
+        "jobdesc",
+        "replicate",
+        "sinks",
+        "zk",
+        "wal",
+        "verify",
+        "copy",
+        "peer",
+        "security",
+        "files",
+    },
     "cli": {
         "errors",
         "files",
@@ -124,15 +124,13 @@ LAYERS: dict[str, set[str]] = {
         "sinks",
         "sep",
         "replicate",
-        "minicluster",
-        "harness",
         "spark",
         "status",
         "scope",
         "verify",
         "peer",
         "copy",
-        "progress",
+        "meter",
         "hbaseshell",
         "rpc",
         "security",
@@ -285,3 +283,40 @@ def test_no_import_circle_inside_a_package() -> None:
         if m not in state:
             visit(m)
     assert circles == []
+
+
+#: What each part of walship_testing may import of the library; neither imports the other.
+TESTING_LAYERS: dict[str, set[str] | None] = {
+    "minicluster": None,  # any part of the library
+    "harness": {"errors", "childproc", "security"},
+}
+
+
+def test_the_library_never_imports_the_embedded_cluster_nor_the_harness() -> None:
+    """walship_testing sits beside the library as kazoo.testing beside kazoo: only the
+    ``walship minicluster`` commands reach it, inside the functions that run them."""
+    import walship_testing
+
+    root = Path(walship.__file__).parent
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        lazy_allowed = rel == "cli/minicluster.py"
+        top = {line for line, _ in _imports(path, top_level_only=True)}
+        for line, name in _imports(path):
+            if name.split(".")[0] == "walship_testing" and (not lazy_allowed or line in top):
+                bad.append(f"src/walship/{rel}:{line} imports {name}")
+    assert bad == []
+
+    testing = Path(walship_testing.__file__).parent
+    crossing = []
+    for part, allowed in TESTING_LAYERS.items():
+        for path in sorted((testing / part).rglob("*.py")):
+            for line, name in _imports(path):
+                top, *rest = name.split(".")
+                other = f"walship_testing.{next(p for p in TESTING_LAYERS if p != part)}"
+                if name.startswith(other) or (
+                    top == "walship" and allowed is not None and rest and rest[0] not in allowed
+                ):
+                    crossing.append(f"{path.relative_to(testing)}:{line} imports {name}")
+    assert crossing == []

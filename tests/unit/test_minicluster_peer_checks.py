@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from walship.errors import MasterCallError
-from walship.minicluster.masterservice import has_minimum_version
-from walship.minicluster.peerchecks import check_peer_config
-from walship.minicluster.serialpeers import need_to_replicate
 from walship.peer import PeerConfig
 from walship.protos import HBase_pb2, Replication_pb2
+from walship_testing.minicluster.masterservice import has_minimum_version
+from walship_testing.minicluster.peerchecks import check_peer_config
+from walship_testing.minicluster.serialpeers import need_to_replicate
 
 
 def not_own(key: str) -> bool:

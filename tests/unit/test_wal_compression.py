@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from walship.errors import CorruptWalError, UnsupportedWalError, WalError
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
 from walship.wal import compressed as wal_compressed
-from walship.wal import compression as wal_compression
-from walship.wal.compression import CompressionContext, LruDictionary
+from walship.wal import dictionaries as wal_compression
+from walship.wal.dictionaries import CompressionContext, LruDictionary
 from walship.wal.valuecodecs import ALGORITHMS, SUPPORTED, value_codec
 
 needs_c = pytest.mark.skipif(

@@ -147,7 +147,7 @@ class WalshipVerifyOperator(WalshipShipOperator):
     given the source's ZooKeeper credentials as :class:`WalshipShipOperator` gives them.
 
     The job records its result in walship's znodes under its job id
-    (:class:`walship.zk.progress.VerifyStore`), for the ``report`` task: an earlier result
+    (:class:`walship.zk.records.VerifyStore`), for the ``report`` task: an earlier result
     under the same id (an earlier try) is removed before the submit, so a report never reads
     a stale one. When the job fails having recorded why, the task fails with that reason, and
     without retrying when trying again cannot help (an unknown peer, table or family).

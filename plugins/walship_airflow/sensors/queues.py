@@ -55,7 +55,7 @@ class WalQueueSensor(BaseSensorOperator):
 
     def _pending(self, *, include_drained: bool = False) -> list[str]:
         from walship.errors import WalshipError
-        from walship.replicate.planning import pending_queues
+        from walship.replicate.planner import pending_queues
 
         src = WalshipHook(self.walship_conn_id).get_source()
         try:

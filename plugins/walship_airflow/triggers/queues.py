@@ -45,7 +45,7 @@ class UnshippedQueuesTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from walship.replicate.planning import pending_queues
+        from walship.replicate.planner import pending_queues
 
         while True:
             try:

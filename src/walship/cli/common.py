@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from kazoo.client import KazooClient
 
@@ -20,11 +20,13 @@ from walship.zk import ZnodeLayout
 
 __all__ = [
     "Handler",
+    "add_list_show",
     "add_offline_flag",
     "kerberos_login",
     "open_input",
     "parse_config_pairs",
     "peers_admin",
+    "print_fields",
     "site",
     "source",
     "state",
@@ -117,3 +119,28 @@ def kerberos_login(principal: str | None, keytab: str | None) -> Iterator[None]:
         security.login(identity)
     with security.kept_fresh():
         yield
+
+
+def add_list_show(
+    group: argparse._SubParsersAction[argparse.ArgumentParser],
+    noun: str,
+    key: str,
+    list_command: Handler,
+    show_command: Handler,
+) -> None:
+    """A command group's ``list [--json]`` and ``show KEY [--json]`` (``walship peer``,
+    ``walship subscription``)."""
+    listing = group.add_parser("list", help=f"list {noun}s")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=list_command)
+    show = group.add_parser("show", help=f"show one {noun}")
+    show.add_argument(key)
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=show_command)
+
+
+def print_fields(info: dict[str, Any], width: int, text: Callable[[Any], str]) -> None:
+    """``show``'s lines: each field, padded to ``width``, and its value as ``text`` writes it
+    (``-`` for none)."""
+    for name, value in info.items():
+        print(f"{name:<{width}} {text(value) if value is not None else '-'}")

@@ -15,7 +15,7 @@ import argparse
 import json
 import logging
 
-from walship.cli.progress import meter
+from walship.cli.meterbar import meter
 from walship.copy import copy, copy_job, until_ms
 from walship.errors import ConfigError
 

@@ -7,7 +7,7 @@ import json
 import logging
 
 from walship.cli.common import source
-from walship.cli.progress import meter
+from walship.cli.meterbar import meter
 
 __all__ = ["register"]
 

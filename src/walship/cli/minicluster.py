@@ -17,7 +17,7 @@ from walship.wal.valuecodecs import SUPPORTED as VALUE_CODECS
 from walship.zk.client import validate_hosts
 
 if TYPE_CHECKING:
-    from walship.minicluster.admin import AdminClient
+    from walship_testing.minicluster.admin import AdminClient
 
 __all__ = ["register"]
 
@@ -25,8 +25,8 @@ log = logging.getLogger(__name__)
 
 
 def cmd_minicluster_start(args: argparse.Namespace) -> int:
-    from walship.minicluster.regionserver import WalSettings
-    from walship.minicluster.runner import run_minicluster
+    from walship_testing.minicluster.regionserver import WalSettings
+    from walship_testing.minicluster.runner import run_minicluster
 
     validate_hosts(args.zk)
     return run_minicluster(
@@ -56,7 +56,7 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
 
 
 def cmd_minicluster_admin(args: argparse.Namespace) -> int:
-    from walship.minicluster.admin import AdminClient
+    from walship_testing.minicluster.admin import AdminClient
 
     if getattr(args, "server", None) is not None and not args.server.strip():
         raise BadRequestError("minicluster: the server name is empty (leave it out to roll every server)")

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from walship.cli.argtypes import bandwidth, boolean
-from walship.cli.common import add_offline_flag, parse_config_pairs, peers_admin, state
+from walship.cli.common import add_list_show, add_offline_flag, parse_config_pairs, peers_admin, print_fields, state
 from walship.cli.peerset import bytes_per_s, cmd_peer_set
 from walship.peer import MANAGED_KEY, PeerConfig, format_table_cfs, parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
@@ -138,11 +138,14 @@ def cmd_peer_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(peer.to_json()))
         return 0
-    for key, value in peer.to_json().items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
-        print(f"{key:<20} {value if value is not None else '-'}")
+    print_fields(peer.to_json(), 20, _peer_value)
     return 0
+
+
+def _peer_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+    return str(value)
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
@@ -258,13 +261,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("peer_id")
         add_offline_flag(p)
         p.set_defaults(func=cmd_peer_state)
-    plist = peer_sub.add_parser("list", help="list peers")
-    plist.add_argument("--json", action="store_true")
-    plist.set_defaults(func=cmd_peer_list)
-    show = peer_sub.add_parser("show", help="show one peer")
-    show.add_argument("peer_id")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=cmd_peer_show)
+    add_list_show(peer_sub, "peer", "peer_id", cmd_peer_list, cmd_peer_show)
 
     queues = sub.add_parser("queues", help="every replication queue with its WALs and positions")
     queues.add_argument("--peer", metavar="PEER_ID", help="only the queues of this peer")

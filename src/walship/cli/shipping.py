@@ -10,9 +10,9 @@ import sys
 from walship import defaults
 from walship.cli.argtypes import between, duration, iso_time, positive_int, seconds
 from walship.cli.common import source
-from walship.cli.progress import meter, polled
+from walship.cli.meterbar import meter, polled
 from walship.errors import WalshipError
-from walship.progress import NO_METER
+from walship.meter import NO_METER
 
 __all__ = ["register"]
 
@@ -23,9 +23,9 @@ _PEERS_HELP = "a peer or subscription; several, comma-separated, share one read 
 
 
 def peer_list(text: str) -> list[str]:
-    """``1,2,subs``: peer ids, in order, each once (:func:`walship.replicate.plans.split_peer_ids`);
+    """``1,2,subs``: peer ids, in order, each once (:func:`walship.replicate.peerplan.split_peer_ids`);
     here at least one."""
-    from walship.replicate.plans import split_peer_ids
+    from walship.replicate.peerplan import split_peer_ids
 
     try:
         ids = split_peer_ids(text)

@@ -11,9 +11,10 @@ import argparse
 import json
 import logging
 import time
+from typing import Any
 
 from walship.cli.argtypes import iso_time, shorten
-from walship.cli.common import add_offline_flag, peers_admin, state
+from walship.cli.common import add_list_show, add_offline_flag, peers_admin, print_fields, state
 from walship.errors import ChangeLogError, ConfigError, InvalidPeerConfigError
 from walship.peer import parse_namespaces, parse_table_cfs
 from walship.replicate.peercheck import validate_peer
@@ -58,7 +59,7 @@ def _changelog(args: argparse.Namespace) -> str | None:
     """
     if args.parquet is None:
         return None
-    from walship.sep.changelog import changelog_url, prepare_local_dir  # pyarrow: only for a change log
+    from walship.sep.parquetlog import changelog_url, prepare_local_dir  # pyarrow: only for a change log
 
     for flag, value in (("--threads", args.threads), ("--payload-column", args.payload_column)):
         if value is not None:
@@ -165,13 +166,16 @@ def cmd_subscription_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info))
         return 0
-    for key, value in info.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}:{','.join(v) if v else '*'}" for k, v in value.items()) or "-"
-        elif isinstance(value, list):
-            value = ",".join(value)
-        print(f"{key:<16} {value if value is not None else '-'}")
+    print_fields(info, 16, _subscription_value)
     return 0
+
+
+def _subscription_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}:{','.join(v) if v else '*'}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ",".join(value)
+    return str(value)
 
 
 def cmd_subscription_state(args: argparse.Namespace) -> int:
@@ -239,13 +243,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add.add_argument("--json", action="store_true")
     add_offline_flag(add)
     add.set_defaults(func=cmd_subscription_add)
-    lst = sub_sub.add_parser("list", help="list subscriptions")
-    lst.add_argument("--json", action="store_true")
-    lst.set_defaults(func=cmd_subscription_list)
-    show = sub_sub.add_parser("show", help="show one subscription")
-    show.add_argument("name")
-    show.add_argument("--json", action="store_true")
-    show.set_defaults(func=cmd_subscription_show)
+    add_list_show(sub_sub, "subscription", "name", cmd_subscription_list, cmd_subscription_show)
     for name, text in (
         ("enable", "enable a subscription (walship's switch)"),
         ("disable", "disable a subscription: nothing is delivered, its WALs are kept"),

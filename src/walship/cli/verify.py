@@ -14,7 +14,7 @@ import logging
 import math
 
 from walship.cli.argtypes import count, iso_time
-from walship.cli.progress import meter
+from walship.cli.meterbar import meter
 from walship.errors import VerifyError
 from walship.files import check_url
 from walship.verify import VerifyJob, verify

@@ -32,7 +32,7 @@ from typing import Any
 
 from walship.copy.raw import raw_scan, write_rows
 from walship.errors import ConfigError
-from walship.progress import NO_METER, Meter
+from walship.meter import NO_METER, Meter
 from walship.verify import Split, VerifyJob, plan
 from walship.verify.model import LATEST
 from walship.verify.scan import Side

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from walship.replicate.batcher.filters import EntryFilter
-from walship.replicate.planning import Planner
+from walship.replicate.planner import Planner
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import FilteredEntry

@@ -17,8 +17,8 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from walship.errors import DeadLetterError, WalshipError
+from walship.meter import NO_METER, Meter
 from walship.peer import PeerConfig
-from walship.progress import NO_METER, Meter
 from walship.replicate.throttle import within_bandwidth
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import Sink, SinkContext

@@ -10,7 +10,7 @@ WAL reader, ``WALEntryBatch`` and shipper are joined.
   sink, in the background or now, and only then commits its position.
 
 An error stops its queue only. A WAL is dropped from a queue once it is read to its end and
-finished (see :meth:`walship.replicate.planning.Planner.wal_finished`).
+finished (see :meth:`walship.replicate.planner.Planner.wal_finished`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from walship.errors import WalError, WalshipError
 from walship.replicate.applier import Applier
 from walship.replicate.batcher import Member, Ramp, wal_order
-from walship.replicate.planning import Planner
+from walship.replicate.planner import Planner
 from walship.replicate.reader import GroupReader, WalRead
 from walship.wal.model import WalEntry
 

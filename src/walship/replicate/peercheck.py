@@ -14,7 +14,7 @@ import logging
 from walship.errors import ConfigError, InvalidPeerConfigError
 from walship.files import check_url
 from walship.peer import MANAGED_KEY, SUBSCRIPTION_KEY, PeerConfig
-from walship.replicate.plans import CLOSE_GRACE_KEY, close_grace
+from walship.replicate.peerplan import CLOSE_GRACE_KEY, close_grace
 from walship.sep.config import (
     CHANGELOG_URL_KEY,
     FILTER_KEY,

@@ -1,4 +1,4 @@
-"""A shipper's per-queue progress records (:class:`~walship.zk.progress.ProgressStore`): what
+"""A shipper's per-queue progress records (:class:`~walship.zk.records.ProgressStore`): what
 its passes did since the last write, written at most once a second while a queue ships and at
 the end of a pass, and a queue's last error with its kind; each failed pass also counts one
 error of that kind for the peer (``walship_ship_errors_total``)."""
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from walship.errors import WalshipError, error_kind
 from walship.replicate.summary import QueueSummary
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
 
 __all__ = ["PROGRESS_INTERVAL", "PendingProgress", "ProgressBook"]
 

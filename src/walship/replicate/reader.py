@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from walship.replicate.batcher import Member
-from walship.replicate.planning import Planner
+from walship.replicate.planner import Planner
 from walship.replicate.walfiles import ReadStats
 from walship.replicate.walstore import WalLocation, WalStore
 from walship.wal.model import WalEntry

@@ -25,9 +25,9 @@ from kazoo.client import KazooClient
 
 from walship import defaults
 from walship.errors import ConfigError, InvalidWalNameError, ReplayGapError
-from walship.progress import NO_METER, Meter
+from walship.meter import NO_METER, Meter
 from walship.replicate.cleaner import last_run
-from walship.replicate.planning import Planner
+from walship.replicate.planner import Planner
 from walship.replicate.throttle import within_bandwidth
 from walship.replicate.walstore import WalStore
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext

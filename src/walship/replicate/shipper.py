@@ -42,8 +42,8 @@ from walship.replicate.collector import fewer_collections
 from walship.replicate.grouplocks import lock_group
 from walship.replicate.grouppass import GroupPass
 from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
-from walship.replicate.planning import Planner
-from walship.replicate.plans import PeerPlan, close_grace
+from walship.replicate.peerplan import PeerPlan, close_grace
+from walship.replicate.planner import Planner
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.reader import GroupReader, OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
@@ -56,7 +56,7 @@ from walship.sinks.registry import create_sink
 from walship.zk import QueueId, QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout
 from walship.zk.lastpushed import LastPushedIds
 from walship.zk.locks import Holder
-from walship.zk.progress import ProgressStore
+from walship.zk.records import ProgressStore
 
 __all__ = ["PARALLEL_GROUPS", "SUMMED_FIELDS", "Feed", "PeerSummary", "QueueSummary", "Shipper"]
 

@@ -55,7 +55,7 @@ from walship.errors import (
 from walship.peer import PeerConfig
 from walship.replicate.batcher.filters import EntryFilter
 from walship.replicate.batcher.member import Feed, KnownPositions, group_key
-from walship.replicate.plans import split_peer_ids
+from walship.replicate.peerplan import split_peer_ids
 from walship.replicate.shipper import Shipper
 from walship.replicate.summary import TailSummary
 from walship.replicate.walprobe import PROBE_INTERVAL, Listing, WalProbe

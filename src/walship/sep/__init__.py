@@ -6,7 +6,7 @@ each batch into :class:`SepEvent`\\ s, one per row and WAL entry, from its start
 through its filter hook (:mod:`walship.sep.selection`), and either hands them to a listener
 (sink ``sep``, :mod:`walship.sinks.sep`; :mod:`walship.sep.listeners`), rows hashed over
 worker threads (:mod:`walship.sep.dispatch`), or writes them as rows of a Parquet change log
-(sink ``changelog``, :mod:`walship.sinks.changelog`; :mod:`walship.sep.changelog`, compacted
+(sink ``changelog``, :mod:`walship.sinks.parquet`; :mod:`walship.sep.parquetlog`, compacted
 by :mod:`walship.sep.compaction`, which import pyarrow and so are not imported here).
 Delivery is at least once and in WAL order per row, with the queues, positions, locks and
 failover of any peer.

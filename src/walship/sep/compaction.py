@@ -1,6 +1,6 @@
 """Compaction of the Parquet change log: a day's small batch files merged into one per table.
 
-For each ``table=*/date=D`` partition of the log (:mod:`walship.sep.changelog`),
+For each ``table=*/date=D`` partition of the log (:mod:`walship.sep.parquetlog`),
 :func:`compact` merges its files into one, ``compact-<digest>.parquet``, named by the set of
 its inputs, written under a hidden temporary name and moved into place; then it deletes the
 inputs. The merged file is made of *segments*, one per batch file ever merged into it, in
@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from walship.errors import ChangeLogError
 from walship.files import move_into_place
-from walship.sep.changelog import (
+from walship.sep.parquetlog import (
     BatchName,
     open_changelog,
     read_parquet,

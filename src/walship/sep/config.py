@@ -1,7 +1,7 @@
 """A subscription's settings, read from its peer's configuration map.
 
 A subscription hands its events either to a listener (sink ``sep``) or to a Parquet change
-log (sink ``changelog``, :mod:`walship.sep.changelog`):
+log (sink ``changelog``, :mod:`walship.sep.parquetlog`):
 
 =============================  ==================================================================
 ``walship.sink.protocol``      ``sep`` (a listener) or ``changelog`` (a Parquet change log)

@@ -1,7 +1,7 @@
 """The events a subscription takes from a batch, whatever it hands them to.
 
 Both kinds of subscription, a listener (:mod:`walship.sinks.sep`) and a Parquet change log
-(:mod:`walship.sinks.changelog`), see the same events: entries written before the start time
+(:mod:`walship.sinks.parquet`), see the same events: entries written before the start time
 (``walship.sep.start-time``) are passed over, the rest become :class:`SepEvent`\\ s, one per
 row and entry in WAL order, and the filter hook (``walship.sep.filter``) drops the events it
 returns falsy for.

@@ -60,7 +60,7 @@ def _sep() -> SinkFactory:
 
 
 def _changelog() -> SinkFactory:
-    from walship.sinks.changelog import ChangeLogSink
+    from walship.sinks.parquet import ChangeLogSink
 
     return ChangeLogSink
 

@@ -8,26 +8,26 @@ Queues run in parallel, each in order: a task ships its queues, holding each que
 ZooKeeper lock, exactly as ``walship ship --peer 1,2`` does in one process. Only plain data crosses
 between driver and executors (the job description out, JSON summaries back), and nothing is
 left on a local disk: the driver writes the job's summary into walship's znodes
-(:class:`~walship.zk.progress.JobStore`), where the ``report`` task reads it, whichever host
+(:class:`~walship.zk.records.JobStore`), where the ``report`` task reads it, whichever host
 the driver ran on (client or cluster deploy mode).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from walship import defaults
 from walship.errors import ConfigError
+from walship.jobdesc import JobDescription
 from walship.replicate.batcher.member import group_key
-from walship.replicate.plans import split_peer_ids
+from walship.replicate.peerplan import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.source import SourceSite
 from walship.security import kept_fresh
@@ -36,7 +36,7 @@ from walship.zk import QueueId, ZnodeLayout
 from walship.zk.client import validate_hosts
 from walship.zk.layout import check_znode_name
 from walship.zk.locks import Holder
-from walship.zk.progress import JobStore
+from walship.zk.records import JobStore
 
 __all__ = ["ShipJob", "plan_queues", "ship_group", "ship_partition", "ship_with_spark"]
 
@@ -52,9 +52,12 @@ LINGER_QUIET = 10.0
 
 
 @dataclass(frozen=True)
-class ShipJob:
+class ShipJob(JobDescription):
     """Everything a ship job needs, passed as JSON between tasks: where the source is, which
     peer and queues, the batch limits, and the job's id (its summary's znode name)."""
+
+    KIND: ClassVar[str] = "ship job"
+    TUPLES: ClassVar[tuple[str, ...]] = ("queues",)
 
     zk: str
     znode_parent: str
@@ -86,28 +89,6 @@ class ShipJob:
             raise ConfigError(f"ship job: 'max_batches' must be > 0 or null, got {self.max_batches}")
         if self.job_id is not None:
             check_znode_name(self.job_id, "ship job id")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> ShipJob:
-        """:raises ConfigError: not JSON, an unknown or missing field, a bad value."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"ship job description is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError("ship job description must be a JSON object")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"ship job description: unknown field(s) {', '.join(unknown)}")
-        try:
-            data["queues"] = tuple(data.get("queues") or ())
-            return cls(**data)
-        except TypeError as exc:
-            raise ConfigError(f"ship job description: {exc}") from None
 
     @property
     def peer_ids(self) -> list[str]:

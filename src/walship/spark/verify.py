@@ -7,7 +7,7 @@ asked, repairs: :func:`walship.verify.run_split`, exactly as ``walship verify`` 
 one process. Only plain JSON crosses between driver and executors.
 
 Given a job id, the driver also records the result (or the error that stopped it) in
-walship's znodes (:class:`~walship.zk.progress.VerifyStore`), where the ``walship_verify``
+walship's znodes (:class:`~walship.zk.records.VerifyStore`), where the ``walship_verify``
 DAG's report reads it, whichever host the driver ran on (client or cluster deploy mode).
 """
 
@@ -21,7 +21,7 @@ from walship.errors import ConfigError, PeerNotFoundError, VerifyError, VerifyUn
 from walship.replicate.source import SourceSite
 from walship.verify import Split, SplitResult, VerifyJob, VerifyResult, combine, plan, run_split, write_report
 from walship.zk.layout import check_znode_name
-from walship.zk.progress import VerifyStore
+from walship.zk.records import VerifyStore
 
 __all__ = ["error_record", "record_result", "verify_split_json", "verify_with_spark"]
 

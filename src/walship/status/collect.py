@@ -57,7 +57,7 @@ from walship.wal.reader import WalReader
 from walship.zk import QueueInfo, ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, zk_client
 from walship.zk.locks import Holder
 from walship.zk.multiread import read_many
-from walship.zk.progress import error_counts
+from walship.zk.records import error_counts
 
 __all__ = ["QueueFiles", "collect_status", "read_status"]
 

@@ -9,13 +9,13 @@ A family is compared when its REPLICATION_SCOPE on the source is 1 *and* the pee
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
-from walship.errors import ConfigError, InvalidPeerConfigError, VerifyError
+from walship.errors import InvalidPeerConfigError, VerifyError
+from walship.jobdesc import JobDescription
 from walship.peer import PeerConfig, parse_host_ports, validate_peer_id
 from walship.replicate.batcher.filters import table_rule
 from walship.scope.admin import family_settings
@@ -37,7 +37,7 @@ _SCOPE_GLOBAL = 1
 
 
 @dataclass(frozen=True)
-class VerifyJob:
+class VerifyJob(JobDescription):
     """Everything a split needs, passed as JSON to Spark executors: where the source's
     state, WALs and Thrift2 servers are, the peer and its Thrift2 servers, what to compare.
     ``wal_root`` is read only to tell rows in flight (a verify needs it, a copy does not).
@@ -47,6 +47,10 @@ class VerifyJob:
     :param row_prefixes: as ``Bytes.toStringBinary`` prints them.
     :param versions: versions compared per column (``None``: each family's VERSIONS).
     """
+
+    KIND: ClassVar[str] = "verify job"
+    TUPLES: ClassVar[tuple[str, ...]] = ("tables", "families", "row_prefixes")
+    MISSING: ClassVar[dict[str, Any]] = {"wal_root": ""}  # a copy's job needs none
 
     zk: str
     znode_parent: str
@@ -82,29 +86,6 @@ class VerifyJob:
         for fam in self.families:
             if not fam:
                 raise VerifyError("--families: an empty family name")
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> VerifyJob:
-        """:raises ConfigError: not JSON, an unknown field, a bad value."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError(f"verify job description is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError("verify job description must be a JSON object")
-        unknown = sorted(set(data) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ConfigError(f"verify job description: unknown field(s) {', '.join(unknown)}")
-        for key in ("tables", "families", "row_prefixes"):
-            data[key] = tuple(data.get(key) or ())
-        data.setdefault("wal_root", "")  # a copy's job needs none
-        try:
-            return cls(**data)
-        except TypeError as exc:
-            raise ConfigError(f"verify job description: {exc}") from None
 
     def source_side(self) -> Side:
         if not self.source_thrift2 or not self.source_thrift2.strip():

@@ -23,8 +23,8 @@ from typing import Any
 
 from walship.errors import ConfigError, ReplicationError, VerifyError
 from walship.files import url_to_fs
-from walship.progress import NO_METER, Meter
-from walship.replicate.planning import Planner
+from walship.meter import NO_METER, Meter
+from walship.replicate.planner import Planner
 from walship.replicate.walstore import WalStore
 from walship.verify.compare import compare_row, merge_rows
 from walship.verify.inflight import Unshipped, unshipped_rows

@@ -1,6 +1,6 @@
 /*
  * The dictionaries of one compressed WAL for the compiled decoder (_walcodec_compressed.h):
- * walship.wal._walcodec.Context, the twin of walship.wal.compression.CompressionContext, and
+ * walship.wal._walcodec.Context, the twin of walship.wal.dictionaries.CompressionContext, and
  * the tokens that read them.
  * Included by _walcodec.c.
  *

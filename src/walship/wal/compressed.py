@@ -12,7 +12,7 @@ name, scope families and extended-attribute values are dictionary tokens
     tags (when their length is not 0): with tag compression one TAG token per tag (its type
     byte and value), else the tags' bytes
 
-Tokens and dictionaries are :mod:`walship.wal.compression`'s, value codecs
+Tokens and dictionaries are :mod:`walship.wal.dictionaries`'s, value codecs
 :mod:`walship.wal.valuecodecs`'. The dictionaries change as entries are decoded, so a
 :class:`CompressedState` belongs to one file and one position: the reader keeps it.
 
@@ -33,8 +33,8 @@ from google.protobuf.message import DecodeError
 
 from walship.errors import CorruptWalError
 from walship.protos import WAL_pb2
-from walship.wal import compression as _compression
-from walship.wal.compression import CompressionContext, LruDictionary
+from walship.wal import dictionaries as _compression
+from walship.wal.dictionaries import CompressionContext, LruDictionary
 from walship.wal.entries import NeedMore, _corrupt_cell, varint
 from walship.wal.keys import cluster_ids_of
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey

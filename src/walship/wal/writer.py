@@ -5,7 +5,7 @@ opens (as AsyncProtobufLogWriter does, so a freshly rolled WAL already holds ``P
 header); :meth:`WalWriter.close` writes the trailer.
 
 A writer can also write compressed WALs, as a region server with
-``hbase.regionserver.wal.enablecompression`` does (:mod:`walship.wal.compression`): with
+``hbase.regionserver.wal.enablecompression`` does (:mod:`walship.wal.dictionaries`): with
 ``compression=True``, plus ``tag_compression`` (``hbase.regionserver.wal.tags.enablecompression``)
 and ``value_compression`` (``hbase.regionserver.wal.value.enablecompression`` with
 ``hbase.regionserver.wal.value.compression.type``, one of :data:`walship.wal.valuecodecs.SUPPORTED`).
@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from walship.protos import WAL_pb2
-from walship.wal.compression import CompressionContext
+from walship.wal.dictionaries import CompressionContext
 from walship.wal.format import ACCEPTED_WRITERS, DEFAULT_CODEC, MAGIC, TRAILER_MAGIC, encode_varint
 from walship.wal.model import Cell, CellType, Tag, WalKey
 from walship.wal.valuecodecs import ValueCodec, value_codec

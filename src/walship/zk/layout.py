@@ -162,7 +162,7 @@ class ZnodeLayout:
         return f"{self.walship}/errors"
 
     def peer_errors(self, peer_id: str) -> str:
-        """A peer's shipping errors counted by kind (:meth:`~walship.zk.progress.ProgressStore.count_error`)."""
+        """A peer's shipping errors counted by kind (:meth:`~walship.zk.records.ProgressStore.count_error`)."""
         return f"{self.errors}/{check_znode_name(peer_id, 'peer id')}"
 
     @property

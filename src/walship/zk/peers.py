@@ -39,8 +39,8 @@ from walship.zk.client import translated
 from walship.zk.encoding import decode_peer, decode_peer_state, encode_peer, encode_peer_state
 from walship.zk.lastpushed import LastPushedIds
 from walship.zk.layout import ZnodeLayout
-from walship.zk.progress import ProgressStore
 from walship.zk.queues import ReplicationQueues
+from walship.zk.records import ProgressStore
 
 __all__ = ["ReplicationPeers"]
 
