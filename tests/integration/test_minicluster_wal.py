@@ -240,3 +240,33 @@ def test_admin_commands_and_errors(minicluster: MiniClusterProcess, capsys: pyte
     assert main(["minicluster", "info", "--admin", "127.0.0.1:1"]) == 1
     assert "no minicluster answers" in capsys.readouterr().err
     c.close()
+
+
+def test_split_move_and_merge_commands(minicluster: MiniClusterProcess, capsys: pytest.CaptureFixture[str]) -> None:
+    """``walship minicluster split``, ``move`` and ``merge`` do to the table's regions what the
+    admin endpoint does, and the rows stay where a client finds them."""
+    c = connect(minicluster)
+    c.create_table("t", {"f": {}})
+    for i in range(10):
+        c.table("t").put(b"r%02d" % i, {b"f:q": b"%d" % i})
+    admin = AdminClient(minicluster.admin)
+    (whole,) = admin.regions("t")
+
+    assert main(["minicluster", "split", "--admin", minicluster.admin, "--table", "t", "--row", "r05"]) == 0
+    capsys.readouterr()
+    low, high = admin.regions("t")
+    assert bytes.fromhex(high["start"]) == b"r05" and whole["region"] not in (low["region"], high["region"])
+
+    others = [rs["name"] for rs in admin.info()["regionservers"] if rs["name"] != high["server"]]
+    argv = ["minicluster", "move", "--admin", minicluster.admin, "--table", "t", "--region", high["region"]]
+    assert main([*argv, "--to", others[0]]) == 0
+    capsys.readouterr()
+    assert [r["server"] for r in admin.regions("t")] == [low["server"], others[0]]
+
+    regions = f"{low['region']},{high['region']}"
+    assert main(["minicluster", "merge", "--admin", minicluster.admin, "--table", "t", "--regions", regions]) == 0
+    capsys.readouterr()
+    (merged,) = admin.regions("t")
+    assert merged["start"] == "" and merged["end"] == ""
+    assert [row for row, _ in c.table("t").scan()] == [b"r%02d" % i for i in range(10)]
+    c.close()
