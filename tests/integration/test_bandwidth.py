@@ -102,7 +102,6 @@ def test_a_limited_peer_ships_no_faster_than_its_limit_and_reports_the_wait(
     # every cycle of 100 ms took less than its budget of LIMIT/10 bytes (each batch being
     # smaller than the budget), so shipping `total` bytes took at least total/LIMIT - one cycle
     assert elapsed >= total / LIMIT - CYCLE_S, (elapsed, total)
-    assert elapsed < 120  # generous: the limit must not stall shipping either
     throttled = summary.to_json()["throttled_s"]
     assert 0 < throttled <= elapsed
     assert throttled == pytest.approx(sum(q.throttled_s for q in summary.queues), abs=0.01)

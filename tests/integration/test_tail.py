@@ -25,8 +25,15 @@ def sink_protocol(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def start_tail(a: Cluster, duration: float) -> tuple[threading.Thread, list[TailSummary]]:
-    return tail_in_thread(a, duration=duration, rediscover=0.5)
+def start_tail(a: Cluster, stop: threading.Event) -> tuple[threading.Thread, list[TailSummary]]:
+    """A tailer that runs until ``stop`` is set (the test's condition met), or 10 minutes."""
+    return tail_in_thread(a, duration=600, rediscover=0.5, stop=stop)
+
+
+def stopped(tailer: threading.Thread, stop: threading.Event) -> None:
+    stop.set()
+    tailer.join(timeout=60)
+    assert not tailer.is_alive()
 
 
 def tailer_holds_every_queue(a: Cluster, peer_id: str = "1") -> bool:
@@ -53,23 +60,24 @@ def sink_failures(records: list[logging.LogRecord]) -> list[str]:
 
 def test_tail_delivers_during_the_run_and_hands_over(ab: tuple[Cluster, Cluster]) -> None:
     a, b = ab
-    first, s1 = start_tail(a, duration=4)
+    first, s1 = start_tail(a, stop1 := threading.Event())
     tb = b.table()
     a.table().put(b"during-1", {b"r:q": b"1"})
     wait_until(lambda: tb.row(b"during-1"), what="during-1 on B")  # shipped while the run goes on, no pass to wait for
-    first.join()
-    second, s2 = start_tail(a, duration=4)  # the next continuous run takes over
+    stopped(first, stop1)
+    second, s2 = start_tail(a, stop2 := threading.Event())  # the next continuous run takes over
     a.table().put(b"during-2", {b"r:q": b"2"})
     wait_until(lambda: tb.row(b"during-2"), what="during-2 on B")
-    second.join()
+    stopped(second, stop2)
     assert s1[0].status == "ok" and s2[0].status == "ok"
-    assert sum(q["entries_shipped"] for q in s1[0].queues.values()) >= 1
+    # each run shipped its own row, once
+    assert [sum(q["entries_shipped"] for q in s[0].queues.values()) for s in (s1, s2)] == [1, 1]
     assert contents(b) == contents(a, b"r")
 
 
 def test_tail_and_micro_batch_never_ship_a_queue_together(ab: tuple[Cluster, Cluster]) -> None:
     a, b = ab
-    tailer, out = start_tail(a, duration=5)
+    tailer, out = start_tail(a, stop := threading.Event())
     with a.table().batch(batch_size=50) as batch:
         for i in range(2000):
             batch.put(b"row-%04d" % i, {b"r:q": b"%d" % i})
@@ -77,7 +85,8 @@ def test_tail_and_micro_batch_never_ship_a_queue_together(ab: tuple[Cluster, Clu
     summary = ship(a)  # walship_replicate's pass, meanwhile
     busy = [q for q in summary.queues if q.status == "busy"]
     assert busy and all(q.entries_shipped == 0 for q in summary.queues)  # it skipped, and said so
-    tailer.join()
+    wait_until(lambda: len(contents(b)) == 2000, timeout=60, what="the 2,000 rows on B")
+    stopped(tailer, stop)
     assert out[0].status == "ok"
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 2000
 
@@ -140,7 +149,7 @@ def test_a_queue_made_anew_under_a_tailer_is_shipped_from_its_start(ab: tuple[Cl
 def test_tail_rides_out_a_peer_outage(ab: tuple[Cluster, Cluster], caplog: pytest.LogCaptureFixture) -> None:
     a, b = ab
     caplog.set_level(logging.WARNING, logger="walship")
-    tailer, out = start_tail(a, duration=25)
+    tailer, out = start_tail(a, stop := threading.Event())
     a.table().put(b"before", {b"r:q": b"0"})
     wait_until(lambda: b.table().row(b"before"), what="before on B")
     b.mc.stop()  # the peer goes away
@@ -151,7 +160,7 @@ def test_tail_rides_out_a_peer_outage(ab: tuple[Cluster, Cluster], caplog: pytes
     wait_until(lambda: sink_failures(caplog.records[seen:]), what="the tailer's sink to find B unreachable")
     b.mc.start()  # and comes back on the same ports
     wait_until(lambda: len(contents(b)) == 31, timeout=40, what="the 31 rows on B")
-    tailer.join()
+    stopped(tailer, stop)
     retried = sum(q["sink_retries"] for q in out[0].queues.values())
     assert out[0].status == "ok" and (out[0].outages or retried), out[0]  # it saw the outage, and rode it out
     assert contents(b) == contents(a, b"r")

@@ -1,4 +1,5 @@
-"""The java command line of the real-HBase harness: its garbage collectors."""
+"""The java command line of the real-HBase harness: its garbage collectors (the harness's Maven
+build gives its class path)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 
 from walship.errors import ConfigError
 from walship_testing.harness import HBaseProcess, java_command
+
+pytestmark = pytest.mark.integration
 
 
 def test_the_parallel_collector_fixes_the_heap_and_the_serial_one_grows_it() -> None:
