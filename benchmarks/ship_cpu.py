@@ -1,5 +1,6 @@
 """walship's CPU a cell on the shipping path, step by step, with its compiled filter and put rows
-(``walship.sinks._fastpath``) beside the same steps in Python, in one process.
+(``walship.replicate.batcher._batcher``, ``walship.sinks._fastpath``) beside the same steps in
+Python, in one process.
 
 Writes one WAL of ``--cells`` cells (100-byte values, 3 cells a row, scope 1; ``--rows-per-entry``
 rows an entry, 1 as a client's single puts write them, 333 as the benchmarks' batches of 1,000
@@ -45,7 +46,7 @@ def cpu() -> float:
 
 
 #: the modules' names for the compiled code they use (None: the Python code)
-COMPILED = ((filters, "_filter_entry"), (hbase2_sink, "_fastpath"))
+COMPILED = ((filters, "COMPILED"), (hbase2_sink, "_fastpath"))
 
 
 @contextlib.contextmanager
@@ -108,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-per-entry", type=int, default=1, help="rows of 3 cells in each WAL entry")
     args = parser.parse_args(argv)
     if any(getattr(module, name) is None for module, name in COMPILED):
-        print("walship.sinks._fastpath is not built (pip install -e . with a C compiler)", file=sys.stderr)
+        print(
+            "walship's compiled batcher or sinks' rows are not built (pip install -e . with a C compiler)",
+            file=sys.stderr,
+        )
         return 1
     with tempfile.TemporaryDirectory(prefix="walship-ship-cpu-") as tmp:
         path = Path(tmp) / "bench.wal"
