@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import happybase
@@ -226,3 +227,15 @@ class LockstepShipper:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def bytes_by_hand(a: Cluster) -> int:
+    """Unshipped bytes as the files and ZooKeeper say: file size minus position, per WAL."""
+    total = 0
+    with zk_client(a.zk_hosts) as client:
+        for q in ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues("1"):
+            for wp in q.wals:
+                found = list(Path(a.mc.data_dir).glob(f"*WALs/**/{wp.name}"))
+                assert len(found) == 1, (wp.name, found)
+                total += max(0, found[0].stat().st_size - wp.position)
+    return total

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from airflow_env import AIRFLOW_MARKS, source_conn
 from real_hbase import BACKENDS
-from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
+from replication_helpers import Cluster, add_peer, bytes_by_hand, contents, make_cluster, ship
 
 from walship_testing.minicluster.process import MiniClusterProcess
 
@@ -94,7 +94,7 @@ def test_trigger_fires_only_when_there_is_work(
     a.table().put(b"r", {b"r:q": b"v"})
     event = asyncio.run(first_event(UnshippedQueuesTrigger(**kwargs), 20.0))
     assert event is not None and event["status"] == "pending" and len(event["queues"]) == 1
-    assert event["backlog_bytes"] > 0
+    assert event["backlog_bytes"] == bytes_by_hand(a) > 0  # the one entry written since the pass
     bad = UnshippedQueuesTrigger(zk_hosts, a.parent, str(a.mc.data_dir), "nosuchpeer", poll_interval=0.2)
     failed = asyncio.run(first_event(bad, 10.0))
     assert failed["status"] == "error" and "peer nosuchpeer does not exist" in failed["message"]

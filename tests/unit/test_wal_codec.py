@@ -193,17 +193,15 @@ def test_cluster_ids_keep_their_halves() -> None:
 
 
 def test_deprecated_single_cluster_id_is_read() -> None:
-    from hbase_bytes import varint
+    """A WALKey with HBase 0.94's single ``cluster_id`` (field 5, deprecated), built by hand from
+    HBase's field numbers: encoded_region_name 1, table_name 2, log_sequence_number 3,
+    write_time 4, cluster_id 5 as UUID {least_sig_bits 1, most_sig_bits 2},
+    following_kv_count 7."""
+    from hbase_bytes import _bytes, _uint, varint
 
-    from walship.protos import WAL_pb2
-
-    k = WAL_pb2.WALKey(
-        encoded_region_name=b"r", table_name=b"t", log_sequence_number=1, write_time=2, following_kv_count=0
-    )
     cid = uuid.uuid4()
-    k.cluster_id.most_sig_bits = cid.int >> 64
-    k.cluster_id.least_sig_bits = cid.int & ((1 << 64) - 1)
-    body = k.SerializeToString()
+    uuid_body = _uint(1, cid.int & ((1 << 64) - 1)) + _uint(2, cid.int >> 64)
+    body = _bytes(1, b"r") + _bytes(2, b"t") + _uint(3, 1) + _uint(4, 2) + _bytes(5, uuid_body) + _uint(7, 0)
     entries, _ = read_all(header() + varint(len(body)) + body)
     assert entries[0].key.cluster_ids == (cid,)
     assert entries[0].cells == ()
