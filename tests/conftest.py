@@ -21,6 +21,17 @@ from walship.zk.localserver import LocalZooKeeper, free_port
 from walship_testing.minicluster.process import MiniClusterProcess
 
 
+@pytest.fixture
+def compiled_decoder() -> None:
+    """A test of the compiled WAL decoder fails, never skips, where it is not built (``make
+    setup`` builds it, as it builds the batcher and the sinks' rows, whose tests import them)."""
+    from walship.wal import compressed, entries
+
+    assert entries.c_parse is not None and compressed.c_parse_compressed is not None, (
+        "the compiled WAL decoder is not built (`make setup` builds it)"
+    )
+
+
 @pytest.fixture(scope="session")
 def zk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
     server = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"), free_port())

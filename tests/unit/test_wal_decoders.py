@@ -28,9 +28,7 @@ from walship.protos import HBase_pb2, WAL_pb2
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
 from walship.wal import entries as wal_entries
 
-needs_c = pytest.mark.skipif(
-    wal_entries.c_parse is None, reason="the compiled decoder is not built (`make setup` builds it)"
-)
+needs_c = pytest.mark.usefixtures("compiled_decoder")  # fails, never skips, where it is not built
 
 HEAD = header()
 Outcome = tuple[Any, ...]
