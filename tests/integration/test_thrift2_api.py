@@ -347,8 +347,8 @@ CHECKS = [
     (OP.GREATER_OR_EQUAL, b"a", False),
     (OP.GREATER, b"z", True),
     (OP.GREATER, b"m", False),
-    (OP.EQUAL, None, False),  # no value: the column must not exist
-    (OP.NOT_EQUAL, None, True),  # ... or, NOT_EQUAL, must exist (HBASE-26742)
+    (OP.EQUAL, b"", False),  # an empty value: the column must be missing or empty
+    (OP.NOT_EQUAL, b"", True),  # ... or, NOT_EQUAL, present and not empty (HBASE-26742)
 ]
 
 
@@ -370,16 +370,16 @@ def test_check_and_mutate(mc: MiniClusterProcess, table: Any, op: int, value: by
 def test_check_and_mutate_on_a_missing_column(table: Any) -> None:
     then = T.TRowMutations(row=b"r", mutations=[T.TMutation(put=T.TPut(row=b"r", columnValues=[cv(b"f", b"a", b"1")]))])
     assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.EQUAL, b"x", then) is False
-    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.NOT_EQUAL, None, then) is False
-    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.EQUAL, None, then) is True  # create if absent
-    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.EQUAL, None, then) is False  # now it exists
+    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.NOT_EQUAL, b"", then) is False
+    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.EQUAL, b"", then) is True  # create if absent
+    assert table.checkAndMutate(b"t", b"r", b"f", b"a", OP.EQUAL, b"", then) is False  # now it exists
     assert [v for v, _ in versions(table, b"r", b"f", b"a")] == [b"1"]
     with pytest.raises(T.TIOError, match="NO_OP"):
         table.checkAndMutate(b"t", b"r", b"f", b"a", OP.NO_OP, b"1", then)
     with pytest.raises(T.TIOError, match=r"no column family b'x' \(row b'r'\)"):
-        table.checkAndMutate(b"t", b"r", b"x", b"a", OP.EQUAL, None, then)
+        table.checkAndMutate(b"t", b"r", b"x", b"a", OP.EQUAL, b"", then)
     with pytest.raises(T.TIOError, match=r"checkAndMutate of row b'q': the mutations are of row b'r'"):
-        table.checkAndMutate(b"t", b"q", b"f", b"a", OP.EQUAL, None, then)
+        table.checkAndMutate(b"t", b"q", b"f", b"a", OP.EQUAL, b"", then)
 
 
 # -- scanners ------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+from thriftpy2.thrift import TApplicationException
+
 from walship.errors import BadRequestError, ConfigError, MiniClusterError, NoSuchFamilyError, TableDisabledError
 from walship.thrift.hbase2 import hbase2
 from walship_testing.minicluster.cluster import MiniCluster, RowEdit
@@ -80,8 +82,8 @@ def _compare(op: int, value: bytes, current: bytes) -> bool:
 
 
 def check_matches(op: int, value: bytes | None, current: VisibleCell | None) -> bool:
-    """HBase 2.x's ``checkAndMutate`` check (after HBASE-26742): with no value (``None`` or
-    empty) the column must be missing or empty (``NOT_EQUAL``: present and not empty);
+    """HBase 2.x's ``checkAndMutate`` check (after HBASE-26742): with an empty value the
+    column must be missing or empty (``NOT_EQUAL``: present and not empty);
     otherwise the column must exist and compare as ``op`` says."""
     if op not in hbase2.TCompareOperator._VALUES_TO_NAMES:
         raise BadRequestError(f"unknown compare operator {op!r}")
@@ -208,7 +210,13 @@ class THBaseHandler:
         rowMutations: Any,
     ) -> bool:
         """Check the newest version of one column and, if it matches, apply the mutations
-        atomically: both under the cluster's lock, which every write takes."""
+        atomically: both under the cluster's lock, which every write takes. With no value at
+        all (not even an empty one), HBase 2.6's Thrift2 server fails with an internal error
+        (its handler reads the missing buffer), and so does this one."""
+        if value is None:
+            raise TApplicationException(
+                TApplicationException.INTERNAL_ERROR, "Internal error processing checkAndMutate"
+            )
         with self.cluster.lock:
             families = self.cluster.check_enabled(table)
             if family not in families:
