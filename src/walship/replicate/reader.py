@@ -79,7 +79,6 @@ class WalRead:
     :param read_at: when the read began (Unix time).
     """
 
-    name: str
     loc: WalLocation
     reader: WalReader
     part: list[Member]
@@ -89,7 +88,7 @@ class WalRead:
     def runs(self) -> Iterator[list[WalEntry]]:
         """The WAL's entries in runs, from the lowest position of the queues over it."""
         for m in self.part:
-            m.begin(self.name)
+            m.begin(self.loc.name)
         yield from self.reader.batches(min(m.position for m in self.part) or None)
 
 
@@ -114,7 +113,7 @@ class GroupReader:
         running = {server: self.planner.server_live(server, max_age=LIVE_MAX_AGE) for server in servers}
         read_at = time.time()
         with self.walstore.open(loc, self.read_stats) as f:
-            yield WalRead(name, loc, self.readers.reader(f, loc.path), part, running, read_at)
+            yield WalRead(loc, self.readers.reader(f, loc.path), part, running, read_at)
 
     def finished(self, loc: WalLocation) -> None:
         """The WAL left its queues: its reader need not be kept."""

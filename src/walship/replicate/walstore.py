@@ -60,6 +60,11 @@ class WalLocation:
     #: ``WALs/``, which lags while the WAL is being written (:meth:`WalStore.visible`)
     visible: bool = True
 
+    @property
+    def name(self) -> str:
+        """The WAL's file name (its name in a queue)."""
+        return _basename(self.path)
+
 
 @refusals_named("root")
 class WalStore:

@@ -277,11 +277,5 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
-    PyObject *module = PyModule_Create(&module_def);
-    if (module == NULL) return NULL;
-    if (add_layout(module, layout, sizeof layout / sizeof layout[0]) < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    return module;
+    return module_with_layout(&module_def, layout, sizeof layout / sizeof layout[0]);
 }

@@ -218,9 +218,8 @@ class QueueFiles:
                 write_time = self._first_write_time(loc, position)
             except FileNotFoundError:
                 # archived since it was located (a roll moves the WAL it closes): read it there
-                name = loc.path.rsplit("/", 1)[-1]
-                self.listing.pop(name, None)
-                moved = self.locate(q, name)
+                self.listing.pop(loc.name, None)
+                moved = self.locate(q, loc.name)
                 if moved is None:
                     continue
                 try:

@@ -3,8 +3,8 @@
  * Included by walship.sinks._fastpath and walship.replicate.batcher._batcher.
  *
  * Each module publishes the positions it was built with as LAYOUT, a dict "Type.field" ->
- * position (add_layout); walship.wal.layout.matches compares it with the tuples' _fields at
- * import, and the Python code is used instead of a module built against another layout.
+ * position (module_with_layout); walship.wal.layout.load compares it with the tuples' _fields
+ * at import, and the Python code is used instead of a module built against another layout.
  */
 #ifndef WALSHIP_TUPLES_H
 #define WALSHIP_TUPLES_H
@@ -33,22 +33,17 @@ typedef struct {
         {"Cell.value", CELL_VALUE}, {"Cell.tags", CELL_TAGS}, {"FilteredEntry.entry", FE_ENTRY},                  \
         {"FilteredEntry.cells", FE_CELLS}, {"FilteredEntry.cluster_ids", FE_IDS}
 
-/* module.LAYOUT = {name: position} of the n fields; -1 on error */
-static int add_layout(PyObject *module, const tuple_field *fields, size_t n) {
-    PyObject *layout = PyDict_New();
-    if (layout == NULL) return -1;
-    for (size_t i = 0; i < n; i++) {
+/* the module of `def` with LAYOUT = {name: position} of the n fields; NULL on error */
+static PyObject *module_with_layout(struct PyModuleDef *def, const tuple_field *fields, size_t n) {
+    PyObject *module = PyModule_Create(def), *layout = PyDict_New();
+    for (size_t i = 0; module != NULL && layout != NULL && i < n; i++) {
         PyObject *at = PyLong_FromSsize_t(fields[i].at);
-        if (at == NULL || PyDict_SetItemString(layout, fields[i].name, at) < 0) {
-            Py_XDECREF(at);
-            Py_DECREF(layout);
-            return -1;
-        }
-        Py_DECREF(at);
+        if (at == NULL || PyDict_SetItemString(layout, fields[i].name, at) < 0) Py_CLEAR(layout);
+        Py_XDECREF(at);
     }
-    int r = PyModule_AddObjectRef(module, "LAYOUT", layout);
-    Py_DECREF(layout);
-    return r;
+    if (module != NULL && (layout == NULL || PyModule_AddObjectRef(module, "LAYOUT", layout) < 0)) Py_CLEAR(module);
+    Py_XDECREF(layout);
+    return module;
 }
 
 /* a tuple (or named tuple) of at least n items, or a TypeError naming what it should be */

@@ -409,11 +409,5 @@ PyMODINIT_FUNC PyInit__batcher(void) {
     str_get = PyUnicode_InternFromString("get");
     long_global = PyLong_FromLong(SCOPE_GLOBAL);
     if (str_get == NULL || long_global == NULL) return NULL;
-    PyObject *module = PyModule_Create(&module_def);
-    if (module == NULL) return NULL;
-    if (add_layout(module, layout, sizeof layout / sizeof layout[0]) < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    return module;
+    return module_with_layout(&module_def, layout, sizeof layout / sizeof layout[0]);
 }
