@@ -34,6 +34,10 @@ A_CONF = {
     # an aborted region server's abort timeout task runs this long after the abort (HBase never
     # cancels its timer): the harness's task warns, where HBase's would halt the cluster's JVM
     "hbase.regionserver.abort.timeout": "3000",
+    # the region server the master picks to claim a dead server's queue moves it at once (it
+    # waits this long, and up to as long again; HBase's default: 30 s), while walship may still
+    # be shipping it where it is
+    "replication.sleep.before.failover": "0",
 }
 #: what the harness logs when an aborted region server's abort timeout task runs
 ABORT_TIMEOUT_WARNING = (

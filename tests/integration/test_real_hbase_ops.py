@@ -1,7 +1,8 @@
 """On real HBase 2.6: what HBase does beside walship. A managed peer's WALs are enqueued and
 kept by HBase but never shipped by it; HBase's own log cleaner deletes them once walship has
-shipped them; a peer written straight into ZooKeeper is not seen by a running HBase; a region
-server aborted under load has its queues claimed and drained, losing no acknowledged write."""
+shipped them; a peer written straight into ZooKeeper is not seen by a running HBase; a dead
+region server's queue is claimed by HBase's master alone (walship idle, or tailing and
+shipping as it happens), then drained by walship, losing no acknowledged write."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import happybase
 import pytest
 from real_hbase import (
     ABORT_TIMEOUT_WARNING,
+    BIG,
     cluster,
     create_table,
     keep_servers,
     layout,
     managed_peer,
     queued_wals,
+    table_on_both,
     unique,
     wait_queues_hold_current_wals,
 )
@@ -32,7 +35,9 @@ from walship.cli import main
 from walship.errors import HarnessError
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.replicate import WalStore
-from walship.zk import ReplicationPeers, ReplicationQueues, zk_client
+from walship.replicate.planner import Planner
+from walship.zk import ReplicationPeers, ReplicationQueues, live_servers, zk_client
+from walship.zk.cluster import server_version
 from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
@@ -128,16 +133,97 @@ def servers_kept(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> Iterator[tupl
     keep_servers(real_hbase[0])
 
 
+def victim_of(hb: HBaseProcess, table: str) -> str:
+    """A live region server holding some of ``table``'s regions and not hbase:meta."""
+    meta = {r["server"] for r in hb.call("regions", table="hbase:meta")}
+    return next(r["server"] for r in hb.call("regions", table=table) if r["server"] not in meta)
+
+
+def recovered_queue_of(source: Any, peer: str, victim: str) -> str | None:
+    """``server/queue id`` of the one queue of ``peer`` holding ``victim``'s WALs once HBase's
+    master claimed it (``<peer>-<victim>`` under a live server), or ``None`` before the claim.
+    Fails when the victim's queue is found in two places."""
+    keys = [key for key in queued_wals(source, peer) if victim in key]
+    assert len(keys) <= 1, f"the queue of {victim} is in {len(keys)} places: {keys}"
+    if keys and keys[0] == f"{keys[0].split('/')[0]}/{peer}-{victim}" and not keys[0].startswith(victim):
+        return keys[0]
+    return None
+
+
+def test_a_server_aborted_while_walship_is_idle_has_its_queue_claimed_by_hbase_then_shipped_by_walship(
+    servers_kept: tuple[HBaseProcess, HBaseProcess],
+) -> None:
+    """HBase 2.6's master claims a dead server's queue (its ServerCrashProcedure's
+    ClaimReplicationQueuesProcedure moves it under a live server as ``<peer>-<dead>``) before
+    walship runs at all; walship then ships the recovered queue, claims nothing itself, and
+    removes the queue once drained."""
+    a_hb, b_hb = servers_kept
+    table = unique("idle")
+    create_table(a_hb, table, splits=[b"row%03d" % i for i in range(50, 300, 50)])
+    create_table(b_hb, table)
+    a, b = cluster(a_hb, table), cluster(b_hb, table)
+    victim = victim_of(a_hb, table)
+    with managed_peer(a, b, unique("idle")) as peer:
+        wait_queues_hold_current_wals(a, peer)
+        with a.table().batch() as batch:
+            for i in range(300):
+                batch.put(b"row%03d" % i, {b"r:q": b"v%d" % i, b"l:x": b"local"})
+        assert f"{victim}/{peer}" in queued_wals(a, peer)
+        a_hb.call("abort_rs", server=victim)
+        claimed = wait_until(
+            lambda: recovered_queue_of(a, peer, victim), timeout=180, interval=0.5,
+            what=f"HBase's master claiming the queue of {victim} for peer {peer}",
+        )  # fmt: skip
+        assert claimed.split("/")[0] in a_hb.servers()
+        assert contents(b) == {}  # walship has not run
+
+        summary = ship(a, peer)
+
+        assert summary.status == "ok", summary.error
+        assert summary.claimed == [] and summary.claim_failures == []  # the master's claim, not walship's
+        (drained,) = [q for q in summary.queues if victim in q.queue_id]
+        assert f"{drained.server}/{drained.queue_id}" == claimed and drained.queue_removed
+        assert len(contents(b)) == 300 and contents(b) == contents(a, b"r")
+        assert not any(victim in key for key in queued_wals(a, peer))
+
+
+def test_walship_reads_that_hbase_2_6s_master_claims_and_claims_nothing_itself(
+    real_hbase: tuple[HBaseProcess, HBaseProcess],
+) -> None:
+    """HBase 2.6's region servers announce their version in their znodes (RegionServerInfo):
+    walship reads it, and leaves a dead server's queue of a managed peer where it is for the
+    master, where it would claim it on the embedded cluster. The dead server here is one the
+    master never knew, so only walship could have moved its queue."""
+    a_hb, b_hb = real_hbase
+    a, b = table_on_both(a_hb, b_hb, "who")
+    dead = "gone.example.com,16020,1600000000000"
+    with managed_peer(a, b, unique("who")) as peer, zk_client(a.zk_hosts) as client:
+        queues = ReplicationQueues(client, layout(a))
+        queues.add_wal(dead, "gone.example.com%2C16020%2C1600000000000.1600000000001", [peer])
+        try:
+            live = live_servers(client, layout(a))
+            assert live and {server_version(client, layout(a), s) for s in live} == {(2, 6)}
+
+            result = Planner(client, layout(a), WalStore(a_hb.wal_root)).failover()
+
+            assert (result.left_to_master, result.claimed, result.failures) == (True, [], [])
+            assert [str(q.queue_id) for q in queues.list_queues(peer) if q.server == dead] == [peer]
+        finally:
+            client.delete(layout(a).replicator(dead), recursive=True)
+
+
 def test_an_aborted_region_server_loses_no_acknowledged_write(servers_kept: tuple[HBaseProcess, HBaseProcess]) -> None:
+    """A region server aborted under writes while a tail and ``ship`` passes run: HBase's
+    master claims its queue, once, into one recovered queue; walship ships the queue where it
+    is until then and the recovered queue after, claims nothing itself, loses no acknowledged
+    write and leaves no queue of the dead server."""
     a_hb, b_hb = servers_kept
     table = unique("abort")
     splits = [b"row%04d" % i for i in range(100, 1000, 100)]
     create_table(a_hb, table, splits=splits)
     create_table(b_hb, table)
     a, b = cluster(a_hb, table), cluster(b_hb, table)
-    regions = a_hb.call("regions", table=table)
-    meta = {r["server"] for r in a_hb.call("regions", table="hbase:meta")}
-    victim = next(r["server"] for r in regions if r["server"] not in meta)
+    victim = victim_of(a_hb, table)
     acknowledged: list[bytes] = []
     errors: list[str] = []
     stop_writing = threading.Event()
@@ -158,15 +244,36 @@ def test_an_aborted_region_server_loses_no_acknowledged_write(servers_kept: tupl
 
     with managed_peer(a, b, unique("ab")) as peer:
         wait_queues_hold_current_wals(a, peer)
-        stop_tailing = threading.Event()
-        tailer, summaries = tail_in_thread(a, peer, duration=600, stop=stop_tailing)
-        writer = threading.Thread(target=write)
-        writer.start()
+        a_hb.call("update_peer", peer=peer, bandwidth=2_000_000)  # walship ships 2 MB/s a queue
+        stop = threading.Event()
+        tailer, summaries = tail_in_thread(a, peer, duration=600, stop=stop)
+        ships: list[Any] = []
+        seen: set[str] = set()  # every server/queue id holding the victim's WALs, as it moved
+
+        def ship_passes() -> None:
+            while not stop.is_set():
+                ships.append(ship(a, peer))
+                stop.wait(0.5)  # the tail holds the queues most of the time: the pass finds them busy
+
+        def watch() -> None:
+            while not stop.is_set():
+                seen.update(key for key in queued_wals(a, peer) if victim in key)
+                stop.wait(0.05)
+
+        helpers = [threading.Thread(target=f) for f in (write, ship_passes, watch)]
+        for thread in helpers:
+            thread.start()
         try:
             wait_until(lambda: len(acknowledged) >= 200, timeout=120, what="200 writes before the abort")
+            # 30 MB more in the victim's last WAL, 15 s to ship: still shipped where it is when
+            # HBase's master claims the queue (about 3 s after the abort)
+            with a.table().batch() as batch:
+                for i, region in enumerate(r for r in a_hb.call("regions", table=table) if r["server"] == victim):
+                    for j in range(20 // (i + 1)):
+                        batch.put(bytes.fromhex(region["start"]) + b"big%02d" % j, {b"r:q": BIG})
             a_hb.call("abort_rs", server=victim)
-            writer.join(timeout=300)
-            assert not writer.is_alive()
+            helpers[0].join(timeout=300)
+            assert not helpers[0].is_alive()
 
             def all_on_b() -> bool:
                 return set(acknowledged) <= set(contents(b))
@@ -181,14 +288,23 @@ def test_an_aborted_region_server_loses_no_acknowledged_write(servers_kept: tupl
             )
         finally:
             stop_writing.set()
-            stop_tailing.set()
-            tailer.join(timeout=120)
-            writer.join(timeout=120)
+            stop.set()
+            for thread in (tailer, *helpers):
+                thread.join(timeout=120)
         (summary,) = summaries
         assert summary.status == "ok", summary.errors
-        # walship shipped the dead server's queue (in place, its server no longer live, or as the
-        # recovered queue HBase's master claimed it into); HBase's claim finished after it
-        assert any(victim in key for key in summary.queues), (victim, list(summary.queues))
+        assert ships and all(s.status == "ok" for s in ships), [s.error for s in ships if s.status != "ok"]
+        # HBase's master claimed the queue, once, as walship shipped it where it was: it was
+        # under the victim, then under one live server as <peer>-<victim>, and nowhere else
+        recovered = seen - {f"{victim}/{peer}"}
+        assert f"{victim}/{peer}" in seen and len(recovered) == 1, seen
+        (moved,) = recovered
+        assert moved.endswith(f"/{peer}-{victim}") and moved.split("/")[0] != victim, seen
+        assert summary.claimed == [] and summary.claim_failures == []
+        assert all(s.claimed == [] and s.claim_failures == [] for s in ships)
+        # walship shipped the dead server's queue where it was, then the recovered queue
+        shipped = set(summary.queues) | {f"{q.server}/{q.queue_id}" for s in ships for q in s.queues}
+        assert seen <= shipped, (seen, shipped)
         assert len(acknowledged) >= 200
         assert contents(b) == contents(a, b"r")
         # the aborted server's abort timeout ran (3 s after the abort): the cluster's JVM, which

@@ -24,7 +24,7 @@ from walship.errors import (
     ZkDataError,
     ZkUnavailableError,
 )
-from walship.peer import PeerConfig
+from walship.peer import MANAGED_KEY, PeerConfig
 from walship.replicate import WalStore
 from walship.replicate.planner import Planner
 from walship.zk import (
@@ -40,7 +40,7 @@ from walship.zk import (
     read_cluster_id,
     register_server,
 )
-from walship.zk.encoding import encode_peer, encode_position
+from walship.zk.encoding import encode_peer, encode_position, encode_server_info
 from walship.zk.locks import Holder
 
 pytestmark = pytest.mark.integration
@@ -209,6 +209,35 @@ def test_a_servers_liveness_is_read_again_once_older_than_asked(zk: KazooClient,
     assert planner.server_live(server, max_age=600)  # seen live a moment ago: taken as it was
     assert not planner.server_live(server)  # no age allowed: read now
     assert not planner.server_live(server, max_age=600)
+
+
+@pytest.mark.parametrize(
+    ("announced", "claimed"),
+    [
+        (None, {"m", "h"}),  # the embedded cluster: walship claims every queue
+        ("2.4.18", {"m"}),  # HBase's region servers race for the queues of the peers HBase ships
+        ("2.6.1-hadoop3", set()),  # HBase's master claims every queue
+    ],
+)
+def test_who_claims_a_dead_servers_queues_follows_what_live_servers_announce(
+    zk: KazooClient, layout: ZnodeLayout, announced: str | None, claimed: set[str]
+) -> None:
+    """A dead server holds a queue of a managed peer ``m`` and of ``h``, a peer HBase ships. The
+    live server's znode says which HBase runs (its RegionServerInfo, as HBase writes it), and
+    walship claims the queues the cluster's own claimer would not: none where the master
+    claims, only ``m``'s where region servers race, both on the embedded cluster."""
+    ReplicationPeers(zk, layout).add(PeerConfig("m", "zk:2181:/b", configuration={MANAGED_KEY: "true"}))
+    ReplicationPeers(zk, layout).add(PeerConfig("h", "zk:2181:/c"))
+    queues = ReplicationQueues(zk, layout)
+    wal = wal_name(DEAD, 1700000000000)
+    queues.add_wal(DEAD, wal)
+    live = server_name(1)
+    register_server(zk, layout, live, b"" if announced is None else encode_server_info(announced))
+    result = Planner(zk, layout, WalStore("memory://walship-who-claims")).failover()
+    assert {c["queue_id"] for c in result.claimed} == claimed and result.failures == []
+    assert result.left_to_master is (announced is not None and announced.startswith("2.6"))
+    where = {(q.server, str(q.queue_id)) for q in queues.list_queues()}
+    assert where == {(live, f"{p}-{DEAD}") for p in claimed} | {(DEAD, p) for p in {"m", "h"} - claimed}
 
 
 def test_concurrent_position_writers_never_go_backwards(zk_hosts: str, layout: ZnodeLayout) -> None:

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
 
 from walship.errors import InvalidPeerConfigError, InvalidQueueIdError, ZkDataError
 from walship.peer import PeerConfig, format_table_cfs, parse_cluster_key, parse_table_cfs, validate_peer_id
+from walship.zk.cluster import MASTER, REGION_SERVERS, WALSHIP, who_claims
 from walship.zk.encoding import (
     add_zk_metadata,
     decode_cluster_id,
     decode_peer,
     decode_peer_state,
     decode_position,
+    decode_server_version,
     encode_cluster_id,
     encode_peer,
     encode_peer_state,
     encode_position,
+    encode_server_info,
     strip_zk_metadata,
 )
 from walship.zk.queues import QueueId
@@ -229,3 +233,66 @@ def test_the_header_walship_writes_is_the_one_hbase_writes() -> None:
     assert len(framed) == len(HBASE_HEADER) + len(data)  # the same layout as the real one
     assert strip_zk_metadata(framed, "/hbase/hbaseid") == data
     assert add_zk_metadata(b"", "master:1") == b""
+
+
+def _region_server_info(version: str | None, *, major_minor: tuple[int, int] | None = None) -> bytes:
+    """PBUF + RegionServerInfo built by hand from HBase.proto's field numbers (infoPort = 1,
+    version_info = 2; VersionInfo: version = 1 ... src_checksum = 6, version_major = 7,
+    version_minor = 8), the info port 16030."""
+    from hbase_bytes import _bytes, _uint
+
+    body = _uint(1, 16030)
+    if version is not None:
+        info = _bytes(1, version) + b"".join(_bytes(n, "") for n in range(2, 7))
+        if major_minor is not None:
+            info += _uint(7, major_minor[0]) + _uint(8, major_minor[1])
+        body += _bytes(2, info)
+    return b"PBUF" + body
+
+
+@pytest.mark.parametrize(
+    ("data", "version"),
+    [
+        (b"", None),  # the embedded cluster, and walship's own register_server
+        (_region_server_info(None), (0, 0)),  # an HBase older than the version field
+        (_region_server_info("2.6.1-hadoop3", major_minor=(2, 6)), (2, 6)),
+        (_region_server_info("2.4.18"), (2, 4)),  # no version_major/minor: read from the string
+        (add_zk_metadata(_region_server_info("2.5.10", major_minor=(2, 5)), "regionserver:16020"), (2, 5)),
+    ],
+)
+def test_a_live_servers_znode_announces_its_version(data: bytes, version: tuple[int, int] | None) -> None:
+    assert decode_server_version(data, "/hbase/rs/h,16020,1") == version
+
+
+def test_walship_announces_a_version_as_hbase_does() -> None:
+    assert encode_server_info("2.6.1-hadoop3", 16030) == _region_server_info("2.6.1-hadoop3", major_minor=(2, 6))
+    assert encode_server_info(None, 16030) == _region_server_info(None)
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"PBUF\x0a", "RegionServerInfo does not parse"),
+        (b"\x00\x01garbage", "expected PBUF + RegionServerInfo"),
+        (_region_server_info("trunk"), "region server version 'trunk' has no major.minor"),
+    ],
+)
+def test_a_live_servers_znode_that_is_not_a_region_server_info_is_named(data: bytes, why: str) -> None:
+    with pytest.raises(ZkDataError, match=re.escape(why)) as raised:
+        decode_server_version(data, "/hbase/rs/h,16020,1")
+    assert "/hbase/rs/h,16020,1" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("versions", "claimer"),
+    [
+        ([], WALSHIP),
+        ([None, None], WALSHIP),  # the embedded cluster: no replication source of its own
+        ([(2, 4), (0, 0)], REGION_SERVERS),  # they race for the queues; walship claims its own peers'
+        ([(2, 5)], MASTER),  # HBASE-26029: the master's ServerCrashProcedure claims
+        ([(2, 4), (2, 6)], MASTER),  # an upgrade under way: the master went first
+        ([(3, 0), None], MASTER),
+    ],
+)
+def test_who_claims_a_dead_servers_queues(versions: list[tuple[int, int] | None], claimer: str) -> None:
+    assert who_claims(versions) == claimer

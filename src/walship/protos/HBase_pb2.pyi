@@ -198,3 +198,30 @@ class VersionInfo(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___VersionInfo: _TypeAlias = VersionInfo  # noqa: Y015
+
+@_typing.final
+class RegionServerInfo(_message.Message):
+    """What a region server's ephemeral znode (``<parent>/rs/<server>``) holds, after the PBUF magic:
+    the version it runs tells whether its master claims dead servers' queues (2.5+).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INFOPORT_FIELD_NUMBER: _builtins.int
+    VERSION_INFO_FIELD_NUMBER: _builtins.int
+    infoPort: _builtins.int
+    @_builtins.property
+    def version_info(self) -> Global___VersionInfo: ...
+    def __init__(
+        self,
+        *,
+        infoPort: _builtins.int | None = ...,
+        version_info: Global___VersionInfo | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["infoPort", b"infoPort", "version_info", b"version_info"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["infoPort", b"infoPort", "version_info", b"version_info"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegionServerInfo: _TypeAlias = RegionServerInfo  # noqa: Y015

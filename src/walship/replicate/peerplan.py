@@ -56,10 +56,12 @@ def close_grace(peer: PeerConfig) -> float:
 
 @dataclass
 class FailoverResult:
-    """Queues claimed from dead servers, and the claims that failed (each named)."""
+    """Queues claimed from dead servers, and the claims that failed (each named);
+    ``left_to_master`` when the cluster's master claims them (HBase 2.5+) and walship did not."""
 
     claimed: list[dict[str, str]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    left_to_master: bool = False
 
 
 @dataclass

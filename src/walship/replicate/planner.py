@@ -45,8 +45,9 @@ from walship.zk import (
     read_cluster_id,
     zk_client,
 )
-from walship.zk.cluster import is_live
+from walship.zk.cluster import MASTER, REGION_SERVERS, WALSHIP, is_live, server_version, who_claims
 from walship.zk.locks import Holder
+from walship.zk.queueid import QueueId
 
 __all__ = ["Planner", "pending_queues"]
 
@@ -71,6 +72,8 @@ class Planner:
         self._peer_ids: dict[str, uuid.UUID] = {}
         self._source_id: uuid.UUID | None = None
         self._live: dict[str, tuple[float, bool]] = {}  # server -> (when seen, live)
+        self._versions: dict[str, tuple[int, int] | None] = {}  # server -> HBase version it announces
+        self._told_claimer: str | None = None
 
     # -- cluster ids -------------------------------------------------------------------------
 
@@ -106,15 +109,30 @@ class Planner:
     def failover(self) -> FailoverResult:
         """Claim the queues of region servers that are no longer live into a live one, as
         recovered queues; without any live server the queues stay where they are (they are
-        shipped just the same). A claim that fails is logged, counted and retried next time."""
+        shipped just the same). A claim that fails is logged, counted and retried next time.
+
+        Who claims depends on the cluster (:func:`walship.zk.cluster.who_claims`): on HBase
+        2.5+ its master claims every queue and walship none (``left_to_master``: walship ships
+        a dead server's queue where it is until the master moves it); on an older HBase its
+        region servers race for the queues, and walship claims only those of the peers it
+        manages (a queue of a peer HBase ships, moved by walship, would never reach HBase's
+        replication source); on the embedded cluster walship claims every queue.
+        """
         result = FailoverResult()
         live = live_servers(self.client, self.layout)
         if not live:
             return result
+        claimer = self.who_claims(live)
+        if claimer == MASTER:
+            result.left_to_master = True
+            return result
+        managed = {peer.peer_id for peer in self.peers.list() if peer.managed} if claimer == REGION_SERVERS else None
         for server in self.queues.replicators():
             if server in live:
                 continue
             for qid in self.queues.queue_ids(server):
+                if managed is not None and QueueId.parse(qid).peer_id not in managed:
+                    continue  # a peer HBase ships (or a removed one): its region servers claim it
                 try:
                     with queue_lock(self.client, self.layout, server, qid, holder=self.holder) as lock:
                         if not lock.held:
@@ -132,6 +150,24 @@ class Planner:
             if not self.queues.queue_ids(server):
                 self.queues.remove_replicator(server)
         return result
+
+    def who_claims(self, live: Sequence[str]) -> str:
+        """Who claims dead servers' queues here (:func:`walship.zk.cluster.who_claims`), from
+        the versions the ``live`` region servers announce (each read once: a server name, with
+        its start code, never changes version). Said once in the log when it is not walship."""
+        for server in live:
+            if server not in self._versions:
+                self._versions[server] = server_version(self.client, self.layout, server)
+        claimer = who_claims(self._versions[server] for server in live)
+        if claimer != WALSHIP and claimer != self._told_claimer:
+            self._told_claimer = claimer
+            log.info(
+                "the %s of this cluster claim dead servers' queues (region servers announce HBase %s): walship %s",
+                claimer,
+                ", ".join(sorted({".".join(map(str, v)) for s in live if (v := self._versions[s]) is not None})),
+                "ships them where they are until then" if claimer == MASTER else "claims only its managed peers'",
+            )
+        return claimer
 
     # -- when a WAL is finished ------------------------------------------------------------------
 

@@ -1,19 +1,23 @@
-"""A cluster's identity and its live region servers."""
+"""A cluster's identity, its live region servers and the HBase version they run."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
+from collections.abc import Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from walship.errors import ZkDataError, ZkError
 from walship.zk.client import zk_call
-from walship.zk.encoding import add_zk_metadata, decode_cluster_id, encode_cluster_id
+from walship.zk.encoding import add_zk_metadata, decode_cluster_id, decode_server_version, encode_cluster_id
 from walship.zk.layout import ZnodeLayout
 
 __all__ = [
+    "MASTER",
+    "REGION_SERVERS",
+    "WALSHIP",
     "cluster_exists",
     "ensure_cluster_id",
     "is_live",
@@ -21,6 +25,8 @@ __all__ = [
     "read_cluster_id",
     "register_server",
     "remove_cluster",
+    "server_version",
+    "who_claims",
 ]
 
 
@@ -69,10 +75,49 @@ def live_servers(client: KazooClient, layout: ZnodeLayout) -> list[str]:
 
 
 @zk_call("cluster")
-def register_server(client: KazooClient, layout: ZnodeLayout, server: str) -> str:
-    """Announce a live region server: an ephemeral znode that goes with the session."""
+def register_server(client: KazooClient, layout: ZnodeLayout, server: str, data: bytes = b"") -> str:
+    """Announce a live region server: an ephemeral znode that goes with the session; ``data``
+    is what it announces (HBase writes PBUF + RegionServerInfo, see
+    :func:`walship.zk.encoding.encode_server_info`)."""
     client.ensure_path(layout.live_servers)
-    return str(client.create(layout.live_server(server), b"", ephemeral=True))
+    return str(client.create(layout.live_server(server), data, ephemeral=True))
+
+
+#: The HBase version from which the master claims a dead server's replication queues
+#: (HBASE-26029: a ServerCrashProcedure runs ClaimReplicationQueuesProcedure); before it,
+#: every live region server raced for them.
+MASTER_CLAIMS_SINCE = (2, 5)
+
+#: Who claims a dead server's queues on a cluster (:func:`who_claims`).
+MASTER, REGION_SERVERS, WALSHIP = "master", "region servers", "walship"
+
+
+@zk_call("cluster")
+def server_version(client: KazooClient, layout: ZnodeLayout, server: str) -> tuple[int, int] | None:
+    """The ``(major, minor)`` version a live region server announces in its znode (see
+    :func:`walship.zk.encoding.decode_server_version`); ``None`` when it announces none or is no
+    longer live.
+
+    :raises ZkDataError: the znode's data is not PBUF + RegionServerInfo.
+    """
+    path = layout.live_server(server)
+    try:
+        data, _ = client.get(path)
+    except NoNodeError:
+        return None
+    return decode_server_version(data, path)
+
+
+def who_claims(versions: Iterable[tuple[int, int] | None]) -> str:
+    """Who claims dead servers' queues on a cluster whose live region servers announce
+    ``versions``: its :data:`MASTER` when one runs 2.5 or later (HBase upgrades its masters
+    first); its :data:`REGION_SERVERS` when they run an older HBase (each races for the queues
+    of the peers HBase ships); :data:`WALSHIP` alone when none is an HBase region server with a
+    replication source (the embedded cluster)."""
+    announced = [v for v in versions if v is not None]
+    if any(v >= MASTER_CLAIMS_SINCE for v in announced):
+        return MASTER
+    return REGION_SERVERS if announced else WALSHIP
 
 
 @zk_call("cluster")

@@ -12,13 +12,14 @@ Every decoder takes the znode path so that malformed data is reported with it.
 from __future__ import annotations
 
 import os
+import re
 import struct
 
 from google.protobuf.message import DecodeError, Message
 
 from walship.errors import ZkDataError
 from walship.peer import PeerConfig
-from walship.protos import ClusterId_pb2, Replication_pb2
+from walship.protos import ClusterId_pb2, HBase_pb2, Replication_pb2
 
 __all__ = [
     "PB_MAGIC",
@@ -27,10 +28,12 @@ __all__ = [
     "decode_peer",
     "decode_peer_state",
     "decode_position",
+    "decode_server_version",
     "encode_cluster_id",
     "encode_peer",
     "encode_peer_state",
     "encode_position",
+    "encode_server_info",
     "strip_pb_magic",
     "strip_zk_metadata",
 ]
@@ -147,6 +150,49 @@ def decode_position(data: bytes, path: str) -> int:
             raise ZkDataError(path, f"negative WAL position {value}")
         return int(value)
     raise ZkDataError(path, f"not a WAL position (PBUF + ReplicationHLogPosition or 8-byte long): {data[:16]!r}")
+
+
+# -- live region servers ------------------------------------------------------------------------
+
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+def encode_server_info(version: str | None, info_port: int = -1) -> bytes:
+    """A live region server's znode data as HBase writes it: ``PBUF`` + RegionServerInfo
+    (its info port, and the version it runs when ``version`` is given)."""
+    info = HBase_pb2.RegionServerInfo(infoPort=info_port)
+    if version is not None:
+        match = _VERSION.match(version)
+        major, minor = (int(match[1]), int(match[2])) if match else (0, 0)
+        blank = dict.fromkeys(("url", "revision", "user", "date", "src_checksum"), "")
+        info.version_info.CopyFrom(
+            HBase_pb2.VersionInfo(version=version, version_major=major, version_minor=minor, **blank)
+        )
+    return PB_MAGIC + info.SerializeToString()
+
+
+def decode_server_version(data: bytes, path: str) -> tuple[int, int] | None:
+    """The ``(major, minor)`` HBase version a live region server's znode announces: ``(0, 0)``
+    for a RegionServerInfo without one (an HBase older than the field), ``None`` for empty data
+    (a server with no replication source of its own: the embedded cluster).
+
+    :raises ZkDataError: the data is not PBUF + RegionServerInfo, or its version has no
+        ``major.minor``.
+    """
+    data = strip_zk_metadata(data, path)
+    if not data:
+        return None
+    info = HBase_pb2.RegionServerInfo()
+    _parse(info, data, path, "RegionServerInfo")
+    if not info.HasField("version_info"):
+        return 0, 0
+    version = info.version_info
+    if version.HasField("version_major"):
+        return version.version_major, version.version_minor
+    match = _VERSION.match(version.version)
+    if match is None:
+        raise ZkDataError(path, f"region server version {version.version!r} has no major.minor")
+    return int(match[1]), int(match[2])
 
 
 # -- peers ---------------------------------------------------------------------------------------
