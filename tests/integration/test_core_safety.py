@@ -35,6 +35,12 @@ Factory = Callable[..., MiniClusterProcess]
 DEAD = "dead.example.com,16020,1600000000000"
 
 
+@pytest.fixture
+def queue_claims() -> str:
+    """walship's own claims: A's master claims no crashed server's queues."""
+    return "walship"
+
+
 def all_queue_ids(client: KazooClient, layout: ZnodeLayout) -> set[str]:
     queues = ReplicationQueues(client, layout)
     return {f"{s}/{q}" for s in queues.replicators() for q in queues.queue_ids(s)}

@@ -15,6 +15,7 @@ from walship.cli import main
 from walship.peer import PeerConfig
 from walship.wal import CellType, WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, live_servers, read_cluster_id
+from walship.zk.cluster import server_version
 from walship_testing.minicluster import AdminClient, encode_cluster_ids
 from walship_testing.minicluster.process import MiniClusterProcess
 
@@ -170,8 +171,14 @@ def test_sigterm_closes_wals_with_trailers(minicluster_factory: object) -> None:
     c.close()
 
 
-def test_abort_rs(minicluster_factory: object, zk: KazooClient, capsys: pytest.CaptureFixture[str]) -> None:
-    mc = minicluster_factory("X", regionservers=3)  # type: ignore[operator]
+@pytest.mark.parametrize("queue_claims", ["master", "walship"])
+def test_abort_rs(
+    minicluster_factory: object, zk: KazooClient, capsys: pytest.CaptureFixture[str], queue_claims: str
+) -> None:
+    """An aborted region server: no trailer, its WALs archived, its regions on live servers; its
+    queue claimed by the master (as HBase 2.5+'s, under a live server as ``1-<dead>``, in the
+    abort) or left for walship to claim. Its znode said which: the HBase version it announces."""
+    mc = minicluster_factory("X", regionservers=3, queue_claims=queue_claims)  # type: ignore[operator]
     layout = ZnodeLayout("/hbase-x")
     ReplicationPeers(zk, layout).add(PeerConfig("1", "127.0.0.1:2181:/hbase-y"))
     c = connect(mc)
@@ -183,6 +190,8 @@ def test_abort_rs(minicluster_factory: object, zk: KazooClient, capsys: pytest.C
     info = AdminClient(mc.admin).info()
     owner = next(rs["name"] for rs in info["regionservers"] if rs["regions"])
     wal = next(rs["wal"] for rs in info["regionservers"] if rs["name"] == owner)
+    announced = server_version(zk, layout, owner)
+    assert announced == ((2, 6) if queue_claims == "master" else None)
     assert main(["minicluster", "abort-rs", "--admin", mc.admin, owner]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["aborted"] == owner and result["regions_moved"]
@@ -193,8 +202,13 @@ def test_abort_rs(minicluster_factory: object, zk: KazooClient, capsys: pytest.C
         assert len([e for e in reader.entries() if not e.is_meta]) == 20
         assert not reader.has_trailer  # crashed: no trailer
     queues = ReplicationQueues(zk, layout)
-    dead_queues = [q for q in queues.list_queues() if q.server == owner]
-    assert dead_queues and wal in [w.name for w in dead_queues[0].wals]  # waits for a claimer
+    holding = [(q.server, str(q.queue_id)) for q in queues.list_queues() if wal in [w.name for w in q.wals]]
+    if queue_claims == "master":
+        ((claimer, queue_id),) = holding
+        assert claimer in live_servers(zk, layout) and queue_id == f"1-{owner}"
+        assert zk.exists(layout.replicator(owner)) is None
+    else:
+        assert holding == [(owner, "1")]  # waits for walship
     t.put(b"after", {b"f:q": b"x"})  # the region moved to a live server
     assert t.row(b"after") == {b"f:q": b"x"}
     assert t.row(b"r05") == {b"f:q": b"5"}

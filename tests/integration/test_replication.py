@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from real_hbase import BACKENDS
-from replication_helpers import SINK_PROTOCOLS, TABLE, Cluster, add_peer, contents, make_cluster, ship
+from region_ops import wals_by_server
+from replication_helpers import (
+    SINK_PROTOCOLS,
+    TABLE,
+    Cluster,
+    add_peer,
+    contents,
+    make_cluster,
+    ship,
+    tail_in_thread,
+)
 from waiting import wait_until
 
+from walship.cli import main
 from walship.errors import PeerNotFoundError
 from walship.peer import PeerConfig
 from walship.replicate import Shipper, WalStore
@@ -226,7 +239,10 @@ def test_ship_killed_mid_batch_then_rerun(ab: tuple[Cluster, Cluster], tmp_path:
     assert len(latest(b)) == total
 
 
-def test_failover_claims_and_drains_a_dead_servers_queue(ab: tuple[Cluster, Cluster]) -> None:
+@pytest.mark.parametrize("queue_claims", ["master", "walship"])
+def test_failover_claims_and_drains_a_dead_servers_queue(ab: tuple[Cluster, Cluster], queue_claims: str) -> None:
+    """A's master claims the aborted server's queue as HBase 2.5+'s does (walship then claims
+    nothing), or walship claims it; either way walship drains the recovered queue and deletes it."""
     a, b = ab
     for i in range(50):
         a.table().put(b"r%02d" % i, {b"r:q": b"%d" % i})
@@ -237,13 +253,56 @@ def test_failover_claims_and_drains_a_dead_servers_queue(ab: tuple[Cluster, Clus
         a.table().put(b"r%02d" % i, {b"r:q": b"%d" % i})
     summary = ship(a)
     assert summary.status == "ok", summary.error
-    assert summary.claimed and {c["dead_server"] for c in summary.claimed} == {owner}
-    assert any(q.queue_removed for q in summary.queues)  # drained recovered queue deleted
+    by_walship = [(c["dead_server"], c["queue_id"], c["new_queue_id"]) for c in summary.claimed]
+    assert by_walship == ([(owner, "1", f"1-{owner}")] if queue_claims == "walship" else [])
+    # the drained recovered queue deleted
+    assert [q.queue_id for q in summary.queues if q.queue_removed] == [f"1-{owner}"]
     assert contents(b) == contents(a, b"r")
     assert len(contents(b)) == 60
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues()
     assert all(not q.recovered for q in queues) and owner not in {q.server for q in queues}
+
+
+def test_a_batch_applied_as_the_master_claims_its_queue_is_not_shipped_again(
+    minicluster_factory: Factory, zk_hosts: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tailer ships an aborted server's queue where it is (8 MB at 2 MB/s) when A's master
+    claims it, a second after the abort, as HBase 2.5+'s does, taking no walship lock: the
+    batch applied as the queue moved has its position carried to the recovered queue, so B
+    applies every row once, nothing lost and nothing twice."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=2, claim_delay=1.0)
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    assert main([*a.cli_flags(), "peer", "set", "1", "--bandwidth", "2000000"]) == 0
+    admin = AdminClient(a.mc.admin)
+    owner = next(rs["name"] for rs in admin.info()["regionservers"] if rs["regions"])
+    value = bytes(range(256)) * 4096  # 1 MiB
+    stop = threading.Event()
+    caplog.set_level(logging.INFO, logger="walship.zk.claims")
+    thread, out = tail_in_thread(a, duration=120, idle_sleep=0.05, stop=stop)
+    try:
+        for i in range(8):
+            a.table().put(b"big%d" % i, {b"r:q": value})
+        admin.abort_rs(owner)
+        wait_until(lambda: len(contents(b)) == 8, timeout=60, what="every row on B")
+        wait_until(lambda: not any(owner in key for key in queue_keys(a)), timeout=60, what=f"no queue of {owner}")
+    finally:
+        stop.set()
+        thread.join(60)
+    (summary,) = out
+    assert summary.status == "ok" and summary.claimed == [], summary
+    applied = Counter(
+        c.row for entries in wals_by_server(b.mc.wal_root).values() for e in entries if not e.is_meta for c in e.cells
+    )
+    assert applied == {b"big%d" % i: 1 for i in range(8)}
+    assert "carried to" in caplog.text, caplog.text
+    assert contents(b) == contents(a, b"r")
+
+
+def queue_keys(a: Cluster) -> list[str]:
+    with zk_client(a.zk_hosts) as client:
+        return [f"{q.server}/{q.queue_id}" for q in ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues()]
 
 
 def test_a_pass_ships_the_queues_of_different_servers_at_once(minicluster_factory: Factory, zk_hosts: str) -> None:

@@ -108,7 +108,10 @@ def test_a_disabled_peer_is_disabled_and_its_backlog_grows(ab: tuple[Cluster, Cl
     assert after.totals()["bytes_queued"] == bytes_by_hand(a) > before
 
 
+@pytest.mark.parametrize("queue_claims", ["walship"])
 def test_dead_server_queues_are_listed_under_it_then_as_recovered(ab: tuple[Cluster, Cluster]) -> None:
+    """Until a claimer moves it (walship here; the window before a master's claim is the same),
+    a dead server's queue is listed under it as recovered; then under its claimer."""
     a, _ = ab
     write(a, 0, 30)
     admin = AdminClient(a.mc.admin)

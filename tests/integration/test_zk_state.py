@@ -240,6 +240,31 @@ def test_who_claims_a_dead_servers_queues_follows_what_live_servers_announce(
     assert where == {(live, f"{p}-{DEAD}") for p in claimed} | {(DEAD, p) for p in {"m", "h"} - claimed}
 
 
+def test_a_position_follows_the_queue_a_master_claimed_from_under_its_shipper(
+    zk: KazooClient, layout: ZnodeLayout
+) -> None:
+    """A shipper applied a batch of a dead server's queue, then found the queue claimed (by a
+    master that takes no walship lock): the batch's position goes to the recovered queue
+    ``1-<dead>``, forward only and under that queue's lock, so the batch is not shipped again."""
+    (w,) = _queues_with_wals(zk, layout, DEAD, ["1"], 1)
+    queues = ReplicationQueues(zk, layout)
+    queues.set_position(DEAD, "1", w, 100)
+    live = server_name(1)
+    assert queues.claim_queue(DEAD, "1", live) == f"1-{DEAD}"  # the master's claim
+    with pytest.raises(QueueNotFoundError):
+        queues.set_position(DEAD, "1", w, 500)  # the shipper's commit after its batch was applied
+
+    assert queues.follow_claim(DEAD, "1", w, 500) == f"{live}/1-{DEAD}"
+    assert queues.read_queue(live, f"1-{DEAD}")[0][0].position == 500
+    assert queues.follow_claim(DEAD, "1", w, 300) is None  # never backwards
+    with queue_lock(zk, layout, live, f"1-{DEAD}", holder=Holder.here("shipper")) as lock:
+        assert lock.held
+        assert queues.follow_claim(DEAD, "1", w, 900) is None  # its shipper holds it: it wins
+    assert queues.read_queue(live, f"1-{DEAD}")[0][0].position == 500
+    assert queues.follow_claim(DEAD, "2", w, 900) is None  # no such claim: nothing written
+    assert queues.follow_claim(DEAD, "1", wal_name(DEAD, 1800000000000), 900) is None  # not its WAL
+
+
 def test_concurrent_position_writers_never_go_backwards(zk_hosts: str, layout: ZnodeLayout) -> None:
     """Four writers race positions up; every write that landed is recorded with the znode
     version it made, and in version order the positions only ever rise."""

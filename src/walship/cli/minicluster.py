@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from walship.cli.argtypes import nonneg_int, port, positive_int
+from walship.cli.argtypes import nonneg_int, port, positive_int, seconds
 from walship.errors import BadRequestError
 from walship.thrift import PROTOCOLS, TRANSPORTS
 from walship.verify.model import to_bytes_binary
@@ -41,6 +41,8 @@ def cmd_minicluster_start(args: argparse.Namespace) -> int:
         wal_roll_size=args.wal_roll_size,
         roll_order=args.roll_order,
         master_port=args.master_port,
+        queue_claims=args.queue_claims,
+        claim_delay=args.claim_delay,
         wal=WalSettings(
             groups=args.wal_groups,
             checksums=args.wal_checksums,
@@ -194,6 +196,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--thrift-ssl-cert", metavar="PEM", help="serve TLS on the Thrift port with this certificate (may hold the key)"
     )
     start.add_argument("--thrift-ssl-key", metavar="PEM", help="the private key of --thrift-ssl-cert")
+    start.add_argument(
+        "--queue-claims",
+        choices=("master", "walship"),
+        default="master",
+        help="who claims a crashed region server's replication queues: master (HBase 2.5+'s "
+        "ServerCrashProcedure; the region servers announce HBase 2.6.1) or walship (default: master)",
+    )
+    start.add_argument(
+        "--claim-delay",
+        type=seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="the master claims this long after a crash (HBase's replication.sleep.before.failover; default 0)",
+    )
     start.set_defaults(func=cmd_minicluster_start)
     admin_help = "the cluster's admin endpoint HOST:PORT"
     scope = mc_sub.add_parser("set-scope", help="set a family's REPLICATION_SCOPE (0 or 1)")

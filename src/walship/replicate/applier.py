@@ -105,14 +105,25 @@ class Applier:
         """The batch is applied (the sink returned at ``applied_at``, epoch ms): only now may
         the queue's position move past it."""
         feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
-        version = self.queues.set_position(
-            feed.server,
-            feed.queue_id,
-            wal.name,
-            batch.position,
-            last_pushed=batch.last_pushed or None,
-            known=m.known.get(wal.name),
-        )
+        last_pushed = batch.last_pushed or None
+        try:
+            version = self.queues.set_position(
+                feed.server,
+                feed.queue_id,
+                wal.name,
+                batch.position,
+                last_pushed=last_pushed,
+                known=m.known.get(wal.name),
+            )
+        except QueueNotFoundError as exc:
+            # claimed from under us (HBase 2.5+'s master does not ask): the batch is applied, so its
+            # position goes where the queue went, which then does not ship it again
+            carried = self.queues.follow_claim(
+                feed.server, feed.queue_id, wal.name, batch.position, last_pushed=last_pushed
+            )
+            if carried is not None:
+                raise QueueNotFoundError(f"{exc}; its applied batch's position carried to {carried}") from exc
+            raise
         m.known[wal.name] = WalPosition(wal.name, batch.position, version)
         if batch.read:  # a move past a header alone is no batch
             qs.batches += 1

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Mapping
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
-from walship.errors import QueueError
+from walship.errors import PositionBackwardsError, QueueError, QueueNotFoundError
 from walship.servername import ServerName
 from walship.zk.client import translated, zk_errors
 from walship.zk.layout import ZnodeLayout
+from walship.zk.locks import Holder, queue_lock
 from walship.zk.queueid import QueueId
 
 __all__ = ["QueueClaims"]
@@ -40,6 +42,53 @@ class QueueClaims:
 
     def remove_queue(self, server: str, queue_id: str) -> None:
         raise NotImplementedError  # ReplicationQueues removes it
+
+    def replicators(self) -> list[str]:
+        raise NotImplementedError  # ReplicationQueues lists them
+
+    def set_position(
+        self, server: str, queue_id: str, wal: str, position: int, *, last_pushed: Mapping[str, int] | None = None
+    ) -> int:
+        raise NotImplementedError  # ReplicationQueues writes it
+
+    def follow_claim(
+        self,
+        server: str,
+        queue_id: str,
+        wal: str,
+        position: int,
+        *,
+        last_pushed: Mapping[str, int] | None = None,
+        holder: Holder | None = None,
+    ) -> str | None:
+        """Carry a position to where a claim took the queue: a batch of ``server``'s queue
+        ``queue_id`` was applied while another claimer (HBase 2.5+'s master) moved the queue
+        from under its shipper, so its position could not be written. Written to the recovered
+        queue ``<queue_id>-<server>`` the claim made, the batch is not shipped again from there.
+
+        Only under that queue's lock, taken when free, and only forward: a shipper of the
+        recovered queue, or a position already further, wins.
+
+        :returns: ``server/queue id`` of the recovered queue written, or ``None``: no such
+            queue (removed, not a claim), its lock held, the WAL gone from it, or further on.
+        """
+        with zk_errors(f"carrying queue {queue_id} of {server}'s position to its claimer"):
+            new_id = str(QueueId.parse(queue_id).claimed_from(server))
+            for claimer in self.replicators():
+                if claimer == server or self.client.exists(self.layout.queue(claimer, new_id)) is None:
+                    continue
+                with queue_lock(self.client, self.layout, claimer, new_id, holder=holder) as lock:
+                    if not lock.held:
+                        return None
+                    try:
+                        self.set_position(claimer, new_id, wal, position, last_pushed=last_pushed)
+                    except (QueueNotFoundError, PositionBackwardsError):
+                        return None
+                log.info(
+                    "queue %s/%s was claimed: %s position %d carried to %s", server, queue_id, wal, position, claimer
+                )
+                return f"{claimer}/{new_id}"
+            return None
 
     def claim_queue(self, dead_server: str, queue_id: str, dest_server: str, *, attempts: int = 5) -> str | None:
         """Move one queue of a dead server to ``dest_server`` as a recovered queue.

@@ -43,6 +43,7 @@ from walship_testing.minicluster import routing, tables
 from walship_testing.minicluster.filters import Filter
 from walship_testing.minicluster.meta import Meta
 from walship_testing.minicluster.placement import abort_server, assign
+from walship_testing.minicluster.queueclaims import MasterClaims, server_info
 from walship_testing.minicluster.reads import readable_versions, scan_rows
 from walship_testing.minicluster.regionserver import RegionServer, WalSettings
 from walship_testing.minicluster.report import cluster_info
@@ -78,6 +79,8 @@ class MiniCluster:
     :param regionservers: how many logical region servers.
     :param wal_roll_size: roll a WAL once it holds this many bytes.
     :param wal: how the region servers write their WALs (multiwal, checksum files, compression).
+    :param queue_claims: who claims a crashed server's queues, ``master`` (after ``claim_delay``
+        seconds) or ``walship``: see :mod:`walship_testing.minicluster.queueclaims`.
     """
 
     def __init__(
@@ -93,6 +96,8 @@ class MiniCluster:
         roll_order: str = "default",
         roll_close_delay: float = 0.5,
         wal: WalSettings | None = None,
+        queue_claims: str = "master",
+        claim_delay: float = 0.0,
     ) -> None:
         if regionservers < 1:
             raise BadRequestError(f"'regionservers' must be >= 1, got {regionservers}")
@@ -109,6 +114,7 @@ class MiniCluster:
         self.wal = wal or WalSettings()
         self.host = host
         self.lock = threading.RLock()
+        self.claims = MasterClaims(queue_claims, claim_delay)
         self._rolls = WalRoller(roll_order, roll_close_delay, self.old_wals_dir, self.lock)
         self.store: Store | None = None
         self.meta: Meta | None = None
@@ -157,7 +163,14 @@ class MiniCluster:
         start_code = int(time.time() * 1000)
         for i in range(self.n_regionservers):
             name = ServerName(self.host, 16020 + i, start_code + i)
-            rs = RegionServer(name, self.data_dir, self.zk_hosts, self.layout, self.wal)
+            rs = RegionServer(
+                name,
+                self.data_dir,
+                self.zk_hosts,
+                self.layout,
+                self.wal,
+                announce=server_info(self.claims.queue_claims),
+            )
             rs.start()
             self.servers.append(rs)
         for region in self.store.regions():
@@ -195,6 +208,7 @@ class MiniCluster:
 
     def stop(self) -> None:
         """Shut down cleanly: WALs closed with their trailer, store durable, WALs archived."""
+        self.claims.stop()
         with self.lock:
             for rs in self.servers:
                 if rs.alive:
@@ -239,7 +253,11 @@ class MiniCluster:
         """Crash one region server; its regions move to the live servers (see
         :func:`~walship_testing.minicluster.placement.abort_server`)."""
         with self.lock:
-            return abort_server(self, server)
+            aborted = abort_server(self, server)
+            assert self.zk is not None
+            live = [str(rs.name) for rs in self.live_servers()]
+            self.claims.after_crash(self.zk, self.layout, server, live)
+            return aborted
 
     # -- schema ----------------------------------------------------------------------------------
 

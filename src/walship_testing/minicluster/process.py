@@ -61,6 +61,8 @@ class MiniClusterProcess:
         wal_compression: bool = False,
         wal_tag_compression: bool = False,
         wal_value_compression: str | None = None,
+        queue_claims: str = "master",
+        claim_delay: float = 0.0,
     ) -> None:
         """:param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free
             one, the default; ``None``: no Thrift2 server).
@@ -76,6 +78,9 @@ class MiniClusterProcess:
         :param wal_checksums: Hadoop's ``.<name>.crc`` beside each closed WAL.
         :param wal_compression: compressed WALs (``--wal-compression``); with it
             ``wal_tag_compression`` and ``wal_value_compression`` (a type such as ``gz``).
+        :param queue_claims: who claims a crashed server's queues: ``master`` (HBase 2.5+'s,
+            after ``claim_delay`` seconds) or ``walship`` (see
+            :mod:`walship_testing.minicluster.queueclaims`).
         """
         self.name = name
         self.data_dir = Path(data_dir)
@@ -89,6 +94,8 @@ class MiniClusterProcess:
         self.wal_compression = wal_compression
         self.wal_tag_compression = wal_tag_compression
         self.wal_value_compression = wal_value_compression
+        self.queue_claims = queue_claims
+        self.claim_delay = claim_delay
         self.thrift_port = thrift_port
         self.admin_port = admin_port
         self.thrift2_port = thrift2_port
@@ -161,6 +168,8 @@ class MiniClusterProcess:
             cmd += ["--wal-tag-compression"]
         if self.wal_value_compression:
             cmd += ["--wal-value-compression", self.wal_value_compression]
+        if self.queue_claims != "master" or self.claim_delay:
+            cmd += ["--queue-claims", self.queue_claims, "--claim-delay", str(self.claim_delay)]
         if self.thrift_transport:
             cmd += ["--thrift-transport", self.thrift_transport]
         if self.thrift_protocol:

@@ -96,10 +96,21 @@ class RegionServer:
     """One logical region server: its name, its own ZooKeeper session, its current WALs.
 
     :param wal: how it writes its WALs.
+    :param announce: what its znode holds (PBUF + RegionServerInfo, or nothing).
     """
 
-    def __init__(self, name: ServerName, data_dir: Path, zk_hosts: str, layout: ZnodeLayout, wal: WalSettings) -> None:
+    def __init__(
+        self,
+        name: ServerName,
+        data_dir: Path,
+        zk_hosts: str,
+        layout: ZnodeLayout,
+        wal: WalSettings,
+        *,
+        announce: bytes = b"",
+    ) -> None:
         self.name = name
+        self.announce = announce
         self.zk_hosts = zk_hosts
         self.layout = layout
         self.zk: KazooClient | None = None
@@ -115,7 +126,7 @@ class RegionServer:
     def start(self) -> None:
         self.zk = connect(self.zk_hosts)
         inherit_acls(self.zk, self.layout.parent)
-        register_server(self.zk, self.layout, str(self.name))
+        register_server(self.zk, self.layout, str(self.name), self.announce)
         self.wal_dir.mkdir(parents=True, exist_ok=True)
         self.alive = True
         if not self.wal_groups:

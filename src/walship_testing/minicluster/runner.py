@@ -110,6 +110,8 @@ def run_minicluster(
     roll_order: str = "default",
     wal: WalSettings | None = None,
     master_port: int = 0,
+    queue_claims: str = "master",
+    claim_delay: float = 0.0,
 ) -> int:
     """Start, print one JSON ``ready`` line, serve until a signal, shut down cleanly.
 
@@ -123,6 +125,8 @@ def run_minicluster(
     :param roll_order: ``default``, or ``hbase`` to roll in HBase's order (see :mod:`walship_testing.minicluster.cluster`).
     :param wal: how the region servers write their WALs (multiwal, checksum files, compression).
     :param master_port: serve the master's RPC (``MasterService``) on this port (0: a free one).
+    :param queue_claims: who claims a crashed server's queues, ``master`` after ``claim_delay``
+        seconds or ``walship`` (see :mod:`walship_testing.minicluster.queueclaims`).
     :raises ConfigError: bad Thrift options (checked before anything starts).
     :raises MiniClusterError: the master's port cannot be bound.
     """
@@ -138,6 +142,8 @@ def run_minicluster(
         host=host,
         roll_order=roll_order,
         wal=wal,
+        queue_claims=queue_claims,
+        claim_delay=claim_delay,
     )
     cluster.start()
     try:
