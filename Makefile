@@ -18,7 +18,7 @@ typecheck: setup
 	$(BIN)/mypy
 
 pytest: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 test: lint typecheck pytest
 

@@ -99,7 +99,21 @@ _LAST: dict[str, str | None] = {}
 HEAVY = ("secure_hbase", "real_hdfs")
 
 
+#: Session stacks of real HBase (each started once per pytest process, and per worker under
+#: ``make test``'s pytest-xdist): their tests run on one worker, which starts each once.
+REAL_STACKS = {"real_hbase", "real_hdfs", "real_multiwal", "secure_hbase", "packed_env", "hdfs_archive"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``): every test of real HBase (one using a real
+    stack, or parametrized ``real``) in the group ``real-hbase``, every other test in its
+    module's group, so a module's fixtures are made once."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        real = REAL_STACKS & set(getattr(item, "fixturenames", ())) or "real" in params.values()
+        module = getattr(item, "module", None)
+        item.add_marker(pytest.mark.xdist_group("real-hbase" if real else getattr(module, "__name__", item.nodeid)))
     for name in HEAVY:
         users = [item for item in items if name in getattr(item, "fixturenames", ())]
         _LAST[name] = users[-1].nodeid if users else None
@@ -111,7 +125,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     with YARN) after the last test that uses it, not at the end of the session: the tests
     after it get the machine's cores and memory back."""
     for name in HEAVY:
-        if item.nodeid == _LAST.get(name) and _STACKS.get(name) is not None:
+        last = _LAST.get(name)
+        # pytest-xdist runs it as "<node id>@<group>"
+        if last and item.nodeid in (last, f"{last}@real-hbase") and _STACKS.get(name) is not None:
             _STACKS.pop(name).stop()
 
 
@@ -216,7 +232,16 @@ def backend() -> str:
 
 
 @pytest.fixture
-def ab(request: pytest.FixtureRequest, backend: str, sink_protocol: str) -> Iterator[tuple[Cluster, Cluster]]:
+def queue_claims() -> str:
+    """Who claims a crashed minicluster server's queues: ``master``, as HBase 2.5+ does (the
+    default), or ``walship``; a module of walship's own claims overrides it."""
+    return "master"
+
+
+@pytest.fixture
+def ab(
+    request: pytest.FixtureRequest, backend: str, sink_protocol: str, queue_claims: str
+) -> Iterator[tuple[Cluster, Cluster]]:
     """Source A and peer B (a table of the test's: family r scoped 1, l scoped 0), peer 1 from
     A to B over the ``sink_protocol`` sink. On real HBase the table is the test's own (A and
     B are shared by the session) and peer 1 is added through HBase's Admin, then adopted."""
@@ -225,7 +250,7 @@ def ab(request: pytest.FixtureRequest, backend: str, sink_protocol: str) -> Iter
         return
     factory = request.getfixturevalue("minicluster_factory")
     zk_hosts = request.getfixturevalue("zk_hosts")
-    a = make_cluster(factory, zk_hosts, "A")
+    a = make_cluster(factory, zk_hosts, "A", queue_claims=queue_claims)
     b = make_cluster(factory, zk_hosts, "B")
     add_peer(a, b, protocol=sink_protocol)
     yield a, b
