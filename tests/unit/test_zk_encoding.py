@@ -259,6 +259,7 @@ def _region_server_info(version: str | None, *, major_minor: tuple[int, int] | N
         (_region_server_info("2.4.18"), (2, 4)),  # no version_major/minor: read from the string
         (add_zk_metadata(_region_server_info("2.5.10", major_minor=(2, 5)), "regionserver:16020"), (2, 5)),
     ],
+    ids=["empty", "no-version", "2.6.1", "2.4.18-string-only", "2.5.10-behind-metadata"],
 )
 def test_a_live_servers_znode_announces_its_version(data: bytes, version: tuple[int, int] | None) -> None:
     assert decode_server_version(data, "/hbase/rs/h,16020,1") == version
@@ -276,6 +277,7 @@ def test_walship_announces_a_version_as_hbase_does() -> None:
         (b"\x00\x01garbage", "expected PBUF + RegionServerInfo"),
         (_region_server_info("trunk"), "region server version 'trunk' has no major.minor"),
     ],
+    ids=["truncated", "no-magic", "no-major-minor"],
 )
 def test_a_live_servers_znode_that_is_not_a_region_server_info_is_named(data: bytes, why: str) -> None:
     with pytest.raises(ZkDataError, match=re.escape(why)) as raised:
