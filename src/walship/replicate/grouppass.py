@@ -9,8 +9,9 @@ WAL reader, ``WALEntryBatch`` and shipper are joined.
 - the applier (:mod:`walship.replicate.applier`) has each full batch applied by its queue's
   sink, in the background or now, and only then commits its position.
 
-An error stops its queue only. A WAL is dropped from a queue once it is read to its end and
-finished (see :meth:`walship.replicate.planner.Planner.wal_finished`).
+An error stops its queue only. What a queue does where its read of a WAL ends (the WAL dropped
+once finished, held while it may grow, a serial peer's wait, a WAL moved while read, a drained
+recovered queue) is :mod:`walship.replicate.walend`'s.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from walship.replicate.applier import Applier
 from walship.replicate.batcher import Member, Ramp, wal_order
 from walship.replicate.planner import Planner
 from walship.replicate.reader import GroupReader, WalRead
+from walship.replicate.walend import WalEnd
 from walship.wal.model import WalEntry
 
 __all__ = ["GroupPass"]
@@ -51,6 +53,7 @@ class GroupPass:
         self.planner = planner
         self.ramp = ramp
         self.halted = halted
+        self.ends = WalEnd(reader, applier, planner)
 
     def run(self, members: list[Member], max_batches: int | None) -> None:
         """The pass: each WAL of the group once, in queue order, fed to the queues holding it.
@@ -70,7 +73,7 @@ class GroupPass:
                 with self.reader.open(name, part) as read:
                     self._read_wal(read, max_batches)
             except FileNotFoundError as exc:
-                self._moved_while_read(name, part, exc)
+                self.ends.moved(name, part, exc)
             except WalshipError as exc:  # ZooKeeper's among them: walship.zk raises them for kazoo's
                 for m in part:
                     if not m.stopped:
@@ -81,19 +84,7 @@ class GroupPass:
                 m.qs.message = m.waited.describe()
         for m in members:
             if m.qs.status not in ("error", "moved", "waiting-serial") and m.queue.recovered:
-                self._drop_if_drained(m)
-
-    def _drop_if_drained(self, m: Member) -> None:
-        """A recovered queue drained, or empty when claimed: HBase deletes it, so do we."""
-        if len(m.qs.wals_removed) != len(m.queue.wals):
-            return
-        try:
-            self.planner.queues.remove_queue(m.feed.server, m.feed.queue_id)
-        except WalshipError as exc:
-            self.applier.stop(m, exc)
-            return
-        m.qs.queue_removed = True
-        log.info("recovered queue %s/%s drained and removed", m.feed.server, m.feed.queue_id)
+                self.ends.drop_if_drained(m)
 
     def _enough(self, m: Member, max_batches: int | None) -> bool:
         """The queue has shipped what this pass may: ``max_batches``, or the pass halted."""
@@ -127,20 +118,9 @@ class GroupPass:
             if m.stopped or m.paused:
                 continue  # a paused one's WAL is read again from its position next pass
             try:
-                self._end_wal(m, read)
+                self.ends.reached(m, read)
             except WalshipError as exc:
                 self.applier.stop(m, exc)
-
-    def _moved_while_read(self, name: str, part: list[Member], exc: FileNotFoundError) -> None:
-        """The WAL was archived (moved to ``oldWALs/``) between its lookup and a read: over
-        WebHDFS a file is opened by its first read. What was read is shipped (see
-        :meth:`_read_wal`); each queue's WAL group waits, at its position, for the next pass,
-        which finds the WAL where it went."""
-        log.info("WAL %s moved while being read (%s); read again from its position next pass", name, exc)
-        for m in part:
-            if not m.stopped:
-                m.paused = True
-                m.hold(name)
 
     def _offer_run(self, m: Member, entries: list[WalEntry], max_batches: int | None) -> None:
         """Offer a run of entries to a queue (not a serial peer's), batch after batch."""
@@ -165,7 +145,7 @@ class GroupPass:
             if m.full():
                 self._batch_full(m, max_batches)
         elif m.blocked is not None and not m.stopped and not m.paused:
-            self._wait_serial(m)
+            self.ends.wait_serial(m)
 
     def _failed_take(self, m: Member, exc: WalshipError) -> None:
         """An entry could not be taken: ship what was read before it, then stop the queue."""
@@ -178,55 +158,3 @@ class GroupPass:
         self.applier.hand_over(m, background=self.applier.pipelined)
         if self._enough(m, max_batches):
             m.stopped = True
-
-    def _wait_serial(self, m: Member) -> None:
-        """A serial peer may not be sent the queue's next entry yet: ship what it read before
-        it, and leave its WAL group at that entry until a later pass (never past it); the
-        queue's other WAL groups (multiwal) go on, as HBase's reader of each group waits alone."""
-        assert m.blocked is not None and m.wal is not None
-        if m.read:
-            self.applier.hand_over(m, background=False)
-        self.applier.settle(m)
-        if m.stopped:
-            return  # the batch failed: its error stands
-        m.paused = True
-        m.hold(m.wal.name)
-        m.waited = m.blocked
-        m.progress.waiting_serial = m.blocked.to_json()
-        log.info("queue %s/%s, peer %s: %s", m.feed.server, m.feed.queue_id, m.feed.peer.peer_id, m.blocked.describe())
-
-    def _end_wal(self, m: Member, read: WalRead) -> None:
-        """A queue read a WAL to its end: commit the rest, and drop the WAL once finished."""
-        assert m.wal is not None
-        reader, loc = read.reader, read.loc
-        # past the header of a WAL with no entries yet, so its unshipped bytes read 0
-        m.position = max(m.position, reader.stop_offset)
-        why = self.planner.wal_finished(
-            m.queue,
-            m.index[m.wal.name],
-            loc,
-            reader.has_trailer,
-            m.grace,
-            now=read.read_at,
-            live=read.running.get(m.queue.server, False),
-        )
-        if reader.incomplete_tail and why is not None:
-            torn = reader.edits_end - reader.stop_offset
-            m.qs.torn_tail_bytes += torn
-            log.warning(
-                "%s: %d bytes after offset %d are a torn last write of a closed WAL (a crash "
-                "before the write was acknowledged); not shipped",
-                loc.path,
-                torn,
-                reader.stop_offset,
-            )
-        if m.read or m.position != m.wal.position:
-            self.applier.hand_over(m, background=False)
-            if m.stopped:
-                return  # the batch failed: the WAL stays, at the position before it
-        if why is None:
-            m.hold(m.wal.name)  # its group's current WAL, or a rolled one not closed yet: more may come
-            return
-        log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, m.wal.name, why)
-        self.applier.finish_wal(m, m.wal.name)
-        self.reader.finished(loc)
