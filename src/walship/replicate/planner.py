@@ -161,12 +161,14 @@ class Planner:
         claimer = who_claims(self._versions[server] for server in live)
         if claimer != WALSHIP and claimer != self._told_claimer:
             self._told_claimer = claimer
-            log.info(
-                "the %s of this cluster claim dead servers' queues (region servers announce HBase %s): walship %s",
-                claimer,
-                ", ".join(sorted({".".join(map(str, v)) for s in live if (v := self._versions[s]) is not None})),
-                "ships them where they are until then" if claimer == MASTER else "claims only its managed peers'",
-            )
+            versions = ", ".join(sorted({".".join(map(str, v)) for s in live if (v := self._versions[s]) is not None}))
+            if claimer == MASTER:
+                what = "its master claims dead servers' queues; walship claims none and ships them where they are until then"
+            else:
+                what = (
+                    "its region servers claim dead servers' queues; walship claims only those of the peers it manages"
+                )
+            log.info("region servers announce HBase %s: %s", versions, what)
         return claimer
 
     # -- when a WAL is finished ------------------------------------------------------------------
