@@ -4,11 +4,14 @@ from happybase's own ``Hbase.thrift``; :mod:`walship_testing.minicluster.thrift`
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from walship.errors import BadRequestError
+from thriftpy2.thrift import TApplicationException
+
+from walship.errors import BadRequestError, FilterSyntaxError
 from walship.thrift.hbase1 import Hbase_thrift
 from walship_testing.minicluster.cluster import LATEST_TIMESTAMP, MiniCluster, RowMutation
 from walship_testing.minicluster.filters import parse_filter
@@ -24,6 +27,8 @@ from walship_testing.minicluster.thrift1_convert import (
 )
 
 __all__ = ["HbaseHandler"]
+
+log = logging.getLogger(__name__)
 
 
 class HbaseHandler:
@@ -206,7 +211,10 @@ class HbaseHandler:
             if m.isDelete:
                 rm.deletes.append((fam, qual if sep else None))
             elif not sep:
-                raise BadRequestError(f"row {row!r}: a put needs family:qualifier, got {m.column!r}")
+                # as HBase's Thrift1 server: the put is left out, with a warning
+                log.warning(
+                    "row %r: no column qualifier in %r, a put is left out (a delete takes a family)", row, m.column
+                )
             else:
                 rm.puts.append((fam, qual, m.value if m.value is not None else b""))
         return rm
@@ -218,8 +226,13 @@ class HbaseHandler:
         timestamp: int | None,
         attributes: dict[bytes, bytes] | None,
     ) -> None:
-        rows = [self._row_mutation(row, muts) for row, muts in batches]
-        self.cluster.mutate(table, rows, timestamp=timestamp, attributes=attributes or {})
+        rows = [self._row_mutation(row, muts) for row, muts in batches]  # malformed: IllegalArgument
+        try:
+            self.cluster.mutate(table, rows, timestamp=timestamp, attributes=attributes or {})
+        except BadRequestError as exc:
+            # refused where HBase's region server refuses it (a bad _cs.id): HBase's Thrift
+            # server answers the client's RetriesExhaustedWithDetailsException as an IOError
+            raise Hbase_thrift.IOError(message=str(exc)) from None
 
     @thrift_errors
     @illegal_argument
@@ -269,7 +282,10 @@ class HbaseHandler:
         fam, sep, qual = column.partition(b":")
         if not fam or not sep:
             raise BadRequestError(f"atomicIncrement needs family:qualifier, got {column!r}")
-        return self.cluster.increment(tableName, row, fam, qual, value)
+        try:
+            return self.cluster.increment(tableName, row, fam, qual, value)
+        except BadRequestError as exc:  # not a long: HBase's region server refuses it, an IOError
+            raise Hbase_thrift.IOError(message=f"DoNotRetryIOException: {exc}") from None
 
     @thrift_errors
     def increment(self, increment: Any) -> None:
@@ -295,7 +311,15 @@ class HbaseHandler:
         sort_columns: bool = False,
         reverse: bool = False,
     ) -> int:
-        row_filter = parse_filter(filter_string.decode("latin-1")) if filter_string else None
+        try:
+            row_filter = parse_filter(filter_string.decode("latin-1")) if filter_string else None
+        except FilterSyntaxError as exc:
+            # HBase's ParseFilter throws an unchecked exception its Thrift1 handler does not
+            # catch: the client gets an internal error, whatever the call
+            log.info("scanner refused: %s", exc)
+            raise TApplicationException(
+                TApplicationException.INTERNAL_ERROR, "Internal error processing scannerOpenWithScan"
+            ) from None
         if batch is not None and batch < 0:
             raise BadRequestError(f"TScan.batchSize must be >= 0, got {batch}")
         rows = self.cluster.scan(
