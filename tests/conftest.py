@@ -13,6 +13,7 @@ import fsspec
 import pytest
 import real_hbase as real_hbase_helpers
 import secure_hbase as secure_hbase_helpers
+from _pytest.nodeid import coerce_node_id
 from kazoo.client import KazooClient
 from replication_helpers import Cluster, add_peer, make_cluster
 
@@ -104,16 +105,26 @@ HEAVY = ("secure_hbase", "real_hdfs")
 REAL_STACKS = {"real_hbase", "real_hdfs", "real_multiwal", "secure_hbase", "packed_env", "hdfs_archive"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_itemcollected(item: pytest.Item) -> None:
     """Under pytest-xdist (``--dist loadgroup``): every test of real HBase (one using a real
     stack, or parametrized ``real``) in the group ``real-hbase``, every other test in its
-    module's group, so a module's fixtures are made once."""
-    for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        real = REAL_STACKS & set(getattr(item, "fixturenames", ())) or "real" in params.values()
-        module = getattr(item, "module", None)
-        item.add_marker(pytest.mark.xdist_group("real-hbase" if real else getattr(module, "__name__", item.nodeid)))
+    module's group, so a module's fixtures are made once. Marked as each test is collected;
+    :func:`pytest_collection_modifyitems` names each test's group where pytest-xdist reads it."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    real = REAL_STACKS & set(getattr(item, "fixturenames", ())) or "real" in params.values()
+    module = getattr(item, "module", None)
+    item.add_marker(pytest.mark.xdist_group("real-hbase" if real else getattr(module, "__name__", item.nodeid)))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-xdist's own
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config.option, "loadgroup", False):
+        # pytest-xdist 3.8 names a test's group by appending "@<group>" to ``item._nodeid``,
+        # which pytest 9 no longer reads (its node id is ``item._id``): the same, where it reads
+        for item in items:
+            groups = "_".join(sorted({str(m.args[0]) for m in item.iter_markers("xdist_group")}))
+            if groups and not item.nodeid.endswith(f"@{groups}"):
+                item._id = coerce_node_id(f"{item.nodeid}@{groups}")
     for name in HEAVY:
         users = [item for item in items if name in getattr(item, "fixturenames", ())]
         _LAST[name] = users[-1].nodeid if users else None
