@@ -187,11 +187,12 @@ class Component:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, sig)
 
-    def kill(self, timeout: float = 30.0) -> None:
+    def kill(self, timeout: float = 30.0, also: Iterable[int] = ()) -> None:
         """SIGKILL its whole process group and every process under it (a task process in a
-        session of its own too), as a machine failure would, and reap it."""
+        session of its own too), as a machine failure would, and reap it. ``also``: processes
+        seen under it before, which may have been handed to init since (their parent gone)."""
         self.killed = True
-        under = descendants(self.proc.pid) if self.proc is not None else []
+        under = [*(descendants(self.proc.pid) if self.proc is not None else []), *also]
         self.signal(signal.SIGKILL)
         for pid in under:
             with contextlib.suppress(ProcessLookupError):
@@ -550,10 +551,10 @@ class Airflow:
         with ThreadPoolExecutor(max_workers=max(1, len(started))) as pool:
             list(pool.map(lambda c: c.wait_stopped(timeout), started))
 
-    def kill_worker(self, name: str) -> None:
+    def kill_worker(self, name: str, also: Iterable[int] = ()) -> None:
         """SIGKILL Celery worker ``name`` with every process of its group (its pool and the
-        tasks it runs), as a lost machine would be."""
-        self.components[name].kill()
+        tasks it runs) and ``also`` (processes seen under it before), as a lost machine would be."""
+        self.components[name].kill(also=also)
 
     # -- logs ----------------------------------------------------------------------------
 

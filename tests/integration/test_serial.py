@@ -267,11 +267,15 @@ def test_each_row_arrives_in_order_on_a_serial_peer_and_not_on_a_loose_one(
 ) -> None:
     run_workload(scenario.a)
     serial_peer, subs, loose = scenario.peers
-    summary = ship(scenario, [serial_peer, subs], capsys)
-    for peer in summary["peers"]:
+    # a queue may wait for one a pass ships after it (the aborted server's, which HBase's master
+    # claims within seconds of the abort): a later pass ships it, as HBase's readers retry
+    passes = [ship(scenario, [serial_peer, subs], capsys)]
+    while len(passes) < 3 and any(q["status"] == "waiting-serial" for p in passes[-1]["peers"] for q in p["queues"]):
+        passes.append(ship(scenario, [serial_peer, subs], capsys))
+    for peer in passes[-1]["peers"]:
         waiting = [q for q in peer["queues"] if q["status"] == "waiting-serial"]
         assert peer["status"] == "ok" and not waiting, peer
-    assert any(q["status"] == "shipped" for p in summary["peers"] for q in p["queues"])
+    assert any(q["status"] == "shipped" for s in passes for p in s["peers"] for q in p["queues"])
     ship(scenario, [loose], capsys)
 
     final = finals(scenario.a.c)

@@ -273,7 +273,7 @@ def test_walship_replicates_under_writes_through_a_killed_worker(
             under = descendants(pgid)
             assert holder_pid in under, f"the tail's process {holder_pid} is not {victim}'s"
             killed_at = time.time()
-            af.kill_worker(victim)
+            af.kill_worker(victim, also=under)
             assert not group_members(pgid) and not alive(under), f"{victim}'s processes outlived SIGKILL"
 
             # no queue stays locked past the lock timeout: the killed task's ZooKeeper session ends
