@@ -198,6 +198,13 @@ class Component:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self._reap(timeout)
+        # a JVM of many threads takes a moment to die after its SIGKILL: until it is gone or a zombie
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            procs = _processes()
+            if all(procs.get(pid, ("X",))[0] in ("Z", "X") for pid in under):
+                break
+            time.sleep(0.05)
 
     def stop(self, timeout: float = 20.0) -> None:
         """Ask it to stop, SIGKILL what is left of its group after ``timeout`` seconds."""
