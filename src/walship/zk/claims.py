@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -159,14 +159,16 @@ class QueueClaims:
             return False
         return True
 
-    def claim_all(self, dead_server: str, dest_server: str) -> list[tuple[str, str]]:
-        """Claim every queue of a dead server. A queue of a peer that no longer exists is
+    def claim_all(self, dead_server: str, dest_server: str | Sequence[str]) -> list[tuple[str, str]]:
+        """Claim every queue of a dead server, into ``dest_server`` or into each of several in
+        turn (as HBase's master spreads them). A queue of a peer that no longer exists is
         removed instead, as HBase does. Returns (old id, new id) for each queue claimed here."""
-        with zk_errors(f"claiming the queues of {dead_server} into {dest_server}"):
-            return self._claim_all(dead_server, dest_server)
+        dests = [dest_server] if isinstance(dest_server, str) else list(dest_server)
+        with zk_errors(f"claiming the queues of {dead_server} into {', '.join(dests)}"):
+            return self._claim_all(dead_server, dests)
 
-    def _claim_all(self, dead_server: str, dest_server: str) -> list[tuple[str, str]]:
-        claimed = []
+    def _claim_all(self, dead_server: str, dests: list[str]) -> list[tuple[str, str]]:
+        claimed: list[tuple[str, str]] = []
         try:
             peers = set(self.client.get_children(self.layout.peers))
         except NoNodeError:
@@ -176,7 +178,7 @@ class QueueClaims:
                 log.info("removing queue %s of %s: peer no longer exists", qid, dead_server)
                 self.remove_queue(dead_server, qid)
                 continue
-            new_id = self.claim_queue(dead_server, qid, dest_server)
+            new_id = self.claim_queue(dead_server, qid, dests[len(claimed) % len(dests)])
             if new_id is not None:
                 claimed.append((qid, new_id))
         with contextlib.suppress(NoNodeError, NotEmptyError):

@@ -24,12 +24,10 @@ import random
 import threading
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from walship.errors import BadRequestError, WalshipError
 from walship.zk import ReplicationQueues, ZnodeLayout
 from walship.zk.encoding import encode_server_info
-from walship.zk.queueid import QueueId
 
 __all__ = ["CLAIMERS", "EMULATED_VERSION", "MasterClaims", "server_info"]
 
@@ -85,21 +83,7 @@ class MasterClaims:
         """Move every queue of ``dead`` under the ``live`` servers (one queue to each in turn,
         from a shuffled list, as HBase's procedure does); returns (old id, new id) of each
         queue moved here, not those another claimer took first."""
-        queues = ReplicationQueues(client, layout)
-        try:
-            peers = set(client.get_children(layout.peers))
-        except NoNodeError:
-            peers = set()
-        targets = random.sample(live, len(live))
-        moved = []
-        for i, qid in enumerate(queues.queue_ids(dead)):
-            if QueueId.parse(qid).peer_id not in peers:
-                queues.remove_queue(dead, qid)
-                continue
-            new_id = queues.claim_queue(dead, qid, targets[i % len(targets)])
-            if new_id is not None:
-                moved.append((qid, new_id))
-        queues.remove_replicator(dead)
+        moved = ReplicationQueues(client, layout).claim_all(dead, random.sample(live, len(live)))
         log.info("master claimed the queues of crashed region server %s: %s", dead, moved)
         return moved
 
