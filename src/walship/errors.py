@@ -215,6 +215,11 @@ class MiniClusterError(WalshipError):
     """The embedded cluster refused a request; Thrift reports it as ``IOError``."""
 
 
+class HandlerFailureError(MiniClusterError):
+    """A request HBase 2.6's Thrift handler fails on inside (a NullPointerException): Thrift
+    reports it as an internal error (``TApplicationException``), the message naming the thing."""
+
+
 class TableNotFoundError(MiniClusterError):
     """No such table (HBase's TableNotFoundException)."""
 

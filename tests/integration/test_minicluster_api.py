@@ -8,17 +8,16 @@ minicluster's own."""
 from __future__ import annotations
 
 import contextlib
-import inspect
 import re
 import struct
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import happybase
 import pytest
 from real_hbase import unique
 from thriftpy2.thrift import TApplicationException
+from twins import Twin
 from waiting import wait_until
 
 from walship.errors import MiniClusterError
@@ -31,48 +30,6 @@ pytestmark = pytest.mark.integration
 Hbase = __import__("Hbase_thrift")
 #: What HBase's Thrift1 server raises to a client (the same classes from both clusters).
 ANSWERED = (Hbase.IOError, Hbase.IllegalArgument, Hbase.AlreadyExists, TApplicationException)
-
-
-class Twin:
-    """One object of real HBase's and the same of the minicluster's (a happybase table, a
-    batch, a raw Thrift1 client), called alike: each call's answer is HBase's, once the
-    minicluster's equals it; where HBase raises, the minicluster raises the same type and
-    HBase's error is raised. Generators (scans) are read whole."""
-
-    def __init__(self, real: Any, mini: Any) -> None:
-        self._real = real
-        self._mini = mini
-
-    def __getattr__(self, name: str) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            answers = []
-            for side in (self._real, self._mini):
-                try:
-                    out = getattr(side, name)(*args, **kwargs)
-                    answers.append((list(out) if inspect.isgenerator(out) else out, None))
-                except ANSWERED as exc:
-                    answers.append((None, exc))
-            (real, real_exc), (mini, mini_exc) = answers
-            where = f"{name}{args}{kwargs or ''}"
-            assert type(mini_exc) is type(real_exc), f"{where}: HBase {real_exc!r}, minicluster {mini_exc!r}"
-            if real_exc is not None:
-                raise real_exc
-            assert mini == real, f"{where}:\n  HBase       {real}\n  minicluster {mini}"
-            return real
-
-        return call
-
-    def batch(self, **kwargs: Any) -> Twin:
-        return Twin(self._real.batch(**kwargs), self._mini.batch(**kwargs))
-
-    def __enter__(self) -> Twin:
-        self._real.__enter__()
-        self._mini.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._real.__exit__(*exc)
-        self._mini.__exit__(*exc)
 
 
 @pytest.fixture
@@ -94,7 +51,7 @@ def twin(
     name = unique("api")
     for c in conns:
         c.create_table(name, {"f": {"max_versions": 3}, "g": {"max_versions": 1}})
-    yield Twin(*(c.table(name) for c in conns)), Twin(*(c.client for c in conns)), name.encode()
+    yield Twin(*(c.table(name) for c in conns), ANSWERED), Twin(*(c.client for c in conns), ANSWERED), name.encode()
     for c in conns:
         c.close()
 

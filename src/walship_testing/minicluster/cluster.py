@@ -367,15 +367,21 @@ class MiniCluster:
         *,
         timestamp: int | None = None,
         attributes: dict[bytes, bytes] | None = None,
+        puts_first: bool = False,
     ) -> None:
-        """Apply Thrift1 row mutations (one timestamp for every cell, now by default; per
-        row its deletes, then its puts; see :func:`~walship_testing.minicluster.writes.row_edits`);
-        see :meth:`mutate_cells`."""
-        self.mutate_cells(table, row_edits(mutations, timestamp=timestamp, attributes=attributes))
+        """Apply Thrift1 row mutations (one timestamp for every cell, now by default; see
+        :func:`~walship_testing.minicluster.writes.row_edits`) as two batches, as HBase 2.6's
+        Thrift1 server does: the deletes, then the puts (``mutateRow``), or with
+        ``puts_first`` the puts, then the deletes (``mutateRows``); see :meth:`mutate_cells`."""
+        deletes, puts = row_edits(mutations, timestamp=timestamp, attributes=attributes)
+        with self.lock:
+            for edits in (puts, deletes) if puts_first else (deletes, puts):
+                if edits:
+                    self.mutate_cells(table, edits)
 
     def mutate_cells(self, table: bytes, edits: Sequence[RowEdit]) -> None:
-        """Apply typed cells: one WAL entry per :class:`RowEdit` (synced), then the store,
-        then return. Every edit is checked before anything is written: all or nothing.
+        """Apply typed cells as one batch: the edits of each region in one WAL entry (synced),
+        then the store, then return. Every edit is checked before anything is written: all or nothing.
 
         :raises NoSuchFamilyError: a cell of a family the table does not have.
         :raises BadRequestError: an empty row key, a cell of another row, a negative timestamp.

@@ -65,8 +65,8 @@ def holder(cluster: ClusterView, region: Region) -> RegionServer:
 def append_edits(
     cluster: ClusterView, table: bytes, families: dict[bytes, Family], edits: Sequence[RowEdit], now: int
 ) -> list[RegionServer]:
-    """Log each edit in the WAL of its region's server (one entry per edit with cells, the
-    region's next sequence ids, write time ``now``), then apply them all to the store;
+    """Log the edits of each region in the WAL of its server (one batch: see
+    :func:`~walship_testing.minicluster.writes.wal_entries`), then apply them all to the store;
     returns the servers written to.
 
     :raises NoSuchFamilyError: a cell of a family the table does not have.

@@ -133,7 +133,9 @@ class Store:
     # -- schema ------------------------------------------------------------------------------
 
     def table_names(self) -> list[bytes]:
-        return [bytes(r[0]) for r in self._conn().execute("SELECT name FROM tables ORDER BY name")]
+        """In HBase's order: by the name with its namespace (``default:`` for a table in none)."""
+        names = [bytes(r[0]) for r in self._conn().execute("SELECT name FROM tables")]
+        return sorted(names, key=lambda n: n if b":" in n else b"default:" + n)
 
     def table_enabled(self, table: bytes) -> bool | None:
         row = self._conn().execute("SELECT enabled FROM tables WHERE name=?", (table,)).fetchone()

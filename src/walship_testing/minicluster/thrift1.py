@@ -15,6 +15,7 @@ from walship.errors import BadRequestError, FilterSyntaxError
 from walship.thrift.hbase1 import Hbase_thrift
 from walship_testing.minicluster.cluster import LATEST_TIMESTAMP, MiniCluster, RowMutation
 from walship_testing.minicluster.filters import parse_filter
+from walship_testing.minicluster.schema import HBASE_FOREVER, family_setting
 from walship_testing.minicluster.store import Family
 from walship_testing.minicluster.thrift1_convert import (
     illegal_argument,
@@ -94,17 +95,19 @@ class HbaseHandler:
 
     @thrift_errors
     def getColumnDescriptors(self, tableName: bytes) -> dict[bytes, Any]:
+        """``colDescFromHbase``: the family's settings, HBase's defaults where it has none (a
+        time to live of -1 given to Thrift1 is FOREVER, as HBase stores it)."""
         out = {}
         for f in self.cluster.table_families(tableName).values():
-            d = f.descriptor
+            ttl = family_setting(f, "timeToLive")
             out[f.name + b":"] = Hbase_thrift.ColumnDescriptor(
                 name=f.name + b":",
                 maxVersions=f.max_versions,
-                compression=d.get("compression") or "NONE",
-                inMemory=bool(d.get("inMemory")),
-                bloomFilterType=d.get("bloomFilterType") or "NONE",
-                blockCacheEnabled=bool(d.get("blockCacheEnabled")),
-                timeToLive=int(d.get("timeToLive") or -1),  # type: ignore[call-overload]
+                compression=str(family_setting(f, "compression")),
+                inMemory=bool(family_setting(f, "inMemory")),
+                bloomFilterType=str(family_setting(f, "bloomFilterType")),
+                blockCacheEnabled=bool(family_setting(f, "blockCacheEnabled")),
+                timeToLive=ttl if isinstance(ttl, int) and ttl > 0 else HBASE_FOREVER,
             )
         return out
 
@@ -225,10 +228,11 @@ class HbaseHandler:
         batches: Sequence[tuple[bytes, Sequence[Any]]],
         timestamp: int | None,
         attributes: dict[bytes, bytes] | None,
+        puts_first: bool = False,
     ) -> None:
         rows = [self._row_mutation(row, muts) for row, muts in batches]  # malformed: IllegalArgument
         try:
-            self.cluster.mutate(table, rows, timestamp=timestamp, attributes=attributes or {})
+            self.cluster.mutate(table, rows, timestamp=timestamp, attributes=attributes or {}, puts_first=puts_first)
         except BadRequestError as exc:
             # refused where HBase's region server refuses it (a bad _cs.id): HBase's Thrift
             # server answers the client's RetriesExhaustedWithDetailsException as an IOError
@@ -247,13 +251,17 @@ class HbaseHandler:
     @thrift_errors
     @illegal_argument
     def mutateRows(self, tableName: bytes, rowBatches: list[Any], attributes: Any) -> None:
-        self._mutate(tableName, [(b.row, b.mutations) for b in rowBatches or []], None, attributes)
+        self._mutate(tableName, [(b.row, b.mutations) for b in rowBatches or []], None, attributes, puts_first=True)
 
     @thrift_errors
     @illegal_argument
     def mutateRowsTs(self, tableName: bytes, rowBatches: list[Any], timestamp: int, attributes: Any) -> None:
         self._mutate(
-            tableName, [(b.row, b.mutations) for b in rowBatches or []], thrift_timestamp(timestamp), attributes
+            tableName,
+            [(b.row, b.mutations) for b in rowBatches or []],
+            thrift_timestamp(timestamp),
+            attributes,
+            puts_first=True,
         )
 
     @thrift_errors

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -23,10 +24,19 @@ from typing import Any, TypeVar
 
 from thriftpy2.thrift import TApplicationException
 
-from walship.errors import BadRequestError, ConfigError, MiniClusterError, NoSuchFamilyError, TableDisabledError
+from walship.errors import (
+    BadRequestError,
+    ConfigError,
+    HandlerFailureError,
+    MiniClusterError,
+    NoSuchFamilyError,
+    TableDisabledError,
+    TableNotFoundError,
+)
 from walship.thrift.hbase2 import hbase2
 from walship_testing.minicluster.cluster import MiniCluster, RowEdit
 from walship_testing.minicluster.regionserver import RegionServer
+from walship_testing.minicluster.schema import check_table_name
 from walship_testing.minicluster.store import Region, Store, VisibleCell
 from walship_testing.minicluster.thrift2_convert import (
     ScanSpec,
@@ -46,6 +56,8 @@ from walship_testing.minicluster.thrift2_convert import (
 
 __all__ = ["THBaseHandler"]
 
+log = logging.getLogger(__name__)
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -56,10 +68,24 @@ def _tio_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except HandlerFailureError as exc:
+            raise TApplicationException(
+                TApplicationException.INTERNAL_ERROR, f"Internal error processing {func.__name__}: {exc}"
+            ) from None
         except (MiniClusterError, ConfigError) as exc:  # ConfigError: a filter string that does not parse
             raise hbase2.TIOError(message=f"{type(exc).__name__}: {exc}") from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class _Failing(Iterator[Any]):
+    """A scanner whose every read raises ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __next__(self) -> Any:
+        raise self.error
 
 
 def _compare(op: int, value: bytes, current: bytes) -> bool:
@@ -214,9 +240,7 @@ class THBaseHandler:
         all (not even an empty one), HBase 2.6's Thrift2 server fails with an internal error
         (its handler reads the missing buffer), and so does this one."""
         if value is None:
-            raise TApplicationException(
-                TApplicationException.INTERNAL_ERROR, "Internal error processing checkAndMutate"
-            )
+            raise HandlerFailureError(f"checkAndMutate of row {row!r}: no value to compare with")
         with self.cluster.lock:
             families = self.cluster.check_enabled(table)
             if family not in families:
@@ -264,7 +288,12 @@ class THBaseHandler:
 
     @_tio_errors
     def openScanner(self, table: bytes, tscan: Any) -> int:
-        results = self._results(table, tscan)
+        """A scanner's id; of a table that does not exist too, as HBase 2.6 opens one: its
+        first read fails."""
+        try:
+            results: Iterator[Any] = self._results(table, tscan)
+        except TableNotFoundError as exc:
+            results = _Failing(exc)
         with self._scanner_lock:
             sid = next(self._ids)
             self._scanners[sid] = (results, threading.Lock())
@@ -287,9 +316,11 @@ class THBaseHandler:
 
     @_tio_errors
     def closeScanner(self, scannerId: int) -> None:
+        """Closed; an id closed before or never opened is let be, as HBase 2.6 lets it be
+        (a scanner may have expired)."""
         with self._scanner_lock:
             if self._scanners.pop(scannerId, None) is None:
-                raise hbase2.TIllegalArgument(message=f"Invalid scanner Id {scannerId}")
+                log.warning("closeScanner: scanner id %s is not open", scannerId)
 
     @_tio_errors
     def getScannerResults(self, table: bytes, tscan: Any, numRows: int) -> list[Any]:
@@ -323,7 +354,13 @@ class THBaseHandler:
 
     @_tio_errors
     def getAllRegionLocations(self, table: bytes) -> list[Any]:
-        return [self._location(region, rs) for region, rs in self.cluster.region_locations(table)]
+        """Every region's location; none for a table that does not exist (HBase 2.6 reads
+        hbase:meta and finds none)."""
+        try:
+            located = self.cluster.region_locations(table)
+        except TableNotFoundError:
+            return []
+        return [self._location(region, rs) for region, rs in located]
 
     # -- admin -------------------------------------------------------------------------------------
 
@@ -334,8 +371,8 @@ class THBaseHandler:
     def _matching(self, regex: str | None) -> list[bytes]:
         try:
             pattern = re.compile(regex if regex is not None else ".*")
-        except re.error as exc:
-            raise BadRequestError(f"invalid table name pattern {regex!r}: {exc}") from None
+        except re.error as exc:  # HBase: Pattern.compile's PatternSyntaxException, not an IOException
+            raise HandlerFailureError(f"invalid table name pattern {regex!r}: {exc}") from None
         return [name for name in self._store.table_names() if table_matches(pattern, name)]
 
     @_tio_errors
@@ -347,6 +384,10 @@ class THBaseHandler:
         if desc is None:
             raise BadRequestError("TTableDescriptor is required")
         name = table_bytes(desc.tableName)
+        try:
+            check_table_name(name)
+        except BadRequestError as exc:  # HBase: TableName.valueOf's IllegalArgumentException
+            raise HandlerFailureError(str(exc)) from None
         families = [family_from_thrift(c) for c in desc.columns or []]
         descriptor: dict[str, object] = {}
         if desc.attributes:

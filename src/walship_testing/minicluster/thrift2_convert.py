@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from walship.clusterids import CLUSTER_ID_ATTRIBUTE, decode_cluster_ids
-from walship.errors import BadRequestError
+from walship.errors import BadRequestError, ConfigError, HandlerFailureError
 from walship.thrift.hbase2 import hbase2
 from walship.wal import Cell, CellType
 from walship_testing.minicluster.cluster import LATEST_TIMESTAMP
@@ -67,6 +67,31 @@ _PLAIN_SETTINGS: Mapping[str, str] = {
     "evictBlocksOnClose": "evictBlocksOnClose",
     "inMemory": "inMemory",
 }
+#: The keys of HBase's ``ColumnFamilyDescriptor.getValues()`` for each setting.
+_HBASE_KEYS: Mapping[str, bytes] = {
+    "blockSize": b"BLOCKSIZE",
+    "bloomFilterType": b"BLOOMFILTER",
+    "compression": b"COMPRESSION",
+    "dfsReplication": b"DFS_REPLICATION",
+    "dataBlockEncoding": b"DATA_BLOCK_ENCODING",
+    "keepDeletedCells": b"KEEP_DELETED_CELLS",
+    "minVersions": b"MIN_VERSIONS",
+    "timeToLive": b"TTL",
+    "blockCacheEnabled": b"BLOCKCACHE",
+    "cacheBloomsOnWrite": b"CACHE_BLOOMS_ON_WRITE",
+    "cacheDataOnWrite": b"CACHE_DATA_ON_WRITE",
+    "cacheIndexesOnWrite": b"CACHE_INDEX_ON_WRITE",
+    "compressTags": b"COMPRESS_TAGS",
+    "evictBlocksOnClose": b"EVICT_BLOCKS_ON_CLOSE",
+    "inMemory": b"IN_MEMORY",
+}
+#: The values every family of HBase 2.6 holds, set or not (its builder's defaults).
+_ALWAYS_VALUES = frozenset(
+    {b"BLOCKSIZE", b"BLOOMFILTER", b"COMPRESSION", b"DATA_BLOCK_ENCODING", b"KEEP_DELETED_CELLS"}
+    | {b"MIN_VERSIONS", b"TTL", b"BLOCKCACHE", b"IN_MEMORY"}
+)
+#: The values HBase 2.6's master gives every table it creates.
+_TABLE_VALUES: Mapping[bytes, bytes] = {b"IS_META": b"false", b"hbase.store.file-tracker.impl": b"DEFAULT"}
 #: TColumnFamilyDescriptor field -> descriptor key, for the enumerations
 _ENUM_FIELDS: Mapping[str, str] = {
     "bloomnFilterType": "bloomFilterType",  # sic: HBase's IDL spells it so
@@ -158,7 +183,7 @@ def _time_range(trange: Any) -> tuple[int | None, int | None]:
     if lo < 0 or hi < 0:
         raise BadRequestError(f"TTimeRange: timestamps cannot be negative, got [{lo}, {hi})")
     if hi < lo:
-        raise BadRequestError(f"TTimeRange: maxStamp {hi} is smaller than minStamp {lo}")
+        raise HandlerFailureError(f"TTimeRange: maxStamp {hi} is smaller than minStamp {lo}")  # HBase: TimeRange's
     return lo, hi
 
 
@@ -171,7 +196,12 @@ def _versions(value: int | None, default: int) -> int:
 
 
 def _filter(raw: bytes | None) -> Filter | None:
-    return parse_filter(raw.decode("latin-1")) if raw else None
+    """The parsed filter string; one that does not parse fails HBase 2.6's handler inside
+    (its ParseFilter throws an IllegalArgumentException)."""
+    try:
+        return parse_filter(raw.decode("latin-1")) if raw else None
+    except ConfigError as exc:
+        raise HandlerFailureError(str(exc)) from None
 
 
 def get_spec(tget: Any) -> ReadSpec:
@@ -254,10 +284,10 @@ def put_cells(tput: Any) -> list[Cell]:
     the cluster); the cells in family order, as HBase's family map keeps them."""
     row = tput.row
     if not row:
-        raise BadRequestError("TPut: the row key must not be empty")
+        raise HandlerFailureError("TPut: the row key must not be empty")  # HBase: Put's constructor
     ts = _timestamp(tput.timestamp, LATEST_TIMESTAMP, f"TPut of row {row!r}")
     if not tput.columnValues:
-        raise BadRequestError(f"TPut of row {row!r}: no columns to insert")
+        raise HandlerFailureError(f"TPut of row {row!r}: no columns to insert")  # HBase: IllegalArgumentException
     cells = []
     for cv in tput.columnValues:
         if not cv.family:
@@ -307,8 +337,8 @@ def delete_cells(tdelete: Any, families: Iterable[bytes]) -> list[Cell]:
         elif kind == types.DELETE_FAMILY:
             cells.append(Cell(row, col.family, b"", ts, CellType.DeleteFamily))
         else:
-            if col.timestamp is None:
-                raise BadRequestError(
+            if col.timestamp is None:  # HBase 2.6's deleteFromThrift fails on the missing value
+                raise HandlerFailureError(
                     f"{what}: a timestamp is required for TDelete with deleteType DELETE_FAMILY_VERSION"
                 )
             cells.append(Cell(row, col.family, b"", ts, CellType.DeleteFamilyVersion))
@@ -342,6 +372,8 @@ def family_from_thrift(desc: Any) -> Family:
     if desc is None or not desc.name:
         raise BadRequestError("TColumnFamilyDescriptor: the name is required")
     name = desc.name
+    if desc.maxVersions is not None and desc.maxVersions < 1:  # HBase: its builder's IllegalArgumentException
+        raise HandlerFailureError(f"family {name!r}: maxVersions must be >= 1, got {desc.maxVersions}")
     settings: dict[str, object] = {}
     for field, key in _PLAIN_SETTINGS.items():
         value = getattr(desc, field)
@@ -375,9 +407,29 @@ def _enum_value(enum: Any, name: object, default: object) -> int:
     return int(found if found is not None else values[str(default)])
 
 
+def _hbase_value(value: object) -> bytes:
+    return (str(value).lower() if isinstance(value, bool) else str(value)).encode()
+
+
+def _family_values(family: Family, fields: Mapping[str, object]) -> dict[bytes, bytes]:
+    """The family's ``getValues()`` as HBase 2.6 answers them in a descriptor's attributes:
+    the builder's defaults (:data:`_ALWAYS_VALUES`), every other setting the family was given,
+    and its own attributes."""
+    values = {b"VERSIONS": _hbase_value(family.max_versions), b"REPLICATION_SCOPE": _hbase_value(family.scope)}
+    values[b"INDEX_BLOCK_ENCODING"] = b"NONE"
+    for field, key in {**_PLAIN_SETTINGS, **_ENUM_FIELDS}.items():
+        hbase_key = _HBASE_KEYS[key]
+        if hbase_key in _ALWAYS_VALUES or family.descriptor.get(key) is not None:
+            value = fields[field]
+            named = _ENUM_SETTINGS[key]._VALUES_TO_NAMES[value] if key in _ENUM_SETTINGS else value
+            values[hbase_key] = _hbase_value(named)
+    return {**values, **_binary_map(family_setting(family, "attributes"))}
+
+
 def family_to_thrift(family: Family) -> Any:
     """``columnFamilyDescriptorFromHBase``: every field set, HBase's defaults where the family
-    has none (a Thrift1 time to live <= 0 reads as FOREVER, as HBase's Thrift1 stores it)."""
+    has none (a Thrift1 time to live <= 0 reads as FOREVER, as HBase's Thrift1 stores it), the
+    descriptor's values as its attributes, a configuration only when it has one."""
     fields: dict[str, object] = {}
     for field, key in _PLAIN_SETTINGS.items():
         fields[field] = family_setting(family, key)
@@ -389,8 +441,10 @@ def family_to_thrift(family: Family) -> Any:
     configuration = family_setting(family, "configuration")
     return hbase2.TColumnFamilyDescriptor(
         name=family.name,
-        attributes=_binary_map(family_setting(family, "attributes")),
-        configuration={str(k): str(v) for k, v in configuration.items()} if isinstance(configuration, dict) else {},
+        attributes=_family_values(family, fields),
+        configuration={str(k): str(v) for k, v in configuration.items()}
+        if isinstance(configuration, dict) and configuration
+        else None,
         maxVersions=family.max_versions,
         scope=family.scope,
         **fields,
@@ -398,11 +452,12 @@ def family_to_thrift(family: Family) -> Any:
 
 
 def table_descriptor_to_thrift(name: bytes, families: Iterable[Family], descriptor: Mapping[str, object]) -> Any:
-    """``tableDescriptorFromHBase``."""
+    """``tableDescriptorFromHBase``: the table's values as its attributes (those HBase's master
+    sets on every table it creates, then the table's own)."""
     durability = descriptor.get("durability")
     return hbase2.TTableDescriptor(
         tableName=thrift_table_name(name),
         columns=[family_to_thrift(f) for f in families],
-        attributes=_binary_map(descriptor.get("attributes")),
+        attributes={**_TABLE_VALUES, **_binary_map(descriptor.get("attributes"))},
         durability=durability if isinstance(durability, int) else hbase2.TDurability.USE_DEFAULT,
     )

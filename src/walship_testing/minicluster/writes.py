@@ -4,8 +4,9 @@ appends them.
 
 Thrift1's :class:`RowMutation` s become :class:`RowEdit` s (:func:`row_edits`); every cell of
 an edit is checked and gets its timestamp, :data:`LATEST_TIMESTAMP` resolved as HBase's
-``HRegion`` does (:func:`resolve_cells`); each edit becomes one WAL entry with the next
-sequence id of the region (:func:`wal_entries`). ``atomicIncrement``'s arithmetic on an 8-byte
+``HRegion`` does (:func:`resolve_cells`); the edits one call makes in one region become one WAL
+entry with the region's next sequence id, as HBase's ``batchMutate`` logs a mini-batch
+(:func:`wal_entries`). ``atomicIncrement``'s arithmetic on an 8-byte
 long is :func:`incremented`.
 """
 
@@ -23,6 +24,7 @@ from walship_testing.minicluster.store import Family, Store
 
 __all__ = [
     "LATEST_TIMESTAMP",
+    "MINIBATCH_SIZE",
     "RowEdit",
     "RowMutation",
     "encode_long",
@@ -34,6 +36,8 @@ __all__ = [
 
 #: HBase's ``HConstants.LATEST_TIMESTAMP``: "now", resolved by the region server.
 LATEST_TIMESTAMP = 2**63 - 1
+#: HBase's ``hbase.regionserver.minibatch.size``: the most mutations one WAL entry of a batch holds.
+MINIBATCH_SIZE = 20000
 
 
 @dataclass
@@ -63,25 +67,29 @@ class RowEdit:
 
 def row_edits(
     mutations: Sequence[RowMutation], *, timestamp: int | None = None, attributes: dict[bytes, bytes] | None = None
-) -> list[RowEdit]:
-    """Thrift1 row mutations as edits: one timestamp for every cell (:data:`LATEST_TIMESTAMP`
-    by default), per row its deletes, then its puts; the cluster ids of the ``_cs.id``
-    attribute on every edit."""
+) -> tuple[list[RowEdit], list[RowEdit]]:
+    """Thrift1 row mutations as HBase 2.6's Thrift1 server builds them: per row a ``Delete``
+    and a ``Put`` (those with cells), one timestamp for every cell (:data:`LATEST_TIMESTAMP`
+    by default) and the cluster ids of the ``_cs.id`` attribute on each; returned as the
+    deletes and the puts, each list one batch of the server's."""
     cluster_ids: tuple[uuid.UUID, ...] = ()
     if attributes and CLUSTER_ID_ATTRIBUTE in attributes:
         cluster_ids = decode_cluster_ids(attributes[CLUSTER_ID_ATTRIBUTE])
     ts = LATEST_TIMESTAMP if timestamp is None else timestamp
-    edits = []
+    deletes, puts = [], []
     for m in mutations:
-        cells = [
-            Cell(m.row, fam, b"", ts, CellType.DeleteFamily)
-            if qual is None
-            else Cell(m.row, fam, qual, ts, CellType.DeleteColumn)
-            for fam, qual in m.deletes
-        ]
-        cells += [Cell(m.row, fam, qual, ts, CellType.Put, value) for fam, qual, value in m.puts]
-        edits.append(RowEdit(m.row, [cells], cluster_ids))
-    return edits
+        if m.deletes:
+            cells = [
+                Cell(m.row, fam, b"", ts, CellType.DeleteFamily)
+                if qual is None
+                else Cell(m.row, fam, qual, ts, CellType.DeleteColumn)
+                for fam, qual in m.deletes
+            ]
+            deletes.append(RowEdit(m.row, [cells], cluster_ids))
+        if m.puts:
+            cells = [Cell(m.row, fam, qual, ts, CellType.Put, value) for fam, qual, value in m.puts]
+            puts.append(RowEdit(m.row, [cells], cluster_ids))
+    return deletes, puts
 
 
 def resolve_cells(
@@ -123,9 +131,11 @@ def wal_entries(
     edits: Sequence[RowEdit],
     now: int,
 ) -> list[tuple[WalKey, list[Cell]]]:
-    """One WAL entry per edit that has cells, with the sequence ids after ``last_seq``, the
-    write time ``now`` and the scopes of the table's replicated families. Every edit is
-    checked here, before anything is written.
+    """The WAL entries of one call's edits in one region, as HBase's ``batchMutate`` logs
+    them: one entry for each :data:`MINIBATCH_SIZE` edits, holding their cells in order, with
+    the cluster ids of the batch's first edit (``getMutation(0).getClusterIds()``), the next
+    sequence id after ``last_seq``, the write time ``now`` and the scopes of the table's
+    replicated families. Every edit is checked here, before anything is written.
 
     :raises NoSuchFamilyError: a cell of a family the table does not have.
     :raises BadRequestError: an empty row key, a cell of another row, a negative timestamp.
@@ -133,14 +143,17 @@ def wal_entries(
     scopes = {f.name: f.scope for f in families.values() if f.scope}
     entries: list[tuple[WalKey, list[Cell]]] = []
     seq = last_seq
-    for edit in edits:
-        cells = [c for m in edit.mutations for c in resolve_cells(store, table, families, edit.row, m, now)]
-        if not cells:
-            continue
-        if not edit.row:
-            raise BadRequestError("row key must not be empty")
-        seq += 1
-        entries.append((WalKey(encoded_region.encode(), table, seq, now, edit.cluster_ids, scopes), cells))
+    for start in range(0, len(edits), MINIBATCH_SIZE):
+        cells = []
+        for edit in edits[start : start + MINIBATCH_SIZE]:
+            resolved = [c for m in edit.mutations for c in resolve_cells(store, table, families, edit.row, m, now)]
+            if resolved and not edit.row:
+                raise BadRequestError("row key must not be empty")
+            cells += resolved
+        if cells:
+            seq += 1
+            key = WalKey(encoded_region.encode(), table, seq, now, edits[start].cluster_ids, scopes)
+            entries.append((key, cells))
     return entries
 
 
