@@ -62,13 +62,15 @@ def test_a_refused_call_stops_the_rest_of_its_connection(
             t.put(b"late-%05d" % i, {b"r:q": b"v"})
     conn.close()
     batch = filtered_wal(a, "1", b)
-    tables = [fe.entry.key.table for fe in batch]
-    assert tables == [TABLE] * BEFORE + [b"other"] + [TABLE] * AFTER
+    tables = [fe.entry.key.table for fe in batch]  # a WAL entry for each call of 1,000 rows, as HBase logs a batch
+    assert tables == [TABLE] * 3 + [b"other"] + [TABLE]
+    cells = sum(len(fe.cells) for fe in batch)
+    assert cells == BEFORE + 1 + AFTER
     with zk_client(a.zk_hosts) as client:
         peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
     sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
     streams = int(connections)  # the batch holds 3,001 cells: a stream for each 1,000, up to the setting
-    assert isinstance(sink, PooledSink) and sink.streams_for(len(batch)) == streams
+    assert isinstance(sink, PooledSink) and sink.streams_for(cells) == streams
     before = {b"before-%05d" % i for i in range(BEFORE)}
     late_rows = {b"late-%05d" % i for i in range(AFTER)}
     try:
@@ -115,7 +117,8 @@ def test_a_small_batch_is_sent_from_the_caller_and_stops_at_a_refused_call(
             t.put(b"late-%05d" % i, {b"r:q": b"v"})
     conn.close()
     batch = filtered_wal(a, "1", b)
-    assert len(batch) == 61 < INLINE_CELLS
+    assert [len(fe.cells) for fe in batch] == [10] * 4 + [1] + [10] * 2  # an entry a call, as HBase logs a batch
+    assert sum(len(fe.cells) for fe in batch) < INLINE_CELLS
     with zk_client(a.zk_hosts) as client:
         peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
     sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))

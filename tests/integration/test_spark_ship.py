@@ -71,7 +71,7 @@ def test_spark_job_ships_every_queue_in_parallel(
     printed = [line for line in done.stdout.splitlines() if line.startswith('{"peer_id"')]
     assert json.loads(printed[-1])["totals"] == summary["totals"]  # the same summary on stdout
     assert summary["status"] == "ok"
-    assert summary["totals"]["entries_shipped"] == 500
+    assert summary["totals"]["cells_shipped"] == 500
     assert len([q for q in summary["queues"] if q["entries_shipped"]]) == 2  # two queues, two tasks
     assert contents(b) == contents(a, b"r")
     assert dict(bconn.table("u").scan()) == dict(conn.table("u").scan())

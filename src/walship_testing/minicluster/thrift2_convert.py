@@ -423,7 +423,7 @@ def _family_values(family: Family, fields: Mapping[str, object]) -> dict[bytes, 
             value = fields[field]
             named = _ENUM_SETTINGS[key]._VALUES_TO_NAMES[value] if key in _ENUM_SETTINGS else value
             values[hbase_key] = _hbase_value(named)
-    return {**values, **_binary_map(family_setting(family, "attributes"))}
+    return {**_binary_map(family_setting(family, "attributes")), **values}
 
 
 def family_to_thrift(family: Family) -> Any:
