@@ -116,11 +116,11 @@ def counted(client: KazooClient) -> Iterator[list[int]]:
         count[0] += 1
         return original(request, async_object)
 
-    client._call = call  # type: ignore[method-assign]
+    client._call = call
     try:
         yield count
     finally:
-        client._call = original  # type: ignore[method-assign]
+        client._call = original
 
 
 def measured(client: KazooClient, func: Callable[[], int], runs: int) -> tuple[float, int, int]:
