@@ -1,8 +1,8 @@
-"""happybase over TCP against the minicluster: every API area behaves as on HBase. The calls of
-data (puts, gets, versions, deletes, batches, scans, filters, counters, raw Thrift1 calls) are
-made to real HBase 2.6's Thrift1 server and to the minicluster's alike (:class:`Twin`), each
-answer compared with HBase's: HBase is the reference, and the asserts here hold for both. The
-table administration, the transports, a garbage-fed socket and the scope command are the
+"""happybase over TCP against the minicluster: every API area behaves as on HBase. The calls
+(table administration, puts, gets, versions, deletes, batches, scans, filters, counters, raw
+Thrift1 calls) are made to real HBase 2.6's Thrift1 server and to the minicluster's alike
+(:class:`twins.Twin`), each answer compared with HBase's: HBase is the reference, and the
+asserts here hold for both. The transports, a garbage-fed socket and the scope command are the
 minicluster's own."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 import struct
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import happybase
 import pytest
@@ -61,38 +62,59 @@ def table(twin: tuple[Twin, Twin, bytes]) -> Twin:
     return twin[0]
 
 
-def test_table_admin(conn: happybase.Connection) -> None:
-    conn.create_table("ns:a", {"cf": {"max_versions": 5}})
-    conn.create_table("b", {"x": {}, "y:": {}})
-    assert conn.tables() == [b"b", b"ns:a"]
-    fams = conn.table("ns:a").families()
-    assert list(fams) == [b"cf"] and fams[b"cf"]["max_versions"] == 5
-    assert sorted(conn.table("b").families()) == [b"x", b"y"]
-    (region,) = conn.table("b").regions()
-    assert region["start_key"] == b"" and region["end_key"] == b"" and region["port"] >= 16020
-    with pytest.raises(Hbase.AlreadyExists):
-        conn.create_table("b", {"x": {}})
-    with pytest.raises(Hbase.IllegalArgument, match="invalid table name"):
-        conn.create_table("bad/name", {"x": {}})
-    with pytest.raises(Hbase.IllegalArgument, match="maxVersions"):
-        conn.create_table("c", {"x": {"max_versions": 0}})
-    assert conn.is_table_enabled("b")
-    conn.disable_table("b")
-    assert not conn.is_table_enabled("b")
-    with pytest.raises(Hbase.IOError, match="disabled"):
-        conn.table("b").put(b"r", {b"x:q": b"v"})
-    with pytest.raises(Hbase.IOError, match="disabled"):
-        conn.table("b").row(b"r")
-    conn.enable_table("b")
-    with pytest.raises(Hbase.IOError, match="must be disabled"):
-        conn.client.deleteTable(b"b")
-    conn.delete_table("b", disable=True)
-    assert conn.tables() == [b"ns:a"]
-    with pytest.raises(Hbase.IOError, match="does not exist"):
-        conn.table("nope").row(b"r")
-    with pytest.raises(Hbase.IOError, match="does not exist"):
-        conn.table("nope").put(b"r", {b"x:q": b"v"})
-    conn.compact_table("ns:a", major=True)
+def test_table_admin(real_hbase: tuple[HBaseProcess, HBaseProcess], minicluster: MiniClusterProcess) -> None:
+    """Table administration, on both clusters (the names are the test's own: real HBase holds
+    every test's tables). Where both refuse a call, the minicluster's error is checked, for its
+    message names the thing."""
+    conns = [happybase.Connection(*real_hbase[1].thrift, timeout=60000), happybase.Connection(*minicluster.thrift)]
+
+    def both(of: Any) -> Twin:
+        return Twin(*(of(c) for c in conns), ANSWERED, minicluster_errors=True)
+
+    admin = both(lambda c: c)
+    ns, b = unique("ns"), unique("b")
+    a = f"{ns}:a"
+    real_hbase[1].call("create_namespace", namespace=ns)  # the minicluster makes one as a table needs it
+    try:
+        admin.create_table(a, {"cf": {"max_versions": 5}})
+        admin.create_table(b, {"x": {}, "y:": {}})
+        for c in conns:  # tables() lists every table: real HBase holds other tests' too
+            assert {a.encode(), b.encode()} <= set(c.tables())
+        fams = both(lambda c: c.table(a)).families()
+        assert list(fams) == [b"cf"] and fams[b"cf"]["max_versions"] == 5
+        assert sorted(both(lambda c: c.table(b)).families()) == [b"x", b"y"]
+        for c in conns:  # where a region is served is the cluster's own
+            (region,) = c.table(b).regions()
+            assert region["start_key"] == b"" and region["end_key"] == b"" and region["port"] > 0
+        with pytest.raises(Hbase.AlreadyExists):
+            admin.create_table(b, {"x": {}})
+        with pytest.raises(TApplicationException) as failed:  # HBase's handler fails inside
+            admin.create_table("bad/name", {"x": {}})
+        assert failed.value.message == b"Internal error processing createTable: invalid table name b'bad/name'"
+        with pytest.raises(Hbase.IllegalArgument, match="maxVersions"):
+            admin.create_table(unique("c"), {"x": {"max_versions": 0}})
+        assert admin.is_table_enabled(b)
+        admin.disable_table(b)
+        assert not admin.is_table_enabled(b)
+        with pytest.raises(Hbase.IOError, match="disabled"):
+            both(lambda c: c.table(b)).put(b"r", {b"x:q": b"v"})
+        with pytest.raises(Hbase.IOError, match="disabled"):
+            both(lambda c: c.table(b)).row(b"r")
+        admin.enable_table(b)
+        with pytest.raises(Hbase.IOError, match="must be disabled"):
+            both(lambda c: c.client).deleteTable(b.encode())
+        admin.delete_table(b, disable=True)
+        for c in conns:
+            names = set(c.tables())
+            assert a.encode() in names and b.encode() not in names
+        with pytest.raises(Hbase.IOError, match="does not exist"):
+            both(lambda c: c.table("nope")).row(b"r")
+        with pytest.raises(Hbase.IOError, match="does not exist"):
+            both(lambda c: c.table("nope")).put(b"r", {b"x:q": b"v"})
+        admin.compact_table(a, major=True)
+    finally:
+        for c in conns:
+            c.close()
 
 
 def test_put_get_versions_and_timestamps(table: Twin) -> None:

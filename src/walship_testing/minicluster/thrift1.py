@@ -15,7 +15,7 @@ from walship.errors import BadRequestError, FilterSyntaxError
 from walship.thrift.hbase1 import Hbase_thrift
 from walship_testing.minicluster.cluster import LATEST_TIMESTAMP, MiniCluster, RowMutation
 from walship_testing.minicluster.filters import parse_filter
-from walship_testing.minicluster.schema import HBASE_FOREVER, family_setting
+from walship_testing.minicluster.schema import HBASE_FOREVER, check_table_name, family_setting
 from walship_testing.minicluster.store import Family
 from walship_testing.minicluster.thrift1_convert import (
     illegal_argument,
@@ -65,6 +65,12 @@ class HbaseHandler:
     @thrift_errors
     @illegal_argument
     def createTable(self, tableName: bytes, columnFamilies: list[Any]) -> None:
+        try:
+            check_table_name(tableName)
+        except BadRequestError as exc:  # HBase: TableName.valueOf's IllegalArgumentException, uncaught
+            raise TApplicationException(
+                TApplicationException.INTERNAL_ERROR, f"Internal error processing createTable: {exc}"
+            ) from None
         families = []
         for cd in columnFamilies or []:
             name = (cd.name or b"").rstrip(b":")
