@@ -1,15 +1,19 @@
-"""What the benchmarks share: a scoped table on a minicluster, and waiting for a source to
-queue its WALs for new peers."""
+"""What the benchmarks share: a scoped table on a minicluster, waiting for a source to queue
+its WALs for new peers, and a scratch ZooKeeper server with a client."""
 
 from __future__ import annotations
 
+import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import happybase
 from kazoo.client import KazooClient
 
-from walship.zk import ReplicationQueues, ZnodeLayout
+from walship.zk import ReplicationQueues, ZnodeLayout, connect
+from walship.zk.localserver import LocalZooKeeper, free_port
 from walship_testing.minicluster.admin import AdminClient
 from walship_testing.minicluster.process import MiniClusterProcess
 
@@ -31,3 +35,22 @@ def wait_enqueued(client: KazooClient, layout: ZnodeLayout, peers: Iterable[str]
         if time.monotonic() > deadline:
             raise SystemExit("the minicluster did not enqueue its WAL for every peer")
         time.sleep(0.05)
+
+
+@contextmanager
+def scratch_zookeeper(prefix: str) -> Iterator[tuple[Path, KazooClient, str]]:
+    """A scratch folder, a ZooKeeper server of its own in it and a client of that server:
+    (the folder, the client, the server's hosts); all stopped and gone afterwards."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        root = Path(tmp)
+        zk = LocalZooKeeper(root / "zk", free_port())
+        zk.start()
+        try:
+            client = connect(zk.hosts)
+            try:
+                yield root, client, zk.hosts
+            finally:
+                client.stop()
+                client.close()
+        finally:
+            zk.stop()

@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchtools import scratch_zookeeper
 from kazoo.client import KazooClient
 
 from walship.peer import PeerConfig
@@ -39,9 +40,8 @@ from walship.replicate import WalStore
 from walship.replicate.cleaner import clean
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name, is_wal_name
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
 from walship.zk.encoding import encode_position
-from walship.zk.localserver import LocalZooKeeper, free_port
 
 PARENT = "/hbase"
 T0 = 1_790_000_000_000
@@ -149,87 +149,76 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--plain-files", type=int, default=500, help="files the plain cleaner is timed over")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="walship-clean-") as tmp:
-        base = Path(tmp)
-        zk = LocalZooKeeper(base / "zk", free_port())
-        zk.start()
-        client: KazooClient | None = None
-        try:
-            client = connect(zk.hosts)
-            live, dead, per = plan(args.wals, args.servers)
-            queue_count = build_queues(client, live, dead, per, args.peers)
-            layout = ZnodeLayout(PARENT)
-            referenced = ReplicationQueues(client, layout).all_wals()
-            pristine = base / "pristine"
-            started = time.perf_counter()
-            build_files(pristine, per, referenced, args.young)
-            total = sum(len(v) for v in per.values())
-            print(
-                f"built {total:,} archived WALs ({len(referenced):,} referenced by {queue_count} queues of "
-                f"{len(live)} live and {len(dead)} dead servers, {args.young} young) in "
-                f"{time.perf_counter() - started:.1f} s"
-            )
+    with scratch_zookeeper("walship-clean-") as (base, client, _hosts):
+        live, dead, per = plan(args.wals, args.servers)
+        queue_count = build_queues(client, live, dead, per, args.peers)
+        layout = ZnodeLayout(PARENT)
+        referenced = ReplicationQueues(client, layout).all_wals()
+        pristine = base / "pristine"
+        started = time.perf_counter()
+        build_files(pristine, per, referenced, args.young)
+        total = sum(len(v) for v in per.values())
+        print(
+            f"built {total:,} archived WALs ({len(referenced):,} referenced by {queue_count} queues of "
+            f"{len(live)} live and {len(dead)} dead servers, {args.young} young) in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
 
-            def fresh(name: str) -> WalStore:
-                root = base / name
-                if root.exists():
-                    shutil.rmtree(root)
-                shutil.copytree(pristine, root, copy_function=_copy_keeping_times)
-                return WalStore(str(root))
+        def fresh(name: str) -> WalStore:
+            root = base / name
+            if root.exists():
+                shutil.rmtree(root)
+            shutil.copytree(pristine, root, copy_function=_copy_keeping_times)
+            return WalStore(str(root))
 
-            times: list[float] = []
-            phases: dict[str, list[float]] = {"snapshot": [], "listing": []}
-            deleted: set[str] = set()
-            for _ in range(args.runs):
-                walstore = fresh("run")
-                t = time.perf_counter()
-                ReplicationQueues(client, layout).all_wals()
-                phases["snapshot"].append(time.perf_counter() - t)
-                t = time.perf_counter()
-                walstore.list_archive()
-                phases["listing"].append(time.perf_counter() - t)
-                t = time.perf_counter()
-                report = clean(client, layout, walstore, ttl=TTL)
-                times.append(time.perf_counter() - t)
-                deleted = set(report.deleted_files)
-                left = {p.name for p in (base / "run" / "oldWALs").iterdir()}
-                if left & deleted or referenced - left:
-                    raise SystemExit("FAIL: the cleaner deleted a referenced WAL, or left a deleted one")
-            t_clean = statistics.median(times)
-
-            walstore = fresh("plain")
-            listing = sorted(p for p, _, _ in walstore.list_archive())
-            step = max(1, len(listing) // args.plain_files)
-            sample = listing[::step][: args.plain_files]
+        times: list[float] = []
+        phases: dict[str, list[float]] = {"snapshot": [], "listing": []}
+        deleted: set[str] = set()
+        for _ in range(args.runs):
+            walstore = fresh("run")
             t = time.perf_counter()
-            plain_deleted = plain(client, walstore, sample)
-            t_sample = time.perf_counter() - t
-            sampled = {posixpath.basename(p) for p in sample}
-            if plain_deleted != deleted & sampled:
-                raise SystemExit(
-                    f"FAIL: the cleaner and the plain cleaner disagree on {len(plain_deleted ^ (deleted & sampled))} files"
-                )
-            t_plain = t_sample * len(listing) / len(sample)
-            print(
-                f"clean:  {t_clean:8.2f} s for {len(listing):,} files: {report.deleted.files:,} deleted, "
-                f"{report.kept_referenced.files:,} referenced, {report.kept_young.files:,} young, "
-                f"{len(report.not_wal)} not WALs (median of {args.runs})"
+            ReplicationQueues(client, layout).all_wals()
+            phases["snapshot"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            walstore.list_archive()
+            phases["listing"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            report = clean(client, layout, walstore, ttl=TTL)
+            times.append(time.perf_counter() - t)
+            deleted = set(report.deleted_files)
+            left = {p.name for p in (base / "run" / "oldWALs").iterdir()}
+            if left & deleted or referenced - left:
+                raise SystemExit("FAIL: the cleaner deleted a referenced WAL, or left a deleted one")
+        t_clean = statistics.median(times)
+
+        walstore = fresh("plain")
+        listing = sorted(p for p, _, _ in walstore.list_archive())
+        step = max(1, len(listing) // args.plain_files)
+        sample = listing[::step][: args.plain_files]
+        t = time.perf_counter()
+        plain_deleted = plain(client, walstore, sample)
+        t_sample = time.perf_counter() - t
+        sampled = {posixpath.basename(p) for p in sample}
+        if plain_deleted != deleted & sampled:
+            raise SystemExit(
+                f"FAIL: the cleaner and the plain cleaner disagree on {len(plain_deleted ^ (deleted & sampled))} files"
             )
-            print(
-                f"        of which a snapshot of the queues {statistics.median(phases['snapshot']) * 1000:.0f} ms, "
-                f"a listing of oldWALs/ {statistics.median(phases['listing']) * 1000:.0f} ms"
-            )
-            print(
-                f"plain:  {t_plain:8.2f} s (one stat, {queue_count} exists and a delete per file: "
-                f"{t_sample:.2f} s for {len(sample)} files, scaled to {len(listing):,})"
-            )
-            print(f"ratio:  {t_plain / t_clean:8.1f}x faster than plain")
-            print(f"target: clean over {total:,} archived WALs under 30 s: {'met' if t_clean < 30 else 'NOT met'}")
-        finally:
-            if client is not None:
-                client.stop()
-                client.close()
-            zk.stop()
+        t_plain = t_sample * len(listing) / len(sample)
+        print(
+            f"clean:  {t_clean:8.2f} s for {len(listing):,} files: {report.deleted.files:,} deleted, "
+            f"{report.kept_referenced.files:,} referenced, {report.kept_young.files:,} young, "
+            f"{len(report.not_wal)} not WALs (median of {args.runs})"
+        )
+        print(
+            f"        of which a snapshot of the queues {statistics.median(phases['snapshot']) * 1000:.0f} ms, "
+            f"a listing of oldWALs/ {statistics.median(phases['listing']) * 1000:.0f} ms"
+        )
+        print(
+            f"plain:  {t_plain:8.2f} s (one stat, {queue_count} exists and a delete per file: "
+            f"{t_sample:.2f} s for {len(sample)} files, scaled to {len(listing):,})"
+        )
+        print(f"ratio:  {t_plain / t_clean:8.1f}x faster than plain")
+        print(f"target: clean over {total:,} archived WALs under 30 s: {'met' if t_clean < 30 else 'NOT met'}")
     return 0
 
 

@@ -30,13 +30,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from benchtools import scratch_zookeeper
 from kazoo.client import KazooClient
 
 from walship.peer import PeerConfig
@@ -46,10 +46,10 @@ from walship.servername import ServerName
 from walship.spark.ship import ShipJob, plan_queues
 from walship.status import collect_status
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
-from walship.zk import ReplicationPeers, ZnodeLayout, connect
+from walship.zk import ReplicationPeers, ZnodeLayout
 from walship.zk.cluster import ensure_cluster_id
 from walship.zk.encoding import encode_position
-from walship.zk.localserver import LocalZooKeeper, free_port
+from walship.zk.localserver import free_port
 
 PARENT = "/hbase"
 T0 = 1_790_000_000_000
@@ -150,61 +150,50 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sizes between 1 and --servers, --peers >= 1, --wals >= 1, --runs >= 1")
     peer_ids = [str(p) for p in range(1, args.peers + 1)]
     rows: list[tuple[str, int, float, int, int]] = []  # step, queues, seconds, requests, queues seen
-    with tempfile.TemporaryDirectory(prefix="walship-scale-") as tmp:
-        root = Path(tmp)
-        zk = LocalZooKeeper(root / "zk", free_port())
-        zk.start()
-        client: KazooClient | None = None
-        try:
-            client = connect(zk.hosts)
-            setup(client, root / "hbase", args.peers)
-            layout = ZnodeLayout(PARENT)
-            walstore = WalStore(str(root / "hbase"))
-            job = ShipJob(zk=zk.hosts, znode_parent=PARENT, wal_root=str(root / "hbase"), peer_id=",".join(peer_ids))
-            shipper = Shipper(client, layout, walstore)
-            c = client
+    with scratch_zookeeper("walship-scale-") as (root, client, hosts):
+        setup(client, root / "hbase", args.peers)
+        layout = ZnodeLayout(PARENT)
+        walstore = WalStore(str(root / "hbase"))
+        job = ShipJob(zk=hosts, znode_parent=PARENT, wal_root=str(root / "hbase"), peer_id=",".join(peer_ids))
+        shipper = Shipper(client, layout, walstore)
+        c = client
 
-            def plan() -> int:
-                return sum(len(q) for q in shipper.planner.plan(peer_ids).queues.values())
+        def plan() -> int:
+            return sum(len(q) for q in shipper.planner.plan(peer_ids).queues.values())
 
-            def assign() -> int:
-                return sum(len(g) for g in plan_queues(job, c)[1])
+        def assign() -> int:
+            return sum(len(g) for g in plan_queues(job, c)[1])
 
-            def status() -> int:
-                return sum(len(p.queues) for p in collect_status(c, layout, walstore, probe_timeout=0.05).peers)
+        def status() -> int:
+            return sum(len(p.queues) for p in collect_status(c, layout, walstore, probe_timeout=0.05).peers)
 
-            def cleaner() -> int:
-                return clean(c, layout, walstore, ttl=0, dry_run=True).deleted.files
+        def cleaner() -> int:
+            return clean(c, layout, walstore, ttl=0, dry_run=True).deleted.files
 
-            built = 0
-            for n in sizes:
-                started = time.perf_counter()
-                add_servers(client, root / "hbase", range(built, n), args.peers, args.wals, args.archived)
-                built, size = n, n * args.peers
+        built = 0
+        for n in sizes:
+            started = time.perf_counter()
+            add_servers(client, root / "hbase", range(built, n), args.peers, args.wals, args.archived)
+            built, size = n, n * args.peers
+            print(
+                f"{n:,} servers x {args.peers} peers = {size:,} queues of {args.wals} WALs "
+                f"({n * (args.wals + args.archived):,} WAL files; built in {time.perf_counter() - started:.1f} s)"
+            )
+            steps: dict[str, Callable[[], int]] = {
+                "plan": plan,
+                "assign": assign,
+                "status": status,
+                "clean": cleaner,
+            }
+            for step, func in steps.items():
+                func()  # warm: imports, caches
+                seconds, requests, seen = measured(client, func, args.runs)
+                rows.append((step, size, seconds, requests, seen))
                 print(
-                    f"{n:,} servers x {args.peers} peers = {size:,} queues of {args.wals} WALs "
-                    f"({n * (args.wals + args.archived):,} WAL files; built in {time.perf_counter() - started:.1f} s)"
+                    f"  {step:<7} {seconds:7.3f} s  {requests:7,} ZooKeeper requests "
+                    f"({requests / size:5.2f} a queue)  [{seen:,} queues or files]",
+                    flush=True,
                 )
-                steps: dict[str, Callable[[], int]] = {
-                    "plan": plan,
-                    "assign": assign,
-                    "status": status,
-                    "clean": cleaner,
-                }
-                for step, func in steps.items():
-                    func()  # warm: imports, caches
-                    seconds, requests, seen = measured(client, func, args.runs)
-                    rows.append((step, size, seconds, requests, seen))
-                    print(
-                        f"  {step:<7} {seconds:7.3f} s  {requests:7,} ZooKeeper requests "
-                        f"({requests / size:5.2f} a queue)  [{seen:,} queues or files]",
-                        flush=True,
-                    )
-        finally:
-            if client is not None:
-                client.stop()
-                client.close()
-            zk.stop()
     report(rows)
     return 0
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from benchtools import scratch_zookeeper
 from kazoo.client import KazooClient
 
 from walship.peer import PeerConfig
@@ -33,10 +33,10 @@ from walship.servername import ServerName
 from walship.status import collect_status
 from walship.status.metrics import serve, status_registry
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, connect
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
 from walship.zk.cluster import ensure_cluster_id, register_server
 from walship.zk.encoding import encode_position
-from walship.zk.localserver import LocalZooKeeper, free_port
+from walship.zk.localserver import free_port
 from walship.zk.locks import read_holder
 from walship.zk.records import ProgressStore
 
@@ -112,51 +112,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wals", type=int, default=50)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="walship-status-") as tmp:
-        root = Path(tmp)
-        zk = LocalZooKeeper(root / "zk", free_port())
-        zk.start()
-        client: KazooClient | None = None
-        try:
-            client = connect(zk.hosts)
-            started = time.perf_counter()
-            build(client, root / "hbase", args.queues, args.wals)
-            print(f"built {args.queues} queues x {args.wals} WALs in {time.perf_counter() - started:.1f} s")
-            layout = ZnodeLayout(PARENT)
-            walstore = WalStore(str(root / "hbase"))
+    with scratch_zookeeper("walship-status-") as (root, client, _hosts):
+        started = time.perf_counter()
+        build(client, root / "hbase", args.queues, args.wals)
+        print(f"built {args.queues} queues x {args.wals} WALs in {time.perf_counter() - started:.1f} s")
+        layout = ZnodeLayout(PARENT)
+        walstore = WalStore(str(root / "hbase"))
 
-            def status() -> int:
-                st = collect_status(client, layout, walstore)
-                return sum(q.bytes_queued for p in st.peers for q in p.queues)
+        def status() -> int:
+            st = collect_status(client, layout, walstore)
+            return sum(q.bytes_queued for p in st.peers for q in p.queues)
 
-            status()  # warm: imports, caches
-            t_status, queued = timed(status, args.runs)
-            t_plain, queued_plain = timed(lambda: plain(client, walstore), args.runs)
-            if queued != queued_plain:
-                raise SystemExit(f"status and the plain read disagree: {queued} vs {queued_plain} bytes queued")
-            server, port = serve(status_registry(lambda: collect_status(client, layout, walstore)), "127.0.0.1", 0)
+        status()  # warm: imports, caches
+        t_status, queued = timed(status, args.runs)
+        t_plain, queued_plain = timed(lambda: plain(client, walstore), args.runs)
+        if queued != queued_plain:
+            raise SystemExit(f"status and the plain read disagree: {queued} vs {queued_plain} bytes queued")
+        server, port = serve(status_registry(lambda: collect_status(client, layout, walstore)), "127.0.0.1", 0)
 
-            def scrape() -> int:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
-                    return len(resp.read())
+        def scrape() -> int:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+                return len(resp.read())
 
-            scrape()
-            t_scrape, size = timed(scrape, args.runs)
-            server.shutdown()
-            server.server_close()
-            wal_count = args.queues * args.wals
-            print(
-                f"status: {t_status * 1000:8.1f} ms for {args.queues} queues, {wal_count} WALs ({queued:,} bytes queued)"
-            )
-            print(f"plain:  {t_plain * 1000:8.1f} ms (one read per znode and file)")
-            print(f"ratio:  {t_plain / t_status:8.2f}x faster than plain")
-            print(f"scrape: {t_scrape * 1000:8.1f} ms per /metrics scrape ({size:,} bytes)")
-            print(f"target: status under 1 s: {'met' if t_status < 1.0 else 'NOT met'}")
-        finally:
-            if client is not None:
-                client.stop()
-                client.close()
-            zk.stop()
+        scrape()
+        t_scrape, size = timed(scrape, args.runs)
+        server.shutdown()
+        server.server_close()
+        wal_count = args.queues * args.wals
+        print(f"status: {t_status * 1000:8.1f} ms for {args.queues} queues, {wal_count} WALs ({queued:,} bytes queued)")
+        print(f"plain:  {t_plain * 1000:8.1f} ms (one read per znode and file)")
+        print(f"ratio:  {t_plain / t_status:8.2f}x faster than plain")
+        print(f"scrape: {t_scrape * 1000:8.1f} ms per /metrics scrape ({size:,} bytes)")
+        print(f"target: status under 1 s: {'met' if t_status < 1.0 else 'NOT met'}")
     return 0
 
 

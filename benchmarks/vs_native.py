@@ -268,7 +268,9 @@ def report(rounds: list[dict[str, Step]], rows: int, lag: dict[str, tuple[list[i
             f"  {who}: {cpu * 1e6:6.1f} us CPU an edit"
         )
     hbase_source = lag["native"][1] - lag["walship"][2]
-    print(f"  HBase's source, A's JVM less what it spends serving the writes alone: {hbase_source * 1e6:.1f} us CPU an edit")
+    print(
+        f"  HBase's source, A's JVM less what it spends serving the writes alone: {hbase_source * 1e6:.1f} us CPU an edit"
+    )
     share = p99["walship"] / p99["native"]
     verdict = "met" if share <= LAG_TARGET else "NOT met"
     print(f"  walship's p99 / HBase's: {share:.3f}; target <= {LAG_TARGET}: {verdict}")
