@@ -152,7 +152,7 @@ def wal_entries(
             cells += resolved
         if cells:
             seq += 1
-            key = WalKey(encoded_region.encode(), table, seq, now, edits[start].cluster_ids, scopes)
+            key = WalKey(encoded_region.encode(), table, seq, now, edits[0].cluster_ids, scopes)
             entries.append((key, cells))
     return entries
 
