@@ -1,0 +1,166 @@
+"""``walship copy`` on real HBase 2.6 beside a plain copy pipeline, in one run.
+
+Starts ZooKeeper and the harness's clusters A and B (one region server each, the parallel
+collector), table ``bench`` (family ``f``, scope 1, one region) on both and ``plain`` on B,
+and peer 1 of A into B over B's Thrift2 server (added through HBase's Admin, DISABLED for
+HBase, adopted by walship). Loads ``--rows`` rows of 3 cells (100-byte values) into A and
+flushes them, then times, each round (``--rounds``; medians printed, each round's ratio beside):
+
+* ``copy``: :func:`walship.copy.copy` in process (the plan, A's Thrift2 scanners, the rows put
+  into B's ``bench`` with ``putMultiple``, the next page read while one is put);
+* ``plain``: the baseline, the straightforward pipeline in one process: a Thrift2 scanner of
+  A's ``bench`` read in pages of 1,000 rows, each page put into B's ``plain`` with one
+  ``putMultiple`` call, one after the other.
+
+Every round after the first puts the same cells again (same timestamps), as a repeated copy
+does. Target: copy / plain >= 1.0.
+
+    .venv/bin/python benchmarks/real_copy.py [--rows 200000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from real_peer import FAMILY, NO_COMPACTIONS, QUALS, VALUE, Step, row_key, sink_config, timed
+
+from walship.copy import copy, copy_job
+from walship.thrift.conn import open_thrift2
+from walship.thrift.hbase2 import hbase2
+from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
+from walship.zk.localserver import LocalZooKeeper, free_port
+from walship_testing.harness import HBaseProcess
+
+TARGET = 1.0
+PAGE = 1000
+
+
+def start(root: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
+    common: dict[str, Any] = {"zk": zk, "regionservers": 1, "conf": NO_COMPACTIONS, "collector": "parallel"}
+    a = HBaseProcess("A", root / "A", znode_parent="/hbase-a", **common)
+    b = HBaseProcess("B", root / "B", znode_parent="/hbase-b", **common)
+    for hb in (a, b):
+        hb.start()
+    return a, b
+
+
+def prepare(a: HBaseProcess, b: HBaseProcess, rows: int) -> None:
+    for hb in (a, b):
+        hb.call("create_table", table="bench", families=FAMILY)
+    b.call("create_table", table="plain", families=FAMILY)
+    a.call(
+        "add_peer",
+        peer="1",
+        cluster_key=b.cluster_key,
+        state="DISABLED",
+        configuration={"walship.managed": "true", **sink_config(b, "thrift2")},
+        table_cfs={"bench": []},
+    )
+    with zk_client(a.zk_hosts) as client:
+        ReplicationPeers(client, ZnodeLayout(a.znode_parent)).adopt("1")
+    with open_thrift2(*a.thrift2) as c:
+        for first in range(0, rows, PAGE):
+            puts = [
+                hbase2.TPut(
+                    row=row_key(i),
+                    columnValues=[hbase2.TColumnValue(family=b"f", qualifier=q, value=VALUE) for q in QUALS],
+                    timestamp=1_000_000,
+                )
+                for i in range(first, min(rows, first + PAGE))
+            ]
+            c.client.putMultiple(b"bench", puts)
+    a.call("flush", table="bench")
+
+
+def plain_copy(a: HBaseProcess, b: HBaseProcess) -> int:
+    """The baseline pipeline: A's rows, a page at a time, put into B's ``plain``; rows copied."""
+    copied = 0
+    with open_thrift2(*a.thrift2) as src, open_thrift2(*b.thrift2) as dst:
+        scanner = src.client.openScanner(b"bench", hbase2.TScan(caching=PAGE, maxVersions=1))
+        try:
+            while page := src.client.getScannerRows(scanner, PAGE):
+                puts = [
+                    hbase2.TPut(
+                        row=r.row,
+                        columnValues=[
+                            hbase2.TColumnValue(
+                                family=v.family, qualifier=v.qualifier, value=v.value, timestamp=v.timestamp
+                            )
+                            for v in r.columnValues
+                        ],
+                    )
+                    for r in page
+                ]
+                dst.client.putMultiple(b"plain", puts)
+                copied += len(page)
+        finally:
+            src.client.closeScanner(scanner)
+    return copied
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.rows < PAGE or args.rounds < 1:
+        parser.error(f"--rows must be >= {PAGE} and --rounds >= 1")
+    rounds: list[dict[str, Step]] = []
+    with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
+        root = Path(tmp)
+        zk = LocalZooKeeper(root / "zk", free_port())
+        zk.start()
+        try:
+            a, b = start(root, zk.hosts)
+            try:
+                prepare(a, b, args.rows)
+                job = copy_job(
+                    zk=a.zk_hosts,
+                    znode_parent=a.znode_parent,
+                    source_thrift2=f"{a.thrift2[0]}:{a.thrift2[1]}",
+                    peer_id="1",
+                )
+                for r in range(args.rounds + 1):  # the first round unmeasured: the JVMs warm up
+                    steps: dict[str, Step] = {}
+                    for name in ("copy", "plain") if r % 2 == 0 else ("plain", "copy"):
+                        with timed(a, b) as step:
+                            done = copy(job).rows if name == "copy" else plain_copy(a, b)
+                        if done != args.rows:
+                            raise SystemExit(f"FAIL: {name} copied {done} rows of {args.rows}")
+                        steps[name] = step
+                    if r:
+                        rounds.append(steps)
+                        c, p = steps["copy"].wall, steps["plain"].wall
+                        print(f"round {r}: copy {c:.2f} s, plain {p:.2f} s ({p / c:.2f}x)", flush=True)
+            finally:
+                for hb in (b, a):
+                    hb.stop()
+        finally:
+            zk.stop()
+    ratios = [s["plain"].wall / s["copy"].wall for s in rounds]
+    print(f"\n{args.rows:,} rows (3 cells of 100 bytes) a round, {args.rounds} rounds")
+    for name in ("copy", "plain"):
+        walls = [s[name].wall for s in rounds]
+        own = statistics.median(s[name].own for s in rounds) / args.rows * 1e6
+        bcpu = statistics.median(s[name].b for s in rounds) / args.rows * 1e6
+        acpu = statistics.median(s[name].a for s in rounds) / args.rows * 1e6
+        label = "walship copy" if name == "copy" else "plain pipeline"
+        print(
+            f"  {label:<15} {args.rows / statistics.median(walls):9,.0f} rows/s  median {statistics.median(walls):6.2f} s"
+            f"  CPU a row: this process {own:5.1f} us, A's JVM {acpu:5.1f} us, B's JVM {bcpu:5.1f} us"
+        )
+    ratio = statistics.median(ratios)
+    verdict = "met" if ratio >= TARGET else "NOT met"
+    print(
+        f"  copy / plain: {ratio:.2f}x (rounds {', '.join(f'{x:.2f}' for x in ratios)}); target >= {TARGET}: {verdict}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
