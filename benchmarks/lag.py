@@ -209,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             for mc in (a, b):
                 mc.stop()
             zk.stop()
-    shipped = sum(q["entries_shipped"] for q in summary["queues"].values())
+    # an edit is a row of one cell; a write batch's rows are one WAL entry, as HBase logs a batch
+    shipped = sum(q["cells_shipped"] for q in summary["queues"].values())
     print(
         f"steady load: {args.rate:,} edits/s for {args.seconds:g} s: {written:,} edits written in "
         f"{took:.1f} s ({written / took:,.0f} edits/s sustained); B written over {args.sink}"
