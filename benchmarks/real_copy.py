@@ -23,46 +23,23 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
-from pathlib import Path
-from typing import Any
 
-from real_peer import FAMILY, NO_COMPACTIONS, QUALS, VALUE, Step, row_key, sink_config, timed
+from real_peer import FAMILY, QUALS, VALUE, Step, add_managed, ratio_line, real_pair, row_key, timed
 
 from walship.copy import copy, copy_job
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
-from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
-from walship.zk.localserver import LocalZooKeeper, free_port
 from walship_testing.harness import HBaseProcess
 
 TARGET = 1.0
 PAGE = 1000
 
 
-def start(root: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
-    common: dict[str, Any] = {"zk": zk, "regionservers": 1, "conf": NO_COMPACTIONS, "collector": "parallel"}
-    a = HBaseProcess("A", root / "A", znode_parent="/hbase-a", **common)
-    b = HBaseProcess("B", root / "B", znode_parent="/hbase-b", **common)
-    for hb in (a, b):
-        hb.start()
-    return a, b
-
-
 def prepare(a: HBaseProcess, b: HBaseProcess, rows: int) -> None:
     for hb in (a, b):
         hb.call("create_table", table="bench", families=FAMILY)
     b.call("create_table", table="plain", families=FAMILY)
-    a.call(
-        "add_peer",
-        peer="1",
-        cluster_key=b.cluster_key,
-        state="DISABLED",
-        configuration={"walship.managed": "true", **sink_config(b, "thrift2")},
-        table_cfs={"bench": []},
-    )
-    with zk_client(a.zk_hosts) as client:
-        ReplicationPeers(client, ZnodeLayout(a.znode_parent)).adopt("1")
+    add_managed(a, b, "1", "bench")
     with open_thrift2(*a.thrift2) as c:
         for first in range(0, rows, PAGE):
             puts = [
@@ -111,37 +88,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows < PAGE or args.rounds < 1:
         parser.error(f"--rows must be >= {PAGE} and --rounds >= 1")
     rounds: list[dict[str, Step]] = []
-    with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
-        root = Path(tmp)
-        zk = LocalZooKeeper(root / "zk", free_port())
-        zk.start()
-        try:
-            a, b = start(root, zk.hosts)
-            try:
-                prepare(a, b, args.rows)
-                job = copy_job(
-                    zk=a.zk_hosts,
-                    znode_parent=a.znode_parent,
-                    source_thrift2=f"{a.thrift2[0]}:{a.thrift2[1]}",
-                    peer_id="1",
-                )
-                for r in range(args.rounds + 1):  # the first round unmeasured: the JVMs warm up
-                    steps: dict[str, Step] = {}
-                    for name in ("copy", "plain") if r % 2 == 0 else ("plain", "copy"):
-                        with timed(a, b) as step:
-                            done = copy(job).rows if name == "copy" else plain_copy(a, b)
-                        if done != args.rows:
-                            raise SystemExit(f"FAIL: {name} copied {done} rows of {args.rows}")
-                        steps[name] = step
-                    if r:
-                        rounds.append(steps)
-                        c, p = steps["copy"].wall, steps["plain"].wall
-                        print(f"round {r}: copy {c:.2f} s, plain {p:.2f} s ({p / c:.2f}x)", flush=True)
-            finally:
-                for hb in (b, a):
-                    hb.stop()
-        finally:
-            zk.stop()
+    with real_pair("parallel", a_servers=1) as (_root, a, b):
+        prepare(a, b, args.rows)
+        job = copy_job(
+            zk=a.zk_hosts,
+            znode_parent=a.znode_parent,
+            source_thrift2=f"{a.thrift2[0]}:{a.thrift2[1]}",
+            peer_id="1",
+        )
+        for r in range(args.rounds + 1):  # the first round unmeasured: the JVMs warm up
+            steps: dict[str, Step] = {}
+            for name in ("copy", "plain") if r % 2 == 0 else ("plain", "copy"):
+                with timed(a, b) as step:
+                    done = copy(job).rows if name == "copy" else plain_copy(a, b)
+                if done != args.rows:
+                    raise SystemExit(f"FAIL: {name} copied {done} rows of {args.rows}")
+                steps[name] = step
+            if r:
+                rounds.append(steps)
+                c, p = steps["copy"].wall, steps["plain"].wall
+                print(f"round {r}: copy {c:.2f} s, plain {p:.2f} s ({p / c:.2f}x)", flush=True)
     ratios = [s["plain"].wall / s["copy"].wall for s in rounds]
     print(f"\n{args.rows:,} rows (3 cells of 100 bytes) a round, {args.rounds} rounds")
     for name in ("copy", "plain"):
@@ -154,11 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             f"  {label:<15} {args.rows / statistics.median(walls):9,.0f} rows/s  median {statistics.median(walls):6.2f} s"
             f"  CPU a row: this process {own:5.1f} us, A's JVM {acpu:5.1f} us, B's JVM {bcpu:5.1f} us"
         )
-    ratio = statistics.median(ratios)
-    verdict = "met" if ratio >= TARGET else "NOT met"
-    print(
-        f"  copy / plain: {ratio:.2f}x (rounds {', '.join(f'{x:.2f}' for x in ratios)}); target >= {TARGET}: {verdict}"
-    )
+    print(ratio_line("copy / plain", ratios, TARGET))
     return 0
 
 

@@ -213,11 +213,11 @@ class Sampler:
 # -- the clusters, tables and peers --------------------------------------------------------
 
 
-def start_clusters(root: Path, zk: str, collector: str) -> tuple[HBaseProcess, HBaseProcess]:
-    """A (three region servers) and B (one), started in parallel on one ZooKeeper, their JVMs
-    on the ``collector`` (see :data:`walship_testing.harness.process.COLLECTORS`)."""
+def start_clusters(root: Path, zk: str, collector: str, a_servers: int = 3) -> tuple[HBaseProcess, HBaseProcess]:
+    """A (``a_servers`` region servers) and B (one), started in parallel on one ZooKeeper, their
+    JVMs on the ``collector`` (see :data:`walship_testing.harness.process.COLLECTORS`)."""
     common: dict[str, Any] = {"zk": zk, "conf": NO_COMPACTIONS, "collector": collector}
-    a = HBaseProcess("A", root / "A", znode_parent="/hbase-a", regionservers=3, **common)
+    a = HBaseProcess("A", root / "A", znode_parent="/hbase-a", regionservers=a_servers, **common)
     b = HBaseProcess("B", root / "B", znode_parent="/hbase-b", regionservers=1, **common)
     with ThreadPoolExecutor(max_workers=2) as pool:
         started = [pool.submit(hb.start) for hb in (a, b)]
@@ -228,6 +228,32 @@ def start_clusters(root: Path, zk: str, collector: str) -> tuple[HBaseProcess, H
                 hb.kill()
             raise exc
     return a, b
+
+
+def ratio_line(label: str, ratios: list[float], target: float) -> str:
+    """The median of the rounds' ratios, each round's, and whether the median reaches ``target``."""
+    ratio = statistics.median(ratios)
+    verdict = "met" if ratio >= target else "NOT met"
+    return f"  {label}: {ratio:.2f}x (rounds {', '.join(f'{x:.2f}' for x in ratios)}); target >= {target}: {verdict}"
+
+
+@contextmanager
+def real_pair(collector: str, a_servers: int = 3) -> Iterator[tuple[Path, HBaseProcess, HBaseProcess]]:
+    """A scratch folder, a ZooKeeper in it and clusters A and B on it (:func:`start_clusters`):
+    (the folder, A, B); all stopped and gone afterwards."""
+    with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
+        root = Path(tmp)
+        zk = LocalZooKeeper(root / "zk", free_port())
+        zk.start()
+        try:
+            a, b = start_clusters(root, zk.hosts, collector, a_servers)
+            try:
+                yield root, a, b
+            finally:
+                for hb in (b, a):
+                    hb.stop()
+        finally:
+            zk.stop()
 
 
 def spread_regions(a: HBaseProcess, table: str) -> list[str]:
@@ -270,22 +296,30 @@ def sink_config(b: HBaseProcess, sink: str) -> dict[str, str]:
     return {"walship.sink.thrift": f"{host}:{port}"}
 
 
+def add_managed(
+    a: HBaseProcess, b: HBaseProcess, peer: str, table: str, sink: str = "thrift2", extra: dict[str, str] | None = None
+) -> None:
+    """Peer ``peer`` of A into B through HBase's Admin (DISABLED for HBase, ``table`` only,
+    ``sink``'s settings and ``extra``), adopted by walship."""
+    a.call(
+        "add_peer",
+        peer=peer,
+        cluster_key=b.cluster_key,
+        state="DISABLED",
+        configuration={"walship.managed": "true", **sink_config(b, sink), **(extra or {})},
+        table_cfs={table: []},
+    )
+    with zk_client(a.zk_hosts) as client:
+        ReplicationPeers(client, ZnodeLayout(a.znode_parent)).adopt(peer)
+
+
 def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
-    """Every peer of :data:`PEERS` through HBase's Admin (DISABLED for HBase, its table only),
-    adopted by walship; returns once every live server of A queues its WALs for each."""
+    """Every peer of :data:`PEERS` (:func:`add_managed`); returns once every live server of A
+    queues its WALs for each."""
     wide = {"walship.sink.thrift.connections": str(WIDE)}
     plain = [*PEERS.items(), *IN_PROCESS_PEERS.items()]
     for ((table, sink), peer), extra in [*((p, {}) for p in plain), *((p, wide) for p in WIDE_PEERS.items())]:
-        a.call(
-            "add_peer",
-            peer=peer,
-            cluster_key=b.cluster_key,
-            state="DISABLED",
-            configuration={"walship.managed": "true", **sink_config(b, sink), **extra},
-            table_cfs={table: []},
-        )
-        with zk_client(a.zk_hosts) as client:
-            ReplicationPeers(client, ZnodeLayout(a.znode_parent)).adopt(peer)
+        add_managed(a, b, peer, table, sink, extra)
     servers = set(a.servers())
     deadline = time.monotonic() + 60
     with zk_client(a.zk_hosts) as client:
@@ -638,34 +672,23 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.cells // len(QUALS)
     cells = rows * len(QUALS)
     rounds: list[dict[str, Step]] = []
-    with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
-        root = Path(tmp)
-        zk = LocalZooKeeper(root / "zk", free_port())
-        zk.start()
-        try:
-            a, b = start_clusters(root, zk.hosts, args.collector)
-            try:
-                spread = create_tables(a, b, rows)
-                add_peers(a, b)
-                # one round unmeasured first: the JVMs' compilers warm up on both Thrift servers
-                one_queue_round(a, b, rows)
-                for r in range(args.rounds):
-                    rounds.append(one_queue_round(a, b, rows, ceiling_first=r % 2 == 1))
-                    progress(f"one queue, round {r + 1}", rounds[-1], cells)
-                # the three-queue peers' queues hold the WALs of the loads above (none of their
-                # table's edits): one untimed pass moves past them
-                for sink in SINKS:
-                    ship_in_process(a, PEERS["three", sink])
-                for r in range(0 if args.no_spark else args.rounds):
-                    steps = three_queue_round(a, b, rows, args.master, root, ceiling_first=r % 2 == 1)
-                    rounds[r] |= steps
-                    progress(f"three queues, round {r + 1}", steps, cells)
-                runs = timestamp_runs(a, "one")
-            finally:
-                for hb in (b, a):
-                    hb.stop()
-        finally:
-            zk.stop()
+    with real_pair(args.collector) as (root, a, b):
+        spread = create_tables(a, b, rows)
+        add_peers(a, b)
+        # one round unmeasured first: the JVMs' compilers warm up on both Thrift servers
+        one_queue_round(a, b, rows)
+        for r in range(args.rounds):
+            rounds.append(one_queue_round(a, b, rows, ceiling_first=r % 2 == 1))
+            progress(f"one queue, round {r + 1}", rounds[-1], cells)
+        # the three-queue peers' queues hold the WALs of the loads above (none of their
+        # table's edits): one untimed pass moves past them
+        for sink in SINKS:
+            ship_in_process(a, PEERS["three", sink])
+        for r in range(0 if args.no_spark else args.rounds):
+            steps = three_queue_round(a, b, rows, args.master, root, ceiling_first=r % 2 == 1)
+            rounds[r] |= steps
+            progress(f"three queues, round {r + 1}", steps, cells)
+        runs = timestamp_runs(a, "one")
     report(rounds, cells, args.master, spread, runs, args.collector)
     return 0
 

@@ -36,19 +36,26 @@ import argparse
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
-from typing import Any
 
-from real_peer import FAMILY, NO_COMPACTIONS, QUALS, VALUE, Step, process_cpu, row_key, sink_config, timed
+from real_peer import (
+    FAMILY,
+    QUALS,
+    VALUE,
+    Step,
+    add_managed,
+    process_cpu,
+    ratio_line,
+    real_pair,
+    row_key,
+    timed,
+)
 
 from walship.replicate import Shipper, WalStore
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship.wal import WalReader
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, zk_client
-from walship.zk.localserver import LocalZooKeeper, free_port
+from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
 from walship.zk.locks import read_holder
 from walship_testing.harness import HBaseProcess
 
@@ -58,15 +65,6 @@ DRAIN_TARGET = 2.0
 LAG_TARGET = 0.25
 
 
-def start(root: Path, zk: str) -> tuple[HBaseProcess, HBaseProcess]:
-    common: dict[str, Any] = {"zk": zk, "regionservers": 1, "conf": NO_COMPACTIONS, "collector": "parallel"}
-    a = HBaseProcess("A", root / "A", znode_parent="/hbase-a", **common)
-    b = HBaseProcess("B", root / "B", znode_parent="/hbase-b", **common)
-    for hb in (a, b):
-        hb.start()
-    return a, b
-
-
 def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
     """``n`` (HBase's, disabled) and ``w`` (walship's); returns once A's server queues its WALs
     for both."""
@@ -74,18 +72,9 @@ def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
         for hb in (a, b):
             hb.call("create_table", table=table, families=FAMILY)
     a.call("add_peer", peer=NATIVE, cluster_key=b.cluster_key, state="DISABLED", table_cfs={TABLES[NATIVE]: []})
-    a.call(
-        "add_peer",
-        peer=WALSHIP,
-        cluster_key=b.cluster_key,
-        state="DISABLED",
-        configuration={"walship.managed": "true", **sink_config(b, "thrift2")},
-        table_cfs={TABLES[WALSHIP]: []},
-    )
-    layout = ZnodeLayout(a.znode_parent)
+    add_managed(a, b, WALSHIP, TABLES[WALSHIP])
     with zk_client(a.zk_hosts) as client:
-        ReplicationPeers(client, layout).adopt(WALSHIP)
-        queues = ReplicationQueues(client, layout)
+        queues = ReplicationQueues(client, ZnodeLayout(a.znode_parent))
         deadline = time.monotonic() + 60
         while not all(any(q.wals for q in queues.list_queues(p)) for p in TABLES):
             if time.monotonic() > deadline:
@@ -244,11 +233,7 @@ def report(rounds: list[dict[str, Step]], rows: int, lag: dict[str, tuple[list[i
             f"  {name:<13} {rows / statistics.median(walls):10,.0f} rows/s  median {statistics.median(walls):6.2f} s"
             f"  source CPU {statistics.median(source):5.2f} us a cell, B's JVM {statistics.median(sink):5.2f} us a cell"
         )
-    ratio = statistics.median(ratios)
-    verdict = "met" if ratio >= DRAIN_TARGET else "NOT met"
-    print(
-        f"  walship / HBase: {ratio:.2f}x (rounds {', '.join(f'{x:.2f}' for x in ratios)}); target >= {DRAIN_TARGET}: {verdict}"
-    )
+    print(ratio_line("walship / HBase", ratios, DRAIN_TARGET))
     enabling = statistics.median(r["enabling"].wall for r in rounds)
     after = [(r["native"].wall - r["enabling"].wall) / r["walship"].wall for r in rounds]
     print(
@@ -287,26 +272,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--rows must be >= 1000, --rounds >= 1, --rate >= 100, --seconds >= 0")
     rounds: list[dict[str, Step]] = []
     lag = None
-    with tempfile.TemporaryDirectory(prefix="walship-bench-") as tmp:
-        root = Path(tmp)
-        zk = LocalZooKeeper(root / "zk", free_port())
-        zk.start()
-        try:
-            a, b = start(root, zk.hosts)
-            try:
-                add_peers(a, b)
-                drain_round(a, b, 0, min(args.rows, 20_000))  # unmeasured: the JVMs' compilers warm up
-                for r in range(args.rounds):
-                    rounds.append(drain_round(a, b, (r + 1) * args.rows, args.rows))
-                    n, w = rounds[-1]["native"].wall, rounds[-1]["walship"].wall
-                    print(f"round {r + 1}: HBase's own {n:.2f} s, walship {w:.2f} s ({n / w:.2f}x)", flush=True)
-                if args.seconds:
-                    lag = lag_phase(a, b, args.seconds, args.rate)
-            finally:
-                for hb in (b, a):
-                    hb.stop()
-        finally:
-            zk.stop()
+    with real_pair("parallel", a_servers=1) as (_root, a, b):
+        add_peers(a, b)
+        drain_round(a, b, 0, min(args.rows, 20_000))  # unmeasured: the JVMs' compilers warm up
+        for r in range(args.rounds):
+            rounds.append(drain_round(a, b, (r + 1) * args.rows, args.rows))
+            n, w = rounds[-1]["native"].wall, rounds[-1]["walship"].wall
+            print(f"round {r + 1}: HBase's own {n:.2f} s, walship {w:.2f} s ({n / w:.2f}x)", flush=True)
+        if args.seconds:
+            lag = lag_phase(a, b, args.seconds, args.rate)
     report(rounds, args.rows, lag)
     return 0
 
