@@ -16,8 +16,12 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from walship import defaults
+
+if TYPE_CHECKING:
+    from walship.spark.ship import ShipJob
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -41,12 +45,41 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def job_of(args: argparse.Namespace) -> ShipJob:
+    """The job the flags describe: ``--job``'s JSON, or the other flags.
+
+    :raises ConfigError: bad JSON, or neither ``--job`` nor ``--zk``, ``--wal-root`` and ``--peer``.
+    """
+    from walship.errors import ConfigError
+    from walship.spark.ship import ShipJob
+
+    if args.job:
+        return ShipJob.from_json(args.job)
+    if not (args.zk and args.wal_root and args.peer):
+        raise ConfigError("give --job, or --zk, --wal-root and --peer")
+    return ShipJob(
+        zk=args.zk,
+        znode_parent=args.znode_parent,
+        wal_root=args.wal_root,
+        peer_id=args.peer,
+        queues=tuple(q for q in args.queues.split(";") if q),
+        queue_filter=args.queue_filter or None,
+        max_batches=args.max_batches if args.max_batches and args.max_batches > 0 else None,
+        batch_bytes=args.batch_bytes,
+        batch_entries=args.batch_entries,
+        lock_wait=args.lock_wait,
+        linger=args.linger,
+        job_id=args.job_id,
+        source_thrift2=args.source_thrift2,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     from walship.errors import WalshipError
     from walship.replicate.summary import PeerSummary
     from walship.spark.entry import JOB_ERRORS, bad_job, failed, setup_logging, spark_session
-    from walship.spark.ship import ShipJob, ship_with_spark
+    from walship.spark.ship import ship_with_spark
 
     args = parse_args(argv)
 
@@ -60,26 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     setup_logging()
     try:
-        if args.job:
-            job = ShipJob.from_json(args.job)
-        elif not (args.zk and args.wal_root and args.peer):
-            return bad_job("ship.py", "give --job, or --zk, --wal-root and --peer")
-        else:
-            job = ShipJob(
-                zk=args.zk,
-                znode_parent=args.znode_parent,
-                wal_root=args.wal_root,
-                peer_id=args.peer,
-                queues=tuple(q for q in args.queues.split(";") if q),
-                queue_filter=args.queue_filter or None,
-                max_batches=args.max_batches if args.max_batches and args.max_batches > 0 else None,
-                batch_bytes=args.batch_bytes,
-                batch_entries=args.batch_entries,
-                lock_wait=args.lock_wait,
-                linger=args.linger,
-                job_id=args.job_id,
-                source_thrift2=args.source_thrift2,
-            )
+        job = job_of(args)
     except JOB_ERRORS as exc:
         return bad_job("ship.py", exc)
     timings = {"imports": time.perf_counter() - started}

@@ -58,7 +58,7 @@ class Source:
         if self.real:
             self._hb().call("split_region", region=region, split_key=row.hex())
         else:
-            AdminClient(self.c.mc.admin).split(self.table, row, region)
+            AdminClient(self.c.mc.admin).split_region(self.table, row, region)
 
         def done() -> bool:
             now = self.regions()

@@ -294,7 +294,7 @@ def test_a_restart_opens_every_region_again_above_its_highest_id(
 ) -> None:
     mc, table = mini
     source = Source(Cluster(mc, zk_hosts, table.encode()), real=False)
-    AdminClient(mc.admin).split(table, b"row010")
+    AdminClient(mc.admin).split_region(table, b"row010")
     source.write(range(20), 1)
     mc.stop()
     mc.start()
@@ -364,8 +364,8 @@ def test_cli_refuses_bad_input_in_one_line(
     admin = ["--admin", mc.admin]
     (region,) = AdminClient(mc.admin).regions(table)
     enc = region["region"]
-    split = AdminClient(mc.admin).split(table, b"k")
-    AdminClient(mc.admin).split(table, b"t")
+    split = AdminClient(mc.admin).split_region(table, b"k")
+    AdminClient(mc.admin).split_region(table, b"t")
     low, mid, top = (r["region"] for r in AdminClient(mc.admin).regions(table))
     cases = [
         ([*base, "move", *admin, "--table", "nosuch", "--region", enc], ["nosuch", "does not exist"]),

@@ -107,7 +107,7 @@ def _region_command(client: AdminClient, args: argparse.Namespace) -> dict[str, 
         row = to_bytes_binary(args.row)
         if not row:
             raise BadRequestError("minicluster split: --row is empty (a split row is a key inside the region)")
-        return client.split(table, row, _nonempty("--region", args.region))
+        return client.split_region(table, row, _nonempty("--region", args.region))
     names = [n.strip() for n in args.regions.split(",")]
     if len(names) < 2 or not all(names):
         raise BadRequestError(

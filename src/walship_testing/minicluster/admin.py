@@ -203,7 +203,7 @@ class AdminClient:
         """Move a region (by encoded name) to server ``to``, or to another live server."""
         return self._call("POST", "/move", {"table": table, "region": region, "to": to})
 
-    def split(self, table: str, row: bytes, region: str | None = None) -> dict[str, Any]:
+    def split_region(self, table: str, row: bytes, region: str | None = None) -> dict[str, Any]:
         """Split the region holding ``row`` (or ``region``, which must hold it) at ``row``."""
         return self._call("POST", "/split", {"table": table, "row": row.hex(), "region": region})
 

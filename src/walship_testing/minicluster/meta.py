@@ -203,7 +203,7 @@ class Meta:
         log.debug("hbase:meta %s: %s%s", region.encoded, state, f" at {open_seq}" if open_seq is not None else "")
         return barrier
 
-    def split(self, parent: Region, parent_max_seq: int, daughters: Sequence[Region]) -> int | None:
+    def record_split(self, parent: Region, parent_max_seq: int, daughters: Sequence[Region]) -> int | None:
         """``MetaTableAccessor.splitRegion``: the daughters CLOSED (and opened at 1 for now);
         for a replicated table the parent's last barrier, its highest sequence id + 1, and the
         daughters' parent. Returns that barrier (``None``: not replicated)."""

@@ -167,7 +167,7 @@ def split_region(cluster: ClusterView, table: bytes, row: bytes, encoded: str | 
     cluster.seq.pop(parent.encoded, None)
     for d in daughters:
         cluster.seq[d.encoded] = highest
-    barrier = meta.split(parent, highest, daughters)
+    barrier = meta.record_split(parent, highest, daughters)
     target = server if server.alive else least_loaded(cluster)
     opened = [(d, open_region(cluster, d, target)) for d in daughters]
     log.info("split region %s of %s at %r: %s", parent.encoded, _name(table), row, [d.encoded for d in daughters])
