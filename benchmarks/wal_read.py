@@ -3,7 +3,7 @@
 Writes a WAL of realistic entries (16-byte rows, 3 cells of 100-byte values each), then, each
 in a fresh child process so that memory is measured per reader:
 
-* ``raw``: read the file in the reader's chunk size and touch every chunk;
+* ``raw``: read the file into one buffer of the reader's chunk size and touch every byte;
 * ``decode``: decode every entry and cell with :class:`walship.wal.WalReader`, with its
   default decoder (the compiled ``walship.wal._walcodec`` when ``make setup`` built it);
 * ``decode (python)``: the same with the pure-Python decoder, the fallback (when the default
@@ -85,11 +85,9 @@ def child(mode: str, path: str) -> None:
     t0 = time.perf_counter()
     with open(path, "rb", buffering=0) as f:
         if mode == "raw":
-            while True:
-                chunk = f.read(DEFAULT_CHUNK_SIZE)
-                if not chunk:
-                    break
-                cells += chunk.count(b"\x00\x00\x00\x00\x00\x00\x00\x00")  # touch every byte
+            chunk = bytearray(DEFAULT_CHUNK_SIZE)  # one buffer read into, as the reader does
+            while n := f.readinto(chunk):
+                cells += chunk.count(b"\x00\x00\x00\x00\x00\x00\x00\x00", 0, n)  # touch every byte
         else:
             name = mode.partition(":")[2]
             reader = WalReader(f, path, decoder=None if name == "default" else name)

@@ -143,6 +143,51 @@ def test_a_nested_message_that_does_not_parse_is_named_by_python() -> None:
     assert c == py and py[1] is not None and "WALKey does not parse" in py[1][2]
 
 
+# -- the reused buffer ----------------------------------------------------------------------------
+
+
+class _NoReadinto:
+    """A seekable file object that can only ``read`` (as some remote file systems' are)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._f = io.BytesIO(data)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._f.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def seekable(self) -> bool:
+        return True
+
+
+@needs_c
+@pytest.mark.parametrize("chunk", [100, 4096, 1 << 20])
+def test_an_odd_key_longer_than_the_python_window_is_decoded_as_bytes(chunk: int) -> None:
+    """The compiled decoder reads a reused buffer and hands an odd entry to Python as a bytes
+    copy, 64 KiB first: an entry of 300 KB is copied whole, and its fields are bytes."""
+    good = WAL_pb2.WALKey(
+        encoded_region_name=b"r", table_name=b"t", log_sequence_number=1, write_time=2, following_kv_count=1
+    ).SerializeToString()
+    odd = good + b"\x78\x05"  # unknown field 15: left to protobuf
+    big = bytes(range(256)) * 1200  # 307,200 bytes
+    body = b"".join(
+        varint(len(k)) + k + keyvalue(b"row%d" % i, b"f", b"q", 5, 4, v)
+        for i, (k, v) in enumerate([(good, b"a"), (odd, big), (good, b"b"), (odd, b"c")])
+    )
+    data = HEAD + body
+    c, py = outcome(data, "c", chunk), outcome(data, "python", chunk)
+    assert c == py and py[1] is None and [e.cells[0].value for e in py[0]] == [b"a", big, b"b", b"c"]
+    for entry in c[0]:
+        assert all(type(field) is bytes for field in (entry.key.table, *entry.cells[0][:3], entry.cells[0].value))
+    unbuffered = list(WalReader(_NoReadinto(data), "w.wal", chunk_size=chunk, decoder="c").entries())  # type: ignore[arg-type]
+    assert unbuffered == c[0]
+
+
 # -- the fallback ---------------------------------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ from walship.wal.dictionaries import CompressionContext, LruDictionary
 from walship.wal.entries import NeedMore, _corrupt_cell, varint
 from walship.wal.keys import cluster_ids_of
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
+from walship.wal.readahead import Buffer, on_bytes
 from walship.wal.valuecodecs import ValueCodec
 
 __all__ = ["CompressedState", "parse_compressed_c", "parse_compressed_py", "scopes_of"]
@@ -103,14 +104,15 @@ class CompressedState:
 
 
 def parse_compressed_c(
-    st: CompressedState, buf: bytes, p: int, buf_off: int, path: str, limit: int
+    st: CompressedState, buf: Buffer, p: int, buf_off: int, path: str, limit: int
 ) -> tuple[list[WalEntry], int, CorruptWalError | None]:
-    """:func:`parse_compressed_py` done by the compiled decoder, with the same results."""
+    """:func:`parse_compressed_py` done by the compiled decoder, with the same results (``buf`` may
+    be any buffer: the entries it hands to the Python parser are copied out as bytes)."""
     assert c_parse_compressed is not None
     out, p, status = c_parse_compressed(st.c, buf, p, buf_off, limit)
     while status == _C_DEFER and len(out) < limit:
         st.ctx.load_state(st.c.export())
-        more, p, error = parse_compressed_py(st, buf, p, buf_off, path, 1)
+        more, p, error = on_bytes(lambda b, q, off: parse_compressed_py(st, b, q, off, path, 1), buf, p, buf_off)
         out += more
         if error is not None or not more:
             return out, p, error
@@ -346,7 +348,7 @@ def _tags(ctx: CompressionContext, buf: bytes, c: int, n: int, tlen: int) -> tup
 
 # -- the compiled decoder -------------------------------------------------------------------
 
-c_parse_compressed: Callable[[Any, bytes, int, int, int], tuple[list[WalEntry], int, int]] | None = None
+c_parse_compressed: Callable[[Any, Buffer, int, int, int], tuple[list[WalEntry], int, int]] | None = None
 try:
     from walship.wal import _walcodec
 except ImportError:

@@ -21,6 +21,7 @@ from walship.protos import WAL_pb2
 from walship.wal.format import INT32
 from walship.wal.keys import attribute, cluster_uuid, key_from_raw, scopes_from_raw
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
+from walship.wal.readahead import Buffer, on_bytes
 
 __all__ = [
     "BATCH",
@@ -79,19 +80,21 @@ def varint(buf: bytes, p: int, path: str, file_off: int) -> tuple[int, int]:
 
 
 def parse_entries_c(
-    buf: bytes, p: int, buf_off: int, path: str, limit: int
+    buf: Buffer, p: int, buf_off: int, path: str, limit: int
 ) -> tuple[list[WalEntry], int, CorruptWalError | None]:
     """:func:`parse_entries_py` done by the compiled decoder, with the same results.
 
     The compiled decoder decodes only whole, plainly valid entries; it stops before any other
     (cut short by the end of ``buf``, corrupt, or a WALKey in a rarer protobuf shape) and
     leaves it to :func:`parse_entries_py`, which decodes it or names its corruption. So
-    every error message and offset comes from the Python parser.
+    every error message and offset comes from the Python parser. ``buf`` may be any buffer: the
+    entries it hands to the Python parser are copied out as bytes
+    (:func:`~walship.wal.readahead.on_bytes`).
     """
     assert c_parse is not None
     out, p, deferred = c_parse(buf, p, buf_off, limit)
     while deferred and len(out) < limit:
-        more, p, error = parse_entries_py(buf, p, buf_off, path, 1)
+        more, p, error = on_bytes(lambda b, q, off: parse_entries_py(b, q, off, path, 1), buf, p, buf_off)
         out += more
         if error is not None or not more:
             return out, p, error
@@ -358,7 +361,7 @@ def _parse_tags(
 # -- the compiled decoder -------------------------------------------------------------------
 
 #: ``walship.wal._walcodec.parse`` once configured, else ``None``
-c_parse: Callable[[bytes, int, int, int], tuple[list[WalEntry], int, bool]] | None = None
+c_parse: Callable[[Buffer, int, int, int], tuple[list[WalEntry], int, bool]] | None = None
 C_UNAVAILABLE: str | None = None  # why the compiled decoder cannot be used, when it cannot
 _fallback_logged = False
 try:

@@ -42,8 +42,8 @@ from __future__ import annotations
 import functools
 import io
 import logging
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 from google.protobuf.message import DecodeError
 
@@ -62,6 +62,7 @@ from walship.wal.entries import (
 )
 from walship.wal.format import INT32, MAGIC, TRAILER_MAGIC, TRAILER_TAIL_SIZE, check_header, header_compression
 from walship.wal.model import WalEntry
+from walship.wal.readahead import Parsed, ReadAhead
 
 __all__ = ["DECODERS", "DEFAULT_CHUNK_SIZE", "WalReader", "default_decoder", "read_wal"]
 
@@ -107,7 +108,11 @@ class WalReader:
         self._chunk = chunk_size
         #: The decoder in use: ``"c"`` or ``"python"``.
         self.decoder = decoder
-        self._parse = parse_entries_c if decoder == "c" else parse_entries_py
+        # the compiled decoders read the reused buffer of a ReadAhead; the Python parser is
+        # handed bytes (ReadAhead(reuse=False)), whose slices are its fields
+        self._parse: Callable[[Any, int, int, str, int], Parsed] = (
+            parse_entries_c if decoder == "c" else parse_entries_py
+        )
         #: The decoded header, or ``None`` when the file is too short to hold one yet.
         self.header: WAL_pb2.WALHeader | None = None
         #: Offset of the first entry (just after the header); 0 while there is no header.
@@ -333,11 +338,11 @@ class WalReader:
         f = self._f
         limit = self.edits_end
         f.seek(pos)
-        buf = b""
-        buf_off = pos  # file offset of buf[0]
+        # the compiled decoders read a reused buffer; the Python parser slices bytes
+        window = ReadAhead(f, pos, reuse=self.decoder == "c")
         p = 0
         while True:
-            n = len(buf)
+            buf, buf_off, n = window.view, window.offset, len(window)
             while p < n:
                 batch, p, error = self._parse(buf, p, buf_off, self.path, BATCH)
                 if compressed:
@@ -381,16 +386,12 @@ class WalReader:
                     self.incomplete_tail = True
                     log.debug("%s: incomplete entry at offset %d (file size %d)", self.path, start, limit)
                 return
-            rest = buf[p:]
-            want = min(max(self._chunk, len(rest)), limit - read_to)
-            more = f.read(want)
-            if not more:
+            want = min(max(self._chunk, n - p), limit - read_to)
+            read = window.read_on(p, want)
+            p = 0
+            if not read:
                 # the file shrank under us; treat what we have as the end
                 limit = read_to
-                continue
-            buf = rest + more
-            buf_off += p
-            p = 0
 
 
 def read_wal(path: str, start: int | None = None) -> list[WalEntry]:
