@@ -21,6 +21,7 @@ __all__ = [
     "TAIL_IDLE_SLEEP",
     "TAIL_PROBED_IDLE_SLEEP",
     "TAIL_REDISCOVER",
+    "TOTAL_BUFFER_QUOTA",
     "ZK_SESSION_TIMEOUT",
     "zk_session_timeout",
 ]
@@ -29,6 +30,9 @@ __all__ = [
 BATCH_BYTES = 64 * 1024 * 1024
 #: ... or at this many entries, whichever comes first (HBase: 64 MiB / 25,000 entries).
 BATCH_ENTRIES = 25_000
+#: Bytes a process's batches applied in the background may hold at once (HBase's
+#: ``replication.total.buffer.quota``, 256 MB): see :mod:`walship.replicate.quota`.
+TOTAL_BUFFER_QUOTA = 256 * 1024 * 1024
 #: Seconds to wait for a queue another shipper holds (0: skip it and say who holds it).
 LOCK_WAIT = 0.0
 #: Seconds a ``walship_replicate`` run's Spark job goes on shipping new edits after its first

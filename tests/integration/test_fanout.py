@@ -203,3 +203,36 @@ def test_a_dead_servers_queues_are_claimed_and_drained_for_peers_and_subscriptio
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.parent)).list_queues()
     assert all(not q.recovered for q in queues) and owner not in {q.server for q in queues}
+
+
+def test_batches_in_the_background_keep_under_the_buffer_quota(
+    abc: tuple[Cluster, Cluster, Cluster], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two peers' queues read together hold a batch each in flight; with a quota of one byte
+    the second waits its turn (applied before reading on) and nothing is lost; with the
+    default quota both go."""
+    from walship.replicate import quota
+
+    a, b, c = abc
+    t = a.table()
+    for i in range(200):
+        t.put(b"row%03d" % i, {b"r:a": b"x" * 50})
+    monkeypatch.setattr(quota, "_process_quota", None)
+    code, out = ship_json(a, capsys, "--peer", "1,2", "--batch-entries", "20", "--buffer-quota", "1")
+    assert code == 0, out
+    tight = quota._process_quota
+    assert tight is not None and tight.limit == 1
+    assert tight.refused > 0 and tight.used == 0
+    # what was held at once is one batch: 20 entries of one cell and their bytes at most
+    assert 0 < tight.peak <= 20 * (quota.ENTRY_OVERHEAD + quota.CELL_OVERHEAD + 200)
+    assert contents(b) == contents(a, b"r") == contents(c)
+
+    for i in range(200):
+        t.put(b"more%03d" % i, {b"r:a": b"y" * 50})
+    monkeypatch.setattr(quota, "_process_quota", None)
+    code, out = ship_json(a, capsys, "--peer", "1,2", "--batch-entries", "20")
+    assert code == 0, out
+    roomy = quota._process_quota
+    assert roomy is not None and roomy.refused == 0 and roomy.used == 0
+    assert roomy.peak > tight.peak  # two batches in flight at once
+    assert contents(b) == contents(a, b"r") == contents(c)

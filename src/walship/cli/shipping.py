@@ -50,6 +50,7 @@ def cmd_ship(args: argparse.Namespace) -> int:
             lock_timeout=args.lock_wait,
             source_thrift2=args.source_thrift2,
             parallel=args.parallel,
+            buffer_quota=args.buffer_quota,
         ) as shipper,
         meter(f"shipping to peer(s) {','.join(args.peer)}") as shown,
     ):
@@ -147,6 +148,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="ship the queues of up to N servers at once, a thread each, each group holding up to two "
         "batches in memory (default %(default)s; 1: one after another)",
+    )
+    ship.add_argument(
+        "--buffer-quota",
+        type=positive_int,
+        default=defaults.TOTAL_BUFFER_QUOTA,
+        metavar="BYTES",
+        help="memory the batches applied in the background may hold at once, as HBase's "
+        "replication.total.buffer.quota; a batch beyond it is applied before reading on (default %(default)s)",
     )
     ship.set_defaults(func=cmd_ship)
 

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from walship.errors import QueueNotFoundError, WalshipError
 from walship.replicate.batcher import Batch, Feed, Member
 from walship.replicate.progressbook import PendingProgress, ProgressBook
+from walship.replicate.quota import QUOTA_KEY, BufferQuota, held_bytes
 from walship.replicate.summary import QueueSummary
 from walship.sinks.base import ApplyStats, Sink
 from walship.zk.queueid import WalPosition
@@ -37,6 +38,8 @@ class Applier:
 
     :param background: the executor that applies full batches in the background, or ``None``
         to apply each batch before the next is read.
+    :param quota: the process's memory for batches in the background: a batch it has no room
+        for is applied before the next is read (none: no limit).
     """
 
     def __init__(
@@ -44,10 +47,12 @@ class Applier:
         queues: ReplicationQueues,
         book: ProgressBook,
         background: Callable[[], ThreadPoolExecutor] | None,
+        quota: BufferQuota | None = None,
     ) -> None:
         self.queues = queues
         self.book = book
         self._executor = background
+        self.quota = quota
 
     @property
     def pipelined(self) -> bool:
@@ -77,7 +82,7 @@ class Applier:
             return  # the batch before failed: this one is dropped, read again next time
         if batch.read:
             m.next_batch()
-        if background and batch.entries and self._executor is not None:
+        if background and batch.entries and self._executor is not None and self._room_for(batch):
             m.inflight = (self._executor().submit(_apply, m.feed.sink, batch), batch)
             return
         try:
@@ -85,12 +90,21 @@ class Applier:
         except WalshipError as exc:
             self.stop(m, exc)
 
+    def _room_for(self, batch: Batch) -> bool:
+        """Whether the process's quota takes the batch in flight (held until it is applied)."""
+        if self.quota is None or self.quota.try_acquire(held_bytes(batch)):
+            return True
+        log.debug("%s: batch of %d entries applied now: %s is full", batch.wal.name, len(batch.entries), QUOTA_KEY)
+        return False
+
     def settle(self, m: Member) -> None:
         """Wait for the queue's batch in flight, if any, and commit its position."""
         if m.inflight is None:
             return
         future, batch = m.inflight
         m.inflight = None
+        if self.quota is not None:  # held until here: the batch is referenced until committed
+            self.quota.release(held_bytes(batch))
         try:
             self.commit(m, batch, *future.result())
         except WalshipError as exc:

@@ -45,6 +45,7 @@ from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
 from walship.replicate.peerplan import PeerPlan, close_grace
 from walship.replicate.planner import Planner
 from walship.replicate.progressbook import ProgressBook
+from walship.replicate.quota import process_quota
 from walship.replicate.reader import GroupReader, OpenReaders
 from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
 from walship.replicate.throttle import PeerThrottlers, ThrottledSink
@@ -83,6 +84,8 @@ class Shipper:
         kept cells' share of the WAL bytes read), or four times it in WAL bytes.
     :param parallel: groups of queues a pass ships at once, each in a thread (1: one after
         another); see :meth:`ship_queues_of`.
+    :param buffer_quota: bytes the process's batches applied in the background may hold at once
+        (HBase's ``replication.total.buffer.quota``; :mod:`walship.replicate.quota`).
     """
 
     def __init__(
@@ -101,6 +104,7 @@ class Shipper:
         book: ProgressBook | None = None,
         source_thrift2: str | None = None,
         parallel: int = PARALLEL_GROUPS,
+        buffer_quota: int = defaults.TOTAL_BUFFER_QUOTA,
     ) -> None:
         if batch_bytes <= 0 or batch_entries <= 0:
             raise ConfigError(f"batch limits must be > 0, got {batch_bytes} bytes / {batch_entries} entries")
@@ -124,6 +128,8 @@ class Shipper:
         self.peers: ReplicationPeers = self.planner.peers
         self.progress = ProgressStore(client, layout)
         self.pipeline = pipeline
+        #: the process's memory for batches applied in the background (one for all shippers)
+        self.quota = process_quota(buffer_quota)
         self._executor: ThreadPoolExecutor | None = None
         #: WAL files opened and bytes read by this shipper's passes
         self.read_stats = ReadStats()
@@ -302,6 +308,7 @@ class Shipper:
             book=self.book,
             source_thrift2=self.source_thrift2,
             parallel=1,
+            buffer_quota=self.quota.limit,
         )
         sibling.throttlers = self.throttlers
         sibling.halt = self.halt
@@ -349,7 +356,7 @@ class Shipper:
         """
         group = GroupPass(
             GroupReader(self.walstore, self.planner, self.read_stats, self.readers),
-            Applier(self.queues, self.book, self._applier if self.pipeline else None),
+            Applier(self.queues, self.book, self._applier if self.pipeline else None, self.quota),
             self.planner,
             Ramp(self.batch_entries, self.batch_bytes, pipelined=self.pipeline),
             halted=self.halted,
