@@ -208,9 +208,9 @@ def test_a_dead_servers_queues_are_claimed_and_drained_for_peers_and_subscriptio
 def test_batches_in_the_background_keep_under_the_buffer_quota(
     abc: tuple[Cluster, Cluster, Cluster], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two peers' queues read together hold a batch each in flight; with a quota of one byte
-    the second waits its turn (applied before reading on) and nothing is lost; with the
-    default quota both go."""
+    """Two peers' queues read together hold a batch each in flight, and one each being read;
+    with a quota of one byte each batch is cut at once and the second waits its turn (applied
+    before reading on), nothing lost; with the default quota both go."""
     from walship.replicate import quota
 
     a, b, c = abc
@@ -223,8 +223,8 @@ def test_batches_in_the_background_keep_under_the_buffer_quota(
     tight = quota._process_quota
     assert tight is not None and tight.limit == 1
     assert tight.refused > 0 and tight.used == 0
-    # what was held at once is one batch: 20 entries of one cell and their bytes at most
-    assert 0 < tight.peak <= 20 * (quota.ENTRY_OVERHEAD + quota.CELL_OVERHEAD + 200)
+    # what was held at once is one batch of each queue: 20 entries of one cell and their bytes
+    assert 0 < tight.peak <= 2 * 20 * (quota.ENTRY_OVERHEAD + quota.CELL_OVERHEAD + 200)
     assert contents(b) == contents(a, b"r") == contents(c)
 
     for i in range(200):
@@ -235,4 +235,15 @@ def test_batches_in_the_background_keep_under_the_buffer_quota(
     roomy = quota._process_quota
     assert roomy is not None and roomy.refused == 0 and roomy.used == 0
     assert roomy.peak > tight.peak  # two batches in flight at once
+    assert contents(b) == contents(a, b"r") == contents(c)
+
+    # batches being read count too: a full quota cuts them, whatever --batch-entries says
+    for i in range(200):
+        t.put(b"last%03d" % i, {b"r:a": b"z" * 50})
+    code, out = ship_json(a, capsys, "--peer", "1,2", "--buffer-quota", "1")
+    assert code == 0, out
+    assert [p["totals"]["entries_shipped"] for p in out["peers"]] == [200, 200]
+    assert all(p["totals"]["batches"] >= 200 // 32 for p in out["peers"]), out  # a run of the reader each
+    code, out = ship_json(a, capsys, "--peer", "1,2")
+    assert code == 0 and [p["totals"]["batches"] for p in out["peers"]] == [0, 0]  # nothing new
     assert contents(b) == contents(a, b"r") == contents(c)

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from walship.errors import QueueNotFoundError, WalshipError
 from walship.replicate.batcher import Batch, Feed, Member
 from walship.replicate.progressbook import PendingProgress, ProgressBook
-from walship.replicate.quota import QUOTA_KEY, BufferQuota, held_bytes
+from walship.replicate.quota import QUOTA_KEY, READING_OVERHEAD, BufferQuota, held_bytes
 from walship.replicate.summary import QueueSummary
 from walship.sinks.base import ApplyStats, Sink
 from walship.zk.queueid import WalPosition
@@ -77,6 +77,7 @@ class Applier:
         """Give the queue's batch to its sink, after settling the one before it. In the
         background the reading goes on meanwhile; otherwise it is applied and committed now."""
         batch = m.cut()
+        self.uncount(m)
         self.settle(m)
         if m.stopped:
             return  # the batch before failed: this one is dropped, read again next time
@@ -85,10 +86,33 @@ class Applier:
         if background and batch.entries and self._executor is not None and self._room_for(batch):
             m.inflight = (self._executor().submit(_apply, m.feed.sink, batch), batch)
             return
+        held = held_bytes(batch) if self.quota is not None and batch.entries else 0
+        if held and self.quota is not None:
+            self.quota.add(held)  # held while it is applied, whatever the room
         try:
             self.commit(m, batch, *_apply(m.feed.sink, batch))
         except WalshipError as exc:
             self.stop(m, exc)
+        finally:
+            if held and self.quota is not None:
+                self.quota.release(held)
+
+    def count_reading(self, m: Member) -> None:
+        """Count the queue's batch being read in the process's quota, as it is now."""
+        if self.quota is not None:
+            now = m.wire + READING_OVERHEAD * len(m.batch)
+            self.quota.add(now - m.counted)
+            m.counted = now
+
+    def uncount(self, m: Member) -> None:
+        """The queue's batch being read is no longer counted as such (handed over or dropped)."""
+        if self.quota is not None and m.counted:
+            self.quota.release(m.counted)
+            m.counted = 0
+
+    def over_quota(self) -> bool:
+        """The process holds more than its quota: batches being read are cut now."""
+        return self.quota is not None and self.quota.full
 
     def _room_for(self, batch: Batch) -> bool:
         """Whether the process's quota takes the batch in flight (held until it is applied)."""

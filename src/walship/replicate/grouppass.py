@@ -59,6 +59,13 @@ class GroupPass:
         """The pass: each WAL of the group once, in queue order, fed to the queues holding it.
         A queue's WAL groups (multiwal) go on past each other: one held at a WAL that may still
         grow holds back only its own later WALs."""
+        try:
+            self._run(members, max_batches)
+        finally:
+            for m in members:
+                self.applier.uncount(m)  # a batch dropped: read again next time
+
+    def _run(self, members: list[Member], max_batches: int | None) -> None:
         names = sorted({wp.name for m in members for wp in m.queue.wals}, key=wal_order)
         for m in members:
             m.start_pass(self.ramp)
@@ -131,7 +138,8 @@ class GroupPass:
             except WalshipError as exc:  # a bulk load marker that does not parse: its queue only
                 self._failed_take(m, exc)
                 return
-            if m.full():
+            self.applier.count_reading(m)
+            if m.full() or (m.batch and self.applier.over_quota()):
                 self._batch_full(m, max_batches)
 
     def _offer(self, m: Member, entry: WalEntry, max_batches: int | None) -> None:
@@ -142,7 +150,8 @@ class GroupPass:
             self._failed_take(m, exc)
             return
         if took:
-            if m.full():
+            self.applier.count_reading(m)
+            if m.full() or self.applier.over_quota():
                 self._batch_full(m, max_batches)
         elif m.blocked is not None and not m.stopped and not m.paused:
             self.ends.wait_serial(m)

@@ -1,12 +1,13 @@
-"""The memory a process's batches hold while they are applied in the background: HBase's
-``replication.total.buffer.quota``, the bytes of read edits a region server keeps before they
-are shipped (256 MB by default).
+"""The memory a process's batches hold: HBase's ``replication.total.buffer.quota``, the bytes of
+read edits a region server keeps before they are shipped (256 MB by default).
 
-A pipelined pass applies a full batch in the background while it reads the next. Each batch in
-flight holds its entries, so a process with many queues (``--parallel`` groups, each queue one
-batch in flight) could hold many batches at once. A batch goes in flight only when the
-process's :class:`BufferQuota` has room for it; otherwise the pass applies it before reading on,
-as without pipelining, and the process holds what it reads plus at most the quota.
+A queue's batch is counted from its first entry read until it is applied: while it is read
+(an estimate, updated after each run of entries), and in flight. When the process holds more
+than the quota, each batch being read is cut at once, and a batch goes in flight (applied in
+the background while the next is read) only while :class:`BufferQuota` has room for it;
+otherwise the pass applies it before reading on, as HBase's WAL reader waits for its shipper.
+So the batches of a process, however many queues and ``--parallel`` groups it ships, hold
+about the quota, plus one run of entries for each queue.
 
 A batch counts what its entries hold in memory, not their bytes in the WAL
 (:func:`held_bytes`): each cell and entry is Python objects whose headers outweigh a small
@@ -21,7 +22,15 @@ import threading
 from walship.errors import ConfigError
 from walship.replicate.batcher import Batch
 
-__all__ = ["CELL_OVERHEAD", "ENTRY_OVERHEAD", "QUOTA_KEY", "BufferQuota", "held_bytes", "process_quota"]
+__all__ = [
+    "CELL_OVERHEAD",
+    "ENTRY_OVERHEAD",
+    "QUOTA_KEY",
+    "READING_OVERHEAD",
+    "BufferQuota",
+    "held_bytes",
+    "process_quota",
+]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +41,11 @@ QUOTA_KEY = "replication.total.buffer.quota"
 CELL_OVERHEAD = 200
 #: The objects of an entry beyond its cells: its key, its tuples and the filtered entry.
 ENTRY_OVERHEAD = 400
+
+
+#: What an entry being read is counted for beyond its bytes, before its cells are counted
+#: (it holds one at least).
+READING_OVERHEAD = ENTRY_OVERHEAD + CELL_OVERHEAD
 
 
 def held_bytes(batch: Batch) -> int:
@@ -70,10 +84,21 @@ class BufferQuota:
             self.peak = max(self.peak, self.used)
             return True
 
+    def add(self, n: int) -> None:
+        """Count ``n`` more bytes (less, when negative) whatever the room: a batch being read
+        grew (or went)."""
+        with self._lock:
+            self.used += n
+            self.peak = max(self.peak, self.used)
+
     def release(self, n: int) -> None:
         """The bytes of a batch that was applied."""
-        with self._lock:
-            self.used -= n
+        self.add(-n)
+
+    @property
+    def full(self) -> bool:
+        """More bytes are held than the quota: a batch being read is cut now."""
+        return self.used > self.limit
 
 
 _process_quota: BufferQuota | None = None

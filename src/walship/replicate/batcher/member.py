@@ -137,6 +137,7 @@ class Member:
     blocked: Blocked | None = None  # serial: the entry it must not send yet
     paused: bool = False  # serial: waiting in the current WAL (its WAL group waits; the others go on)
     waited: Blocked | None = None  # serial: the last wait of this pass
+    counted: int = 0  # bytes the batch being read is counted for in the process's buffer quota
 
     def __post_init__(self) -> None:
         self.index = {wp.name: i for i, wp in enumerate(self.queue.wals)}
