@@ -1,7 +1,7 @@
 """``walship copy`` on real HBase 2.6 beside a plain copy pipeline, in one run.
 
 Starts ZooKeeper and the harness's clusters A and B (one region server each, the parallel
-collector), table ``bench`` (family ``f``, scope 1, one region) on both and ``plain`` on B,
+collector), table ``bench`` (family ``f``, scope 1, ``--regions`` regions) on both and ``plain`` on B,
 and peer 1 of A into B over B's Thrift2 server (added through HBase's Admin, DISABLED for
 HBase, adopted by walship). Loads ``--rows`` rows of 3 cells (100-byte values) into A and
 flushes them, then times, each round (``--rounds``; medians printed, each round's ratio beside):
@@ -12,32 +12,55 @@ flushes them, then times, each round (``--rounds``; medians printed, each round'
   A's ``bench`` read in pages of 1,000 rows, each page put into B's ``plain`` with one
   ``putMultiple`` call, one after the other.
 
-Every round after the first puts the same cells again (same timestamps), as a repeated copy
-does. Target: copy / plain >= 1.0.
+* ``spark``: the Spark copy job (``spark_jobs/copy_rows.py``, spark-submit on ``local[2]``: a
+  task a region of the table, ``--regions``, two at once), timed by its own plan and tasks and
+  with spark-submit's start-up (``--no-spark`` leaves it out).
 
-    .venv/bin/python benchmarks/real_copy.py [--rows 200000] [--rounds 3]
+Every round after the first puts the same cells again (same timestamps), as a repeated copy
+does. Targets: copy / plain >= 1.0, the Spark job / plain >= 1.5.
+
+    .venv/bin/python benchmarks/real_copy.py [--rows 200000] [--rounds 3] [--regions 2] [--no-spark]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
+from pathlib import Path
 
-from real_peer import FAMILY, QUALS, VALUE, Step, add_managed, ratio_line, real_pair, row_key, timed
+from real_peer import (
+    FAMILY,
+    QUALS,
+    ROOT,
+    SETTINGS,
+    VALUE,
+    Step,
+    add_managed,
+    ratio_line,
+    real_pair,
+    row_key,
+    timed,
+)
 
 from walship.copy import copy, copy_job
+from walship.jobdesc import JobDescription
+from walship.spark.jvm import local_submit_env
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
 from walship_testing.harness import HBaseProcess
 
 TARGET = 1.0
+SPARK_TARGET = 1.5
 PAGE = 1000
 
 
-def prepare(a: HBaseProcess, b: HBaseProcess, rows: int) -> None:
+def prepare(a: HBaseProcess, b: HBaseProcess, rows: int, regions: int) -> None:
+    splits = [row_key(rows * k // regions).hex() for k in range(1, regions)]
     for hb in (a, b):
-        hb.call("create_table", table="bench", families=FAMILY)
+        hb.call("create_table", table="bench", families=FAMILY, splits=splits)
     b.call("create_table", table="plain", families=FAMILY)
     add_managed(a, b, "1", "bench")
     with open_thrift2(*a.thrift2) as c:
@@ -80,16 +103,35 @@ def plain_copy(a: HBaseProcess, b: HBaseProcess) -> int:
     return copied
 
 
+def spark_copy(job: JobDescription, cwd: Path) -> tuple[int, float]:
+    """spark-submit of the copy job on ``local[2]`` (a task a region, two at once), with the
+    settings walship's DAGs submit it with: the rows copied and the job's own seconds (its plan
+    and tasks, on a Spark session already up; the wall time is the caller's)."""
+    bindir = Path(sys.executable).parent
+    cmd = [
+        str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false", *SETTINGS,
+        "--conf", "spark.driver.memory=512m", str(ROOT / "spark_jobs" / "copy_rows.py"), "--job", job.to_json(),
+    ]  # fmt: skip
+    done = subprocess.run(cmd, env=local_submit_env(), cwd=cwd, capture_output=True, text=True, timeout=1800)
+    result = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not result:
+        raise SystemExit(f"the Spark copy job failed ({done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}")
+    return int(result[-1]["rows"]), float(result[-1]["seconds"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--regions", type=int, default=2, help="regions of the table (a Spark task each)")
+    parser.add_argument("--no-spark", action="store_true", help="leave out the Spark copy job")
     args = parser.parse_args(argv)
     if args.rows < PAGE or args.rounds < 1:
         parser.error(f"--rows must be >= {PAGE} and --rounds >= 1")
     rounds: list[dict[str, Step]] = []
-    with real_pair("parallel", a_servers=1) as (_root, a, b):
-        prepare(a, b, args.rows)
+    spark_own: list[float] = []
+    with real_pair("parallel", a_servers=1) as (root, a, b):
+        prepare(a, b, args.rows, args.regions)
         job = copy_job(
             zk=a.zk_hosts,
             znode_parent=a.znode_parent,
@@ -98,12 +140,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         for r in range(args.rounds + 1):  # the first round unmeasured: the JVMs warm up
             steps: dict[str, Step] = {}
-            for name in ("copy", "plain") if r % 2 == 0 else ("plain", "copy"):
+            names = ["copy", "plain"] if r % 2 == 0 else ["plain", "copy"]
+            for name in names + ([] if args.no_spark else ["spark"]):
                 with timed(a, b) as step:
-                    done = copy(job).rows if name == "copy" else plain_copy(a, b)
+                    if name == "spark":
+                        done, own = spark_copy(job, root)
+                        spark_own.append(own)
+                    else:
+                        done = copy(job).rows if name == "copy" else plain_copy(a, b)
                 if done != args.rows:
                     raise SystemExit(f"FAIL: {name} copied {done} rows of {args.rows}")
                 steps[name] = step
+            if not r:
+                spark_own.clear()
             if r:
                 rounds.append(steps)
                 c, p = steps["copy"].wall, steps["plain"].wall
@@ -121,6 +170,21 @@ def main(argv: list[str] | None = None) -> int:
             f"  CPU a row: this process {own:5.1f} us, A's JVM {acpu:5.1f} us, B's JVM {bcpu:5.1f} us"
         )
     print(ratio_line("copy / plain", ratios, TARGET))
+    if not args.no_spark:
+        job_rate = statistics.median(args.rows / t for t in spark_own)
+        wall_rate = statistics.median(args.rows / s["spark"].wall for s in rounds)
+        print(
+            f"  Spark copy job  {job_rate:9,.0f} rows/s its plan and tasks ({args.regions} regions, "
+            f"local[2]); {wall_rate:,.0f} rows/s with spark-submit's start-up"
+        )
+        print(
+            ratio_line(
+                "Spark copy / plain",
+                [s["plain"].wall / t for s, t in zip(rounds, spark_own, strict=True)],
+                SPARK_TARGET,
+            )
+        )
+        print(ratio_line("  with its start-up", [s["plain"].wall / s["spark"].wall for s in rounds], SPARK_TARGET))
     return 0
 
 
