@@ -38,8 +38,9 @@ class Applier:
 
     :param background: the executor that applies full batches in the background, or ``None``
         to apply each batch before the next is read.
-    :param quota: the process's memory for batches in the background: a batch it has no room
-        for is applied before the next is read (none: no limit).
+    :param quota: the process's memory for batches (:mod:`walship.replicate.quota`): each
+        queue's batch is counted from its first entry read until it is applied; a batch it has
+        no room for is applied before the next is read (none: no limit).
     """
 
     def __init__(
@@ -127,12 +128,13 @@ class Applier:
             return
         future, batch = m.inflight
         m.inflight = None
-        if self.quota is not None:  # held until here: the batch is referenced until committed
-            self.quota.release(held_bytes(batch))
         try:
             self.commit(m, batch, *future.result())
         except WalshipError as exc:
             self.stop(m, exc)
+        finally:
+            if self.quota is not None:  # held until here: the batch is referenced until committed
+                self.quota.release(held_bytes(batch))
 
     def finish_wal(self, m: Member, name: str) -> None:
         """The queue is done with WAL ``name`` (shipped and finished): out of its queue."""
