@@ -39,6 +39,7 @@ from walship import defaults
 from walship.peer import PeerConfig
 from walship.replicate import WalStore
 from walship.spark.entry import job_settings
+from walship.spark.jvm import local_submit_env
 from walship.spark.ship import ShipJob
 from walship.wal.names import is_checksum_file
 from walship.zk import ReplicationPeers, ZnodeLayout
@@ -66,9 +67,7 @@ def ship(zk: str, a: MiniClusterProcess, peer: str, quota: int) -> dict[str, flo
     argv = ["--zk", zk, "--znode-parent", "/hbase-a", "--wal-root", str(a.data_dir), "ship", "--peer", peer]
     argv += ["--parallel", "4", "--buffer-quota", str(quota)]
     t0 = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", *argv], capture_output=True, text=True, env={**os.environ}, timeout=3600
-    )
+    done = subprocess.run([sys.executable, __file__, "--child", *argv], capture_output=True, text=True, timeout=3600)
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"walship ship failed ({done.returncode}): {done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -125,14 +124,13 @@ def spark_ship(zk: str, a: MiniClusterProcess, peers: str) -> dict[str, float]:
     submit it with: its seconds and the peak RSS of its Python workers (the tasks ship in them,
     not in the driver), the highest ``VmHWM`` seen while the job ran, sampled every 50 ms."""
     bindir = Path(sys.executable).parent
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
     conf = [arg for key, value in job_settings().items() for arg in ("--conf", f"{key}={value}")]
     job = ShipJob(zk=zk, znode_parent="/hbase-a", wal_root=str(a.data_dir), peer_id=peers)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [str(bindir / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false", *conf,
          str(ROOT / "spark_jobs" / "ship.py"), "--job", job.to_json()],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=local_submit_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     workers: dict[int, float] = {}
     drivers: set[int] = set()

@@ -84,10 +84,10 @@ class Applier:
             return  # the batch before failed: this one is dropped, read again next time
         if batch.read:
             m.next_batch()
-        if background and batch.entries and self._executor is not None and self._room_for(batch):
-            m.inflight = (self._executor().submit(_apply, m.feed.sink, batch), batch)
-            return
         held = held_bytes(batch) if self.quota is not None and batch.entries else 0
+        if background and batch.entries and self._executor is not None and self._room_for(batch, held):
+            m.inflight = (self._executor().submit(_apply, m.feed.sink, batch), batch, held)
+            return
         if held and self.quota is not None:
             self.quota.add(held)  # held while it is applied, whatever the room
         try:
@@ -115,9 +115,10 @@ class Applier:
         """The process holds more than its quota: batches being read are cut now."""
         return self.quota is not None and self.quota.full
 
-    def _room_for(self, batch: Batch) -> bool:
-        """Whether the process's quota takes the batch in flight (held until it is applied)."""
-        if self.quota is None or self.quota.try_acquire(held_bytes(batch)):
+    def _room_for(self, batch: Batch, held: int) -> bool:
+        """Whether the process's quota takes the batch, which holds ``held`` bytes, in flight
+        (counted until it is committed)."""
+        if self.quota is None or self.quota.try_acquire(held):
             return True
         log.debug("%s: batch of %d entries applied now: %s is full", batch.wal.name, len(batch.entries), QUOTA_KEY)
         return False
@@ -126,15 +127,15 @@ class Applier:
         """Wait for the queue's batch in flight, if any, and commit its position."""
         if m.inflight is None:
             return
-        future, batch = m.inflight
+        future, batch, held = m.inflight
         m.inflight = None
         try:
             self.commit(m, batch, *future.result())
         except WalshipError as exc:
             self.stop(m, exc)
         finally:
-            if self.quota is not None:  # held until here: the batch is referenced until committed
-                self.quota.release(held_bytes(batch))
+            if held and self.quota is not None:  # held until here: referenced until committed
+                self.quota.release(held)
 
     def finish_wal(self, m: Member, name: str) -> None:
         """The queue is done with WAL ``name`` (shipped and finished): out of its queue."""

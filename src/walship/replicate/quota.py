@@ -34,7 +34,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The HBase key whose value a process's batches in flight keep under.
+#: The HBase key whose value a process's batches keep under.
 QUOTA_KEY = "replication.total.buffer.quota"
 #: The objects of a cell beyond its bytes: its tuple and the bytes objects' headers (measured
 #: with ``sys.getsizeof`` on decoded cells: 7 slots, a value, shared row and column names).
@@ -56,17 +56,16 @@ def held_bytes(batch: Batch) -> int:
 
 
 class BufferQuota:
-    """The bytes batches in flight may hold at once, in one process (thread-safe).
+    """The bytes a process's batches (being read, in flight, being applied) may hold at once
+    (thread-safe).
 
     :param limit: the quota in bytes (``> 0``).
     """
 
     def __init__(self, limit: int) -> None:
-        if limit <= 0:
-            raise ConfigError(f"{QUOTA_KEY} must be > 0 bytes, got {limit}")
-        self.limit = limit
+        self.limit = _checked(limit)
         self._lock = threading.Lock()
-        #: bytes held by batches in flight now
+        #: bytes held by batches now
         self.used = 0
         #: the most bytes held at once
         self.peak = 0
@@ -101,6 +100,13 @@ class BufferQuota:
         return self.used > self.limit
 
 
+def _checked(limit: int) -> int:
+    """:raises ConfigError: a quota of no bytes."""
+    if limit <= 0:
+        raise ConfigError(f"{QUOTA_KEY} must be > 0 bytes, got {limit}")
+    return limit
+
+
 _process_quota: BufferQuota | None = None
 _process_lock = threading.Lock()
 
@@ -112,8 +118,6 @@ def process_quota(limit: int) -> BufferQuota:
     with _process_lock:
         if _process_quota is None:
             _process_quota = BufferQuota(limit)
-        elif _process_quota.limit != limit:
-            if limit <= 0:
-                raise ConfigError(f"{QUOTA_KEY} must be > 0 bytes, got {limit}")
-            _process_quota.limit = limit
+        else:
+            _process_quota.limit = _checked(limit)
         return _process_quota

@@ -132,7 +132,8 @@ class Member:
     started: int = 0  # batches handed to the sink this pass
     ramp: Ramp = field(default_factory=lambda: Ramp(0, 0))  # the pass's batch limits (see next_batch())
     limits: tuple[int, int, int] = (0, 0, 0)  # the batch's: entries, wire bytes, WAL bytes (as LIMITS)
-    inflight: tuple[Future[tuple[ApplyStats, int]], Batch] | None = None  # (stats, when applied), batch
+    # the batch applied in the background: (stats, when applied), the batch, its bytes in the buffer quota
+    inflight: tuple[Future[tuple[ApplyStats, int]], Batch, int] | None = None
     last_pushed: dict[str, int] = field(default_factory=dict)
     blocked: Blocked | None = None  # serial: the entry it must not send yet
     paused: bool = False  # serial: waiting in the current WAL (its WAL group waits; the others go on)
