@@ -267,6 +267,13 @@ def ab(
     yield a, b
 
 
+@pytest.fixture
+def both_ways(real_hbase: tuple[Any, Any]) -> Iterator[tuple[Cluster, Cluster, str]]:
+    """Real HBase A and B with a table of the test's own and a walship peer from A to B over
+    Thrift2 (``real_hbase.switchover_pair``): the peer's id, free on B for the peer back."""
+    yield from real_hbase_helpers.switchover_pair(real_hbase)
+
+
 @pytest.fixture(scope="module")
 def dagbag() -> Any:
     return airflow_env.load_dagbag()

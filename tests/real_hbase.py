@@ -314,3 +314,29 @@ def write_workload(hb: HBaseProcess, table: str, version_deletes: bool = True) -
     expected.append((b"t2", b"l", b"", 900, CellType.DeleteFamily, b""))
     c2.close()
     return expected
+
+
+def hbase_peers(c: Cluster) -> dict[str, dict[str, Any]]:
+    """The cluster's peers as HBase's Admin lists them, by id."""
+    hb = c.mc
+    assert isinstance(hb, HBaseProcess)
+    return {p["peer"]: p for p in hb.call("list_peers")}
+
+
+def switchover_pair(real: tuple[HBaseProcess, HBaseProcess]) -> Iterator[tuple[Cluster, Cluster, str]]:
+    """A table of the test's own on A and B (one family, r, scoped 1) and a walship peer from A
+    to B over Thrift2, its id free on B too, for the peer back; every peer of that id removed
+    from both afterwards."""
+    table = unique("sw")
+    for hb in real:
+        create_table(hb, table, r={"scope": 1, "versions": 5})
+    a, b = cluster(real[0], table), cluster(real[1], table)
+    peer = unique("sw")
+    add_managed_peer(a, b, peer, "thrift2")
+    wait_queues_hold_current_wals(a, peer)
+    try:
+        yield a, b, peer
+    finally:
+        for c in (a, b):
+            if peer in hbase_peers(c):
+                remove_peer(c, peer)

@@ -22,8 +22,8 @@ catch the whole family in one place and let programming errors through::
     ├── HarnessError                 the real-HBase harness is not built, did not start, or
     │                                refused a command (names the cluster and the command)
     ├── MiniClusterError             the embedded cluster refused a request: TableNotFoundError,
-    │   │                            TableExistsError, TableDisabledError, NoSuchFamilyError,
-    │   │                            BadRequestError (also a ValueError)
+    │   │                            TableExistsError, TableDisabledError, ReadOnlyTableError,
+    │   │                            NoSuchFamilyError, BadRequestError (also a ValueError)
     │   └── MasterCallError          its master answers a call with one of HBase's exceptions
     │                                (names HBase's class, its message and the cause it chains)
     ├── ReplicationError             shipping failed: WalMissingError, SinkError
@@ -55,6 +55,8 @@ catch the whole family in one place and let programming errors through::
     │   ├── RemoteHBaseError         the master answered with one of HBase's exceptions (names
     │   │                            its class: ReplicationException, DoNotRetryIOException, ...)
     │   ├── ProcedureFailedError     the procedure a call started failed (names it and its error)
+    │   ├── TableNotFoundError       the master knows no such table (names it; also a
+    │   │                            MiniClusterError: the minicluster raises it too)
     │   └── MasterRunningError       a change for a cluster that is down (--offline) refused while
     │                                a master is registered (names it)
     └── ZkError                      replication state in ZooKeeper
@@ -220,16 +222,29 @@ class HandlerFailureError(MiniClusterError):
     reports it as an internal error (``TApplicationException``), the message naming the thing."""
 
 
-class TableNotFoundError(MiniClusterError):
-    """No such table (HBase's TableNotFoundException)."""
-
-
 class TableExistsError(MiniClusterError):
     """The table exists already (Thrift ``AlreadyExists``)."""
 
 
 class TableDisabledError(MiniClusterError):
     """The table is disabled (HBase's TableNotEnabledException)."""
+
+
+class ReadOnlyTableError(MiniClusterError):
+    """A write to a table whose descriptor says READONLY: HBase's region refuses it
+    (``DoNotRetryIOException: region is read only``), and the Thrift servers answer as HBase's
+    do (see :mod:`walship_testing.minicluster.readonly`).
+
+    :param table: the table.
+    :param actions: the mutations refused (HBase's client counts each one of a batch).
+    :param servers: the region servers holding the rows' regions (``host,port,startcode``).
+    """
+
+    def __init__(self, table: bytes, actions: int, servers: list[str]) -> None:
+        super().__init__(f"table {table.decode(errors='replace')} is read only: {actions} mutation(s) refused")
+        self.table = table
+        self.actions = actions
+        self.servers = servers
 
 
 class NoSuchFamilyError(MiniClusterError):
@@ -343,6 +358,18 @@ class VerifyUnavailableError(VerifyError):
     (``walship.sink.thrift2``) does not answer."""
 
 
+class SwitchoverError(WalshipError):
+    """A step of a switchover (``walship switchover``) cannot run or failed: a precondition not
+    met, a cluster that does not answer, a drain that did not finish, rows that differ. The
+    message names the step, the peer and the table; what the switchover changed so far is
+    recorded, so that it can be resumed or rolled back."""
+
+
+class SwitchoverStateError(SwitchoverError):
+    """A step asked for out of turn: the step before it has not run, the switch was already
+    reported (no rollback after it), or another switchover to the peer is unfinished."""
+
+
 class ChangeLogError(WalshipError):
     """The Parquet change log (sink ``changelog``, ``walship changelog``) cannot be written,
     read or compacted: a URL that does not resolve or does not exist, a date that is not
@@ -421,6 +448,13 @@ class ProcedureFailedError(MasterError):
 
 class MasterRunningError(MasterError):
     """A change meant for a cluster that is down (``--offline``) while a master is registered."""
+
+
+class TableNotFoundError(MasterError, MiniClusterError):
+    """No such table (HBase's TableNotFoundException); the message names it. Raised by
+    :class:`~walship.rpc.MasterAdmin` for a table the master does not know (a
+    :class:`MasterError`), and by the minicluster for a table it does not have (a
+    :class:`MiniClusterError`, answered over Thrift as ``IOError``)."""
 
 
 #: The kinds of a shipping error, as :func:`error_kind` names them: a closed set (the metric

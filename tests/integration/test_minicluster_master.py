@@ -6,8 +6,9 @@ procedures write (read back with :class:`walship.zk.ReplicationPeers` and protob
 refusal comes back with HBase's exception class and message (synchronously to a client naming
 no version, as HBase's latch answers walship's client; through ``getProcedureResult`` to a 2.x
 client); bad preambles get HBase's fatal answers while other connections go on; a removed
-peer's queues go; a serial peer's regions reopen and get their last pushed ids; the master
-registers in ``<parent>/master`` and goes when the cluster stops.
+peer's queues go; a serial peer's regions reopen and get their last pushed ids; a table modified
+through the master keeps its column families; the master registers in ``<parent>/master`` and
+goes when the cluster stops.
 """
 
 from __future__ import annotations
@@ -334,6 +335,39 @@ def test_a_2x_client_gets_the_procedure_id_and_its_failure_from_get_procedure_re
         assert result(reply.proc_id + 1000).state == State.NOT_FOUND
     with pytest.raises(ProcedureFailedError, match="DoNotRetryIOException: Replication peer 1 already exists"):
         admin.wait_procedure(reply.proc_id, "peer 1: AddPeerProcedure")
+
+
+# -- tables ------------------------------------------------------------------------------------------
+
+
+def test_a_table_modified_through_the_master_keeps_its_families_and_refuses_to_change_them(
+    source: Cluster, admin: MasterAdmin
+) -> None:
+    """The minicluster's master changes a table's own values only: a ModifyTable that would
+    change a family is refused, naming it (HBase would change it), and nothing changes."""
+    table = source.table_name.decode()
+    assert admin.set_read_only(table, True) is False
+    before = admin.table_descriptor(table)
+    changed = HBase_pb2.TableSchema()
+    changed.CopyFrom(before)
+    for family in changed.column_families:
+        if family.name == b"r":
+            for value in family.attributes:
+                if value.first == b"VERSIONS":
+                    value.second = b"7"
+    sock = open_master(source.mc)
+    request = Master_pb2.ModifyTableRequest(table_name=before.table_name, table_schema=changed)
+    sock.sendall(
+        request_frame(RPC_pb2.RequestHeader(call_id=1, method_name="ModifyTable", request_param=True), request)
+    )
+    header, _ = answer(sock)
+    sock.close()
+    assert header.exception.exception_class_name == DNRIOE and header.exception.do_not_retry
+    assert f"table {table}: " in header.exception.stack_trace and "not its column families (asked to change r)" in (
+        header.exception.stack_trace
+    )
+    assert admin.table_descriptor(table) == before and admin.is_read_only(table)
+    assert admin.set_read_only(table, False) is True
 
 
 # -- serial peers --------------------------------------------------------------------------------------

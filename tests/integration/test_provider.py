@@ -152,7 +152,7 @@ def test_one_dag_file_builds_the_dags_of_every_source(clean_airflow: CleanAirflo
             "airflow", "dags", "list", "--local", "-o", "json", AIRFLOW__WALSHIP__SOURCES="walship_source, hbase_east"
         )
     )
-    expected = {*PER_SOURCE, *(f"{d}_hbase_east" for d in PER_SOURCE), "walship_maintenance"}
+    expected = {*PER_SOURCE, *(f"{d}_hbase_east" for d in PER_SOURCE), "walship_maintenance", "walship_switchover"}
     assert {d["dag_id"] for d in listed} == expected
     errors = json_of(
         clean_airflow.run(

@@ -20,11 +20,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
-import secrets
-import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,12 +30,12 @@ from urllib.parse import quote
 import airflow_env
 import httpx
 import pytest
+from airflow_ui import ApiServer, api_server_process, chromium_driver, login
 from replication_helpers import Cluster, add_peer, make_cluster, ship
-from waiting import wait_until
 
 from walship.status import read_status
 from walship.zk import zk_client
-from walship.zk.localserver import LocalZooKeeper, free_port
+from walship.zk.localserver import LocalZooKeeper
 from walship_testing.minicluster.process import MiniClusterProcess
 
 pytestmark = [
@@ -48,9 +43,6 @@ pytestmark = [
     *airflow_env.AIRFLOW_MARKS,
 ]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-USER = "walship"
 OTHER = "walship_other"
 SOURCES = f"walship_source,{OTHER}=other"
 #: fields of a queue that change by themselves as time passes
@@ -75,26 +67,6 @@ class Source:
             "AIRFLOW_CONN_WALSHIP_SOURCE": airflow_env.source_conn(self.a, thrift2=False),
             f"AIRFLOW_CONN_{OTHER.upper()}": airflow_env.source_conn(self.b, thrift2=False),
         }
-
-
-@dataclass(frozen=True)
-class ApiServer:
-    url: str
-    password: str
-    log: Path
-
-    def token(self) -> str:
-        r = httpx.post(f"{self.url}/auth/token", json={"username": USER, "password": self.password}, timeout=10)
-        assert r.status_code in (200, 201), r.text
-        return str(r.json()["access_token"])
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token()}"}, timeout=30)
-
-    def set_paused(self, dag_id: str, paused: bool) -> None:
-        with self.client() as client:
-            r = client.patch(f"/api/v2/dags/{dag_id}", json={"is_paused": paused})
-            assert r.status_code == 200 and r.json()["is_paused"] is paused, r.text
 
 
 def put_rows(cluster: Cluster, prefix: bytes, n: int) -> None:
@@ -181,95 +153,15 @@ def samples(ui_dagbag: Any, two_sources: Source) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def api_server(ui_dagbag: Any, two_sources: Source, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    """``airflow api-server`` on a free port, in its own process group, with SimpleAuthManager's
-    user ``walship`` (admin) and both sources' connections in its environment."""
-    tmp = tmp_path_factory.mktemp("api-server")
-    password = secrets.token_urlsafe(12)
-    passwords = tmp / "passwords.json"
-    passwords.write_text(json.dumps({USER: password}))
-    port = free_port()
-    env = {
-        **os.environ,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USER}:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
-        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
-        "AIRFLOW__API__SECRET_KEY": secrets.token_hex(32),
-        **two_sources.env(),
-    }
-    log = tmp / "api-server.log"
-    airflow = Path(sys.executable).parent / "airflow"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(airflow), "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        assert proc.poll() is None, f"the API server exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
-        try:
-            return httpx.get(f"{url}/api/v2/monitor/health", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    try:
-        wait_until(healthy, timeout=120, interval=0.2, what="the API server's health endpoint")
-        yield ApiServer(url, password, log)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+    """``airflow api-server`` with both sources' connections in its environment."""
+    with api_server_process(tmp_path_factory.mktemp("api-server"), two_sources.env()) as server:
+        yield server
 
 
 @pytest.fixture
 def chromium(tmp_path: Path) -> Iterator[Any]:
-    """Headless Chromium, 1,400 px wide, its console kept (``driver.get_log("browser")``)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER, log_output=str(tmp_path / "driver.log")))
-    try:
+    with chromium_driver(tmp_path) as driver:
         yield driver
-    finally:
-        driver.quit()
-
-
-def login(driver: Any, api_server: ApiServer) -> Any:
-    """Log in through the UI's own form (SimpleAuthManager); the "Replication" nav entry."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    wait = WebDriverWait(driver, 30)
-    driver.get(api_server.url + "/")
-    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(USER)
-    driver.find_element(By.NAME, "password").send_keys(api_server.password)
-    wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "button[type=submit]"))).click()
-    nav = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "a[aria-label='Replication']")))
-    assert nav.text == "Replication" and nav.get_attribute("href") == f"{api_server.url}/plugin/walship"
-    return nav
 
 
 def into_frame(driver: Any, peer_id: str) -> None:
@@ -540,8 +432,8 @@ def test_the_source_selector_inside_airflows_ui(
         (a.get_attribute("data-dag-id"), a.get_attribute("data-run-id"))
         for a in driver.find_elements(By.CSS_SELECTOR, "a.run")
     }
-    # walship_maintenance, one for all sources, is listed too, with other test modules' runs
-    assert {r for r in runs if r[0] != "walship_maintenance"} == {
+    # walship_maintenance and walship_switchover, one for all sources, are listed too, with other test modules' runs
+    assert {r for r in runs if r[0] not in ("walship_maintenance", "walship_switchover")} == {
         ("walship_status_other", r) for r in samples["walship_status_other"]
     }
     shipping = driver.find_elements(By.CSS_SELECTOR, "section.shipping li")

@@ -99,6 +99,8 @@ LAYERS: dict[str, set[str]] = {
         "meter",
     },
     "copy": {"errors", "verify", "meter", "sinks", "thrift", "wal"},
+    # a switchover: the master's table calls, the drain's cut, the verify, the scope audit
+    "switchover": {"errors", "peer", "replicate", "rpc", "scope", "sinks", "status", "verify", "wal", "zk"},
     "spark": {
         "errors",
         "defaults",
@@ -134,6 +136,7 @@ LAYERS: dict[str, set[str]] = {
         "hbaseshell",
         "rpc",
         "security",
+        "switchover",
     },
 }
 

@@ -30,13 +30,15 @@ def build_dags(build: Callable[[Source], Any], namespace: MutableMapping[str, An
 
 
 def build_all(namespace: MutableMapping[str, Any]) -> list[Any]:
-    """Every walship DAG: the per-source ones for each source, and ``walship_maintenance``."""
-    from walship_airflow.dags import maintenance
+    """Every walship DAG: the per-source ones for each source, ``walship_maintenance`` and
+    ``walship_switchover``."""
+    from walship_airflow.dags import maintenance, switchover
 
     dags = []
     for dag_id in PER_SOURCE_DAGS:
         module = importlib.import_module(f"walship_airflow.dags.{dag_id.removeprefix('walship_')}")
         dags += build_dags(module.build, namespace)
-    dag = maintenance.build()
-    namespace[dag.dag_id] = dag
-    return [*dags, dag]
+    shared = [maintenance.build(), switchover.build()]
+    for dag in shared:
+        namespace[dag.dag_id] = dag
+    return [*dags, *shared]

@@ -33,6 +33,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from walship.errors import ConfigError, PeerNotFoundError, WalshipError, ZkUnavailableError
 from walship.peer import validate_peer_id
 from walship_airflow.plugins.page import DEFAULT_REFRESH_S, DagState, RunLink, Sample, render_page
+from walship_airflow.plugins.switchovers import render_switchovers
 from walship_airflow.sources import (
     DEFAULT_CONN_ID,
     Source,
@@ -51,7 +52,7 @@ MAX_SAMPLES = 1440
 #: the newest runs of each walship DAG the page links to
 RUNS_PER_DAG = 5
 #: the DAGs one Airflow runs for all its sources (their ids carry no suffix)
-SHARED_DAG_IDS = ("walship_maintenance",)
+SHARED_DAG_IDS = ("walship_maintenance", "walship_switchover")
 
 app = FastAPI(
     title="walship replication",
@@ -198,6 +199,19 @@ def read_runs(dag_ids: Sequence[str]) -> list[RunLink]:
     ]
 
 
+def switchovers_section(conn_id: str) -> str:
+    """The source's switchovers, or why they cannot be read."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from walship_airflow.switchover import read_switchovers
+
+    try:
+        return render_switchovers(read_switchovers(conn_id))
+    except (WalshipError, AirflowException) as exc:
+        log.warning("replication page: switchovers: %s", exc)
+        return render_switchovers(None, error=f"switchovers cannot be read: {exc}")
+
+
 @app.get("/", response_class=HTMLResponse, summary="The Replication page")
 def replication_page(
     source: SourceParam = None,
@@ -221,7 +235,17 @@ def replication_page(
         error, code = None, 200
     except HTTPException as exc:
         status, error, code = None, str(exc.detail), exc.status_code
-    page = render_page(status, samples, runs, error=error, source=chosen, sources=sources, dags=dags, refresh_s=refresh)
+    page = render_page(
+        status,
+        samples,
+        runs,
+        error=error,
+        source=chosen,
+        sources=sources,
+        dags=dags,
+        refresh_s=refresh,
+        switchovers=switchovers_section(chosen.conn_id) if status is not None else "",
+    )
     return HTMLResponse(page, status_code=code)
 
 

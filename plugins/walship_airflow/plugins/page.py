@@ -458,10 +458,12 @@ def render_page(
     sources: Sequence[Source] = (),
     dags: Sequence[DagState] = (),
     refresh_s: int = DEFAULT_REFRESH_S,
+    switchovers: str = "",
 ) -> str:
     """The whole page of ``source`` (the default connection's without one), ``sources`` the
     configured ones (a selector when there are several), ``dags`` the source's DAGs as Airflow
-    has them (the shipping DAGs' paused flags). Without a status (``error`` says why), the
+    has them (the shipping DAGs' paused flags), ``switchovers`` its switchovers' section
+    (:func:`walship_airflow.plugins.switchovers.render_switchovers`). Without a status (``error`` says why), the
     peers of the samples still get their charts."""
     source = source or Source()
     status_dag = source.dag_id("walship_status")
@@ -500,6 +502,6 @@ def render_page(
         '<a class="download" download="walship-status.json" href="#">download</a>'
         '<button type="button" id="json-close">close</button></div><pre></pre></section>'
         f'<main id="live" data-refresh-s="{refresh_s}" data-source="{escape(source.conn_id)}">'
-        f'<p class="meta">{meta}</p>{banner}{alerts}{shipping_html}{"".join(peers)}{_runs_section(dags, runs)}</main>'
+        f'<p class="meta">{meta}</p>{banner}{alerts}{switchovers}{shipping_html}{"".join(peers)}{_runs_section(dags, runs)}</main>'
         f"<script>{_SCRIPT}</script></body></html>"
     )

@@ -27,6 +27,7 @@ from walship.cli import (
     spark,
     status,
     subscriptions,
+    switchover,
     verify,
     wal,
     zookeeper,
@@ -148,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         scope,
         verify,
         copy,
+        switchover,
         spark,
     ):
         group.register(sub)

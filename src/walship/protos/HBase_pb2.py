@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1awalship/protos/HBase.proto\x12\x08hbase.pb\"1\n\tTableName\x12\x11\n\tnamespace\x18\x01 \x02(\x0c\x12\x11\n\tqualifier\x18\x02 \x02(\x0c\"5\n\x04UUID\x12\x16\n\x0eleast_sig_bits\x18\x01 \x02(\x04\x12\x15\n\rmost_sig_bits\x18\x02 \x02(\x04\"A\n\nServerName\x12\x11\n\thost_name\x18\x01 \x02(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x12\n\nstart_code\x18\x03 \x01(\x04\"-\n\x0eNameStringPair\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"/\n\x0e\x42ytesBytesPair\x12\r\n\x05\x66irst\x18\x01 \x02(\x0c\x12\x0e\n\x06second\x18\x02 \x02(\x0c\",\n\rNameBytesPair\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\"\x9d\x01\n\x0bVersionInfo\x12\x0f\n\x07version\x18\x01 \x02(\t\x12\x0b\n\x03url\x18\x02 \x02(\t\x12\x10\n\x08revision\x18\x03 \x02(\t\x12\x0c\n\x04user\x18\x04 \x02(\t\x12\x0c\n\x04\x64\x61te\x18\x05 \x02(\t\x12\x14\n\x0csrc_checksum\x18\x06 \x02(\t\x12\x15\n\rversion_major\x18\x07 \x01(\r\x12\x15\n\rversion_minor\x18\x08 \x01(\r\"Q\n\x10RegionServerInfo\x12\x10\n\x08infoPort\x18\x01 \x01(\x05\x12+\n\x0cversion_info\x18\x02 \x01(\x0b\x32\x15.hbase.pb.VersionInfo')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1awalship/protos/HBase.proto\x12\x08hbase.pb\"1\n\tTableName\x12\x11\n\tnamespace\x18\x01 \x02(\x0c\x12\x11\n\tqualifier\x18\x02 \x02(\x0c\"\xcc\x01\n\x0bTableSchema\x12\'\n\ntable_name\x18\x01 \x01(\x0b\x32\x13.hbase.pb.TableName\x12,\n\nattributes\x18\x02 \x03(\x0b\x32\x18.hbase.pb.BytesBytesPair\x12\x35\n\x0f\x63olumn_families\x18\x03 \x03(\x0b\x32\x1c.hbase.pb.ColumnFamilySchema\x12/\n\rconfiguration\x18\x04 \x03(\x0b\x32\x18.hbase.pb.NameStringPair\"x\n\nTableState\x12)\n\x05state\x18\x01 \x02(\x0e\x32\x1a.hbase.pb.TableState.State\"?\n\x05State\x12\x0b\n\x07\x45NABLED\x10\x00\x12\x0c\n\x08\x44ISABLED\x10\x01\x12\r\n\tDISABLING\x10\x02\x12\x0c\n\x08\x45NABLING\x10\x03\"\x81\x01\n\x12\x43olumnFamilySchema\x12\x0c\n\x04name\x18\x01 \x02(\x0c\x12,\n\nattributes\x18\x02 \x03(\x0b\x32\x18.hbase.pb.BytesBytesPair\x12/\n\rconfiguration\x18\x03 \x03(\x0b\x32\x18.hbase.pb.NameStringPair\"5\n\x04UUID\x12\x16\n\x0eleast_sig_bits\x18\x01 \x02(\x04\x12\x15\n\rmost_sig_bits\x18\x02 \x02(\x04\"A\n\nServerName\x12\x11\n\thost_name\x18\x01 \x02(\t\x12\x0c\n\x04port\x18\x02 \x01(\r\x12\x12\n\nstart_code\x18\x03 \x01(\x04\"-\n\x0eNameStringPair\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x02(\t\"/\n\x0e\x42ytesBytesPair\x12\r\n\x05\x66irst\x18\x01 \x02(\x0c\x12\x0e\n\x06second\x18\x02 \x02(\x0c\",\n\rNameBytesPair\x12\x0c\n\x04name\x18\x01 \x02(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\"\x9d\x01\n\x0bVersionInfo\x12\x0f\n\x07version\x18\x01 \x02(\t\x12\x0b\n\x03url\x18\x02 \x02(\t\x12\x10\n\x08revision\x18\x03 \x02(\t\x12\x0c\n\x04user\x18\x04 \x02(\t\x12\x0c\n\x04\x64\x61te\x18\x05 \x02(\t\x12\x14\n\x0csrc_checksum\x18\x06 \x02(\t\x12\x15\n\rversion_major\x18\x07 \x01(\r\x12\x15\n\rversion_minor\x18\x08 \x01(\r\"Q\n\x10RegionServerInfo\x12\x10\n\x08infoPort\x18\x01 \x01(\x05\x12+\n\x0cversion_info\x18\x02 \x01(\x0b\x32\x15.hbase.pb.VersionInfo')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,18 +33,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TABLENAME']._serialized_start=40
   _globals['_TABLENAME']._serialized_end=89
-  _globals['_UUID']._serialized_start=91
-  _globals['_UUID']._serialized_end=144
-  _globals['_SERVERNAME']._serialized_start=146
-  _globals['_SERVERNAME']._serialized_end=211
-  _globals['_NAMESTRINGPAIR']._serialized_start=213
-  _globals['_NAMESTRINGPAIR']._serialized_end=258
-  _globals['_BYTESBYTESPAIR']._serialized_start=260
-  _globals['_BYTESBYTESPAIR']._serialized_end=307
-  _globals['_NAMEBYTESPAIR']._serialized_start=309
-  _globals['_NAMEBYTESPAIR']._serialized_end=353
-  _globals['_VERSIONINFO']._serialized_start=356
-  _globals['_VERSIONINFO']._serialized_end=513
-  _globals['_REGIONSERVERINFO']._serialized_start=515
-  _globals['_REGIONSERVERINFO']._serialized_end=596
+  _globals['_TABLESCHEMA']._serialized_start=92
+  _globals['_TABLESCHEMA']._serialized_end=296
+  _globals['_TABLESTATE']._serialized_start=298
+  _globals['_TABLESTATE']._serialized_end=418
+  _globals['_TABLESTATE_STATE']._serialized_start=355
+  _globals['_TABLESTATE_STATE']._serialized_end=418
+  _globals['_COLUMNFAMILYSCHEMA']._serialized_start=421
+  _globals['_COLUMNFAMILYSCHEMA']._serialized_end=550
+  _globals['_UUID']._serialized_start=552
+  _globals['_UUID']._serialized_end=605
+  _globals['_SERVERNAME']._serialized_start=607
+  _globals['_SERVERNAME']._serialized_end=672
+  _globals['_NAMESTRINGPAIR']._serialized_start=674
+  _globals['_NAMESTRINGPAIR']._serialized_end=719
+  _globals['_BYTESBYTESPAIR']._serialized_start=721
+  _globals['_BYTESBYTESPAIR']._serialized_end=768
+  _globals['_NAMEBYTESPAIR']._serialized_start=770
+  _globals['_NAMEBYTESPAIR']._serialized_end=814
+  _globals['_VERSIONINFO']._serialized_start=817
+  _globals['_VERSIONINFO']._serialized_end=974
+  _globals['_REGIONSERVERINFO']._serialized_start=976
+  _globals['_REGIONSERVERINFO']._serialized_end=1057
 # @@protoc_insertion_point(module_scope)

@@ -5,8 +5,11 @@ Messages of HBase 2.x's HBase.proto that walship reads and writes.
 Field numbers and types follow hbase-protocol-shaded/src/main/protobuf/HBase.proto.
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -39,6 +42,109 @@ class TableName(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TableName: _TypeAlias = TableName  # noqa: Y015
+
+@_typing.final
+class TableSchema(_message.Message):
+    """A table's descriptor (``ProtobufUtil.toTableSchema``): its values (``TableDescriptor.getValues``,
+    READONLY among them) as attributes, and its families.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_NAME_FIELD_NUMBER: _builtins.int
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    COLUMN_FAMILIES_FIELD_NUMBER: _builtins.int
+    CONFIGURATION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def table_name(self) -> Global___TableName: ...
+    @_builtins.property
+    def attributes(self) -> _containers.RepeatedCompositeFieldContainer[Global___BytesBytesPair]: ...
+    @_builtins.property
+    def column_families(self) -> _containers.RepeatedCompositeFieldContainer[Global___ColumnFamilySchema]: ...
+    @_builtins.property
+    def configuration(self) -> _containers.RepeatedCompositeFieldContainer[Global___NameStringPair]: ...
+    def __init__(
+        self,
+        *,
+        table_name: Global___TableName | None = ...,
+        attributes: _abc.Iterable[Global___BytesBytesPair] | None = ...,
+        column_families: _abc.Iterable[Global___ColumnFamilySchema] | None = ...,
+        configuration: _abc.Iterable[Global___NameStringPair] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["table_name", b"table_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attributes", b"attributes", "column_families", b"column_families", "configuration", b"configuration", "table_name", b"table_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TableSchema: _TypeAlias = TableSchema  # noqa: Y015
+
+@_typing.final
+class TableState(_message.Message):
+    """A table's state, as the master keeps it in hbase:meta."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _State:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _StateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[TableState._State.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        ENABLED: TableState._State.ValueType  # 0
+        DISABLED: TableState._State.ValueType  # 1
+        DISABLING: TableState._State.ValueType  # 2
+        ENABLING: TableState._State.ValueType  # 3
+
+    class State(_State, metaclass=_StateEnumTypeWrapper): ...
+    ENABLED: TableState.State.ValueType  # 0
+    DISABLED: TableState.State.ValueType  # 1
+    DISABLING: TableState.State.ValueType  # 2
+    ENABLING: TableState.State.ValueType  # 3
+
+    STATE_FIELD_NUMBER: _builtins.int
+    state: Global___TableState.State.ValueType
+    def __init__(
+        self,
+        *,
+        state: Global___TableState.State.ValueType | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["state", b"state"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TableState: _TypeAlias = TableState  # noqa: Y015
+
+@_typing.final
+class ColumnFamilySchema(_message.Message):
+    """A column family's descriptor: its values (VERSIONS, REPLICATION_SCOPE, ...) as attributes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    CONFIGURATION_FIELD_NUMBER: _builtins.int
+    name: _builtins.bytes
+    @_builtins.property
+    def attributes(self) -> _containers.RepeatedCompositeFieldContainer[Global___BytesBytesPair]: ...
+    @_builtins.property
+    def configuration(self) -> _containers.RepeatedCompositeFieldContainer[Global___NameStringPair]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.bytes | None = ...,
+        attributes: _abc.Iterable[Global___BytesBytesPair] | None = ...,
+        configuration: _abc.Iterable[Global___NameStringPair] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attributes", b"attributes", "configuration", b"configuration", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ColumnFamilySchema: _TypeAlias = ColumnFamilySchema  # noqa: Y015
 
 @_typing.final
 class UUID(_message.Message):

@@ -23,22 +23,43 @@ _sym_db = _symbol_database.Default()
 
 
 from walship.protos import ErrorHandling_pb2 as walship_dot_protos_dot_ErrorHandling__pb2
+from walship.protos import HBase_pb2 as walship_dot_protos_dot_HBase__pb2
 from walship.protos import Replication_pb2 as walship_dot_protos_dot_Replication__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bwalship/protos/Master.proto\x12\x08hbase.pb\x1a\"walship/protos/ErrorHandling.proto\x1a walship/protos/Replication.proto\",\n\x19GetProcedureResultRequest\x12\x0f\n\x07proc_id\x18\x01 \x02(\x04\"\xfd\x01\n\x1aGetProcedureResultResponse\x12\x39\n\x05state\x18\x01 \x02(\x0e\x32*.hbase.pb.GetProcedureResultResponse.State\x12\x16\n\x0esubmitted_time\x18\x02 \x01(\x04\x12\x13\n\x0blast_update\x18\x03 \x01(\x04\x12\x0e\n\x06result\x18\x04 \x01(\x0c\x12\x34\n\texception\x18\x05 \x01(\x0b\x32!.hbase.pb.ForeignExceptionMessage\"1\n\x05State\x12\r\n\tNOT_FOUND\x10\x00\x12\x0b\n\x07RUNNING\x10\x01\x12\x0c\n\x08\x46INISHED\x10\x02\x32\xd9\x07\n\rMasterService\x12_\n\x12getProcedureResult\x12#.hbase.pb.GetProcedureResultRequest\x1a$.hbase.pb.GetProcedureResultResponse\x12_\n\x12\x41\x64\x64ReplicationPeer\x12#.hbase.pb.AddReplicationPeerRequest\x1a$.hbase.pb.AddReplicationPeerResponse\x12h\n\x15RemoveReplicationPeer\x12&.hbase.pb.RemoveReplicationPeerRequest\x1a\'.hbase.pb.RemoveReplicationPeerResponse\x12h\n\x15\x45nableReplicationPeer\x12&.hbase.pb.EnableReplicationPeerRequest\x1a\'.hbase.pb.EnableReplicationPeerResponse\x12k\n\x16\x44isableReplicationPeer\x12\'.hbase.pb.DisableReplicationPeerRequest\x1a(.hbase.pb.DisableReplicationPeerResponse\x12q\n\x18GetReplicationPeerConfig\x12).hbase.pb.GetReplicationPeerConfigRequest\x1a*.hbase.pb.GetReplicationPeerConfigResponse\x12z\n\x1bUpdateReplicationPeerConfig\x12,.hbase.pb.UpdateReplicationPeerConfigRequest\x1a-.hbase.pb.UpdateReplicationPeerConfigResponse\x12\x65\n\x14ListReplicationPeers\x12%.hbase.pb.ListReplicationPeersRequest\x1a&.hbase.pb.ListReplicationPeersResponse\x12o\n\x18IsReplicationPeerEnabled\x12(.hbase.pb.GetReplicationPeerStateRequest\x1a).hbase.pb.GetReplicationPeerStateResponse')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bwalship/protos/Master.proto\x12\x08hbase.pb\x1a\"walship/protos/ErrorHandling.proto\x1a\x1awalship/protos/HBase.proto\x1a walship/protos/Replication.proto\",\n\x19GetProcedureResultRequest\x12\x0f\n\x07proc_id\x18\x01 \x02(\x04\"\xfd\x01\n\x1aGetProcedureResultResponse\x12\x39\n\x05state\x18\x01 \x02(\x0e\x32*.hbase.pb.GetProcedureResultResponse.State\x12\x16\n\x0esubmitted_time\x18\x02 \x01(\x04\x12\x13\n\x0blast_update\x18\x03 \x01(\x04\x12\x0e\n\x06result\x18\x04 \x01(\x0c\x12\x34\n\texception\x18\x05 \x01(\x0b\x32!.hbase.pb.ForeignExceptionMessage\"1\n\x05State\x12\r\n\tNOT_FOUND\x10\x00\x12\x0b\n\x07RUNNING\x10\x01\x12\x0c\n\x08\x46INISHED\x10\x02\"g\n\x12\x45nableTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\"&\n\x13\x45nableTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"h\n\x13\x44isableTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12\x16\n\x0bnonce_group\x18\x02 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x03 \x01(\x04:\x01\x30\"\'\n\x14\x44isableTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"\xb2\x01\n\x12ModifyTableRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\x12+\n\x0ctable_schema\x18\x02 \x02(\x0b\x32\x15.hbase.pb.TableSchema\x12\x16\n\x0bnonce_group\x18\x03 \x01(\x04:\x01\x30\x12\x10\n\x05nonce\x18\x04 \x01(\x04:\x01\x30\x12\x1c\n\x0ereopen_regions\x18\x05 \x01(\x08:\x04true\"&\n\x13ModifyTableResponse\x12\x0f\n\x07proc_id\x18\x01 \x01(\x04\"\x8b\x01\n\x1aGetTableDescriptorsRequest\x12(\n\x0btable_names\x18\x01 \x03(\x0b\x32\x13.hbase.pb.TableName\x12\r\n\x05regex\x18\x02 \x01(\t\x12!\n\x12include_sys_tables\x18\x03 \x01(\x08:\x05\x66\x61lse\x12\x11\n\tnamespace\x18\x04 \x01(\t\"J\n\x1bGetTableDescriptorsResponse\x12+\n\x0ctable_schema\x18\x01 \x03(\x0b\x32\x15.hbase.pb.TableSchema\"?\n\x14GetTableStateRequest\x12\'\n\ntable_name\x18\x01 \x02(\x0b\x32\x13.hbase.pb.TableName\"B\n\x15GetTableStateResponse\x12)\n\x0btable_state\x18\x01 \x02(\x0b\x32\x14.hbase.pb.TableState2\xf6\n\n\rMasterService\x12_\n\x12getProcedureResult\x12#.hbase.pb.GetProcedureResultRequest\x1a$.hbase.pb.GetProcedureResultResponse\x12\x62\n\x13GetTableDescriptors\x12$.hbase.pb.GetTableDescriptorsRequest\x1a%.hbase.pb.GetTableDescriptorsResponse\x12P\n\rGetTableState\x12\x1e.hbase.pb.GetTableStateRequest\x1a\x1f.hbase.pb.GetTableStateResponse\x12J\n\x0bModifyTable\x12\x1c.hbase.pb.ModifyTableRequest\x1a\x1d.hbase.pb.ModifyTableResponse\x12M\n\x0c\x44isableTable\x12\x1d.hbase.pb.DisableTableRequest\x1a\x1e.hbase.pb.DisableTableResponse\x12J\n\x0b\x45nableTable\x12\x1c.hbase.pb.EnableTableRequest\x1a\x1d.hbase.pb.EnableTableResponse\x12_\n\x12\x41\x64\x64ReplicationPeer\x12#.hbase.pb.AddReplicationPeerRequest\x1a$.hbase.pb.AddReplicationPeerResponse\x12h\n\x15RemoveReplicationPeer\x12&.hbase.pb.RemoveReplicationPeerRequest\x1a\'.hbase.pb.RemoveReplicationPeerResponse\x12h\n\x15\x45nableReplicationPeer\x12&.hbase.pb.EnableReplicationPeerRequest\x1a\'.hbase.pb.EnableReplicationPeerResponse\x12k\n\x16\x44isableReplicationPeer\x12\'.hbase.pb.DisableReplicationPeerRequest\x1a(.hbase.pb.DisableReplicationPeerResponse\x12q\n\x18GetReplicationPeerConfig\x12).hbase.pb.GetReplicationPeerConfigRequest\x1a*.hbase.pb.GetReplicationPeerConfigResponse\x12z\n\x1bUpdateReplicationPeerConfig\x12,.hbase.pb.UpdateReplicationPeerConfigRequest\x1a-.hbase.pb.UpdateReplicationPeerConfigResponse\x12\x65\n\x14ListReplicationPeers\x12%.hbase.pb.ListReplicationPeersRequest\x1a&.hbase.pb.ListReplicationPeersResponse\x12o\n\x18IsReplicationPeerEnabled\x12(.hbase.pb.GetReplicationPeerStateRequest\x1a).hbase.pb.GetReplicationPeerStateResponse')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'walship.protos.Master_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GETPROCEDURERESULTREQUEST']._serialized_start=111
-  _globals['_GETPROCEDURERESULTREQUEST']._serialized_end=155
-  _globals['_GETPROCEDURERESULTRESPONSE']._serialized_start=158
-  _globals['_GETPROCEDURERESULTRESPONSE']._serialized_end=411
-  _globals['_GETPROCEDURERESULTRESPONSE_STATE']._serialized_start=362
-  _globals['_GETPROCEDURERESULTRESPONSE_STATE']._serialized_end=411
-  _globals['_MASTERSERVICE']._serialized_start=414
-  _globals['_MASTERSERVICE']._serialized_end=1399
+  _globals['_GETPROCEDURERESULTREQUEST']._serialized_start=139
+  _globals['_GETPROCEDURERESULTREQUEST']._serialized_end=183
+  _globals['_GETPROCEDURERESULTRESPONSE']._serialized_start=186
+  _globals['_GETPROCEDURERESULTRESPONSE']._serialized_end=439
+  _globals['_GETPROCEDURERESULTRESPONSE_STATE']._serialized_start=390
+  _globals['_GETPROCEDURERESULTRESPONSE_STATE']._serialized_end=439
+  _globals['_ENABLETABLEREQUEST']._serialized_start=441
+  _globals['_ENABLETABLEREQUEST']._serialized_end=544
+  _globals['_ENABLETABLERESPONSE']._serialized_start=546
+  _globals['_ENABLETABLERESPONSE']._serialized_end=584
+  _globals['_DISABLETABLEREQUEST']._serialized_start=586
+  _globals['_DISABLETABLEREQUEST']._serialized_end=690
+  _globals['_DISABLETABLERESPONSE']._serialized_start=692
+  _globals['_DISABLETABLERESPONSE']._serialized_end=731
+  _globals['_MODIFYTABLEREQUEST']._serialized_start=734
+  _globals['_MODIFYTABLEREQUEST']._serialized_end=912
+  _globals['_MODIFYTABLERESPONSE']._serialized_start=914
+  _globals['_MODIFYTABLERESPONSE']._serialized_end=952
+  _globals['_GETTABLEDESCRIPTORSREQUEST']._serialized_start=955
+  _globals['_GETTABLEDESCRIPTORSREQUEST']._serialized_end=1094
+  _globals['_GETTABLEDESCRIPTORSRESPONSE']._serialized_start=1096
+  _globals['_GETTABLEDESCRIPTORSRESPONSE']._serialized_end=1170
+  _globals['_GETTABLESTATEREQUEST']._serialized_start=1172
+  _globals['_GETTABLESTATEREQUEST']._serialized_end=1235
+  _globals['_GETTABLESTATERESPONSE']._serialized_start=1237
+  _globals['_GETTABLESTATERESPONSE']._serialized_end=1303
+  _globals['_MASTERSERVICE']._serialized_start=1306
+  _globals['_MASTERSERVICE']._serialized_end=2704
 # @@protoc_insertion_point(module_scope)

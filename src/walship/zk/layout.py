@@ -13,6 +13,7 @@
                                                          per-queue progress record (JSON)
     <parent>/replication/walship/errors/<peer>           a peer's shipping errors counted by kind (JSON)
     <parent>/replication/walship/jobs/<peer>/<job>       summaries of ship jobs (JSON, newest kept)
+    <parent>/replication/walship/switchovers/<peer>      the last switchover to the peer: its steps (JSON)
     <parent>/replication/walship/cleaner                 the cleaner's last run: its TTL and time (JSON)
     <parent>/replication/walship/subscriptions/<name>/hbaseid
                                                          a SEP subscription's own cluster id (PBUF + ClusterId)
@@ -186,6 +187,14 @@ class ZnodeLayout:
         """The last run of walship's cleaner: its TTL and when it ran (JSON), so that a replay
         whose window reaches past the archive names what deleted it."""
         return f"{self.walship}/cleaner"
+
+    @property
+    def switchovers(self) -> str:
+        return f"{self.walship}/switchovers"
+
+    def switchover(self, peer_id: str) -> str:
+        """The last switchover to the peer (``walship switchover``): its steps and what each changed."""
+        return f"{self.switchovers}/{check_znode_name(peer_id, 'peer id')}"
 
     def job(self, peer_id: str, job_id: str) -> str:
         return f"{self.peer_jobs(peer_id)}/{check_znode_name(job_id, 'job id')}"

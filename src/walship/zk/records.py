@@ -58,7 +58,16 @@ from walship.errors import ERROR_KINDS, ZkDataError
 from walship.zk.client import translated
 from walship.zk.layout import ZnodeLayout, check_znode_name
 
-__all__ = ["COUNTERS", "KEEP_JOBS", "JobStore", "ProgressStore", "VerifyStore", "error_counts"]
+__all__ = [
+    "COUNTERS",
+    "KEEP_JOBS",
+    "JobStore",
+    "ProgressStore",
+    "VerifyStore",
+    "error_counts",
+    "load_json",
+    "update_json",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +83,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _load(data: bytes, path: str) -> dict[str, Any]:
+def load_json(data: bytes, path: str) -> dict[str, Any]:
     try:
         value = json.loads(data.decode()) if data else {}
     except (UnicodeDecodeError, ValueError) as exc:
@@ -84,7 +93,7 @@ def _load(data: bytes, path: str) -> dict[str, Any]:
     return value
 
 
-def _update(client: KazooClient, path: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+def update_json(client: KazooClient, path: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     """Read-modify-write one JSON znode with a versioned write; created when missing."""
     while True:
         try:
@@ -96,7 +105,7 @@ def _update(client: KazooClient, path: str, change: Callable[[dict[str, Any]], d
             except NodeExistsError:
                 continue
             return record
-        record = change(_load(data, path))
+        record = change(load_json(data, path))
         try:
             client.set(path, json.dumps(record).encode(), version=stat.version)
         except BadVersionError:
@@ -120,7 +129,7 @@ class ProgressStore:
             data, _ = self.client.get(path)
         except NoNodeError:
             return None
-        return _load(data, path)
+        return load_json(data, path)
 
     def list(self, peer_id: str) -> list[dict[str, Any]]:
         """Every record of the peer."""
@@ -204,7 +213,7 @@ class ProgressStore:
             record["updated_at"] = now
             return record
 
-        return _update(self.client, self.layout.queue_progress(peer_id, server, queue_id), change)
+        return update_json(self.client, self.layout.queue_progress(peer_id, server, queue_id), change)
 
     def remove(self, peer_id: str, server: str, queue_id: str) -> None:
         """Forget a queue's record (the queue is gone), and its server's folder once empty."""
@@ -230,7 +239,7 @@ class ProgressStore:
             counts[kind] = int(counts.get(kind) or 0) + 1
             return {**record, "peer_id": peer_id, "errors": counts, "updated_at": _now_ms()}
 
-        return dict(_update(self.client, self.layout.peer_errors(peer_id), change)["errors"])
+        return dict(update_json(self.client, self.layout.peer_errors(peer_id), change)["errors"])
 
     def errors(self, peer_id: str) -> dict[str, int]:
         """The peer's shipping errors counted by kind (``{}`` before any)."""
@@ -239,7 +248,7 @@ class ProgressStore:
             data, _ = self.client.get(path)
         except NoNodeError:
             return {}
-        return error_counts(_load(data, path))
+        return error_counts(load_json(data, path))
 
     def remove_peer(self, peer_id: str) -> None:
         with contextlib.suppress(NoNodeError):
@@ -291,7 +300,7 @@ class JobStore:
             data, _ = self.client.get(path)
         except NoNodeError:
             return None
-        return _load(data, path)
+        return load_json(data, path)
 
     def job_ids(self, peer_id: str) -> list[str]:
         """Job ids, oldest first."""

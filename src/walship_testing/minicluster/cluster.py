@@ -383,11 +383,13 @@ class MiniCluster:
         """Apply typed cells as one batch: the edits of each region in one WAL entry (synced),
         then the store, then return. Every edit is checked before anything is written: all or nothing.
 
+        :raises ReadOnlyTableError: the table is READONLY (its regions refuse writes).
         :raises NoSuchFamilyError: a cell of a family the table does not have.
         :raises BadRequestError: an empty row key, a cell of another row, a negative timestamp.
         """
         with self.lock:
             families = self.check_enabled(table)
+            routing.check_writable(self, table, [e.row for e in edits], sum(len(e.mutations) for e in edits))
             for rs in routing.append_edits(self, table, families, edits, int(time.time() * 1000)):
                 if (rs.wal_bytes or 0) >= self.wal_roll_size and not rs.rolling:
                     self.roll(str(rs.name))
@@ -414,6 +416,7 @@ class MiniCluster:
         """``atomicIncrement``: the column holds a big-endian 8-byte long; returns the new value."""
         with self.lock:
             families = self.check_enabled(table)
+            routing.check_writable(self, table, [row], 1)
             if family not in families:
                 raise NoSuchFamilyError(f"table {table!r} has no column family {family!r}")
             found = self.read_row(table, row, {family: {qualifier}}, versions=1)

@@ -1,6 +1,7 @@
 """HBase's ``MasterService`` calls the minicluster's master answers, as HBase 2.6's
-``MasterRpcServices`` and ``HMaster`` answer them: the replication peer calls and
-``getProcedureResult``.
+``MasterRpcServices`` and ``HMaster`` answer them: the replication peer calls,
+``getProcedureResult``, and the table calls of
+:mod:`walship_testing.minicluster.tableprocedures`.
 
 A changing call (Add, Remove, Enable, Disable, UpdateConfig) submits a peer procedure
 (:mod:`walship_testing.minicluster.procedures`) and answers its id; HBase's checks run inside the
@@ -44,6 +45,7 @@ from walship_testing.minicluster.procedures import (
     UpdatePeerConfig,
     procedure_result,
 )
+from walship_testing.minicluster.tableprocedures import TableCalls
 from walship_testing.minicluster.view import MasterView
 
 __all__ = ["SERVICE", "MasterService", "has_minimum_version", "own_cluster"]
@@ -109,8 +111,8 @@ def own_cluster(host: MasterView) -> OwnCluster:
 class MasterService:
     """The calls, by ``MasterService`` method name.
 
-    :param host: the cluster whose peers these are.
-    :param executor: where the peer procedures run.
+    :param host: the cluster whose peers and tables these are.
+    :param executor: where the procedures run.
     """
 
     def __init__(self, host: MasterView, executor: ProcedureExecutor) -> None:
@@ -127,6 +129,7 @@ class MasterService:
             "UpdateReplicationPeerConfig": self.update_peer_config,
             "ListReplicationPeers": self.list_peers,
             "IsReplicationPeerEnabled": self.is_peer_enabled,
+            **TableCalls(host, executor).handlers(),
         }
 
     @staticmethod

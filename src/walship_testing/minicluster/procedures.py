@@ -1,6 +1,8 @@
-"""The minicluster master's peer procedures, run as HBase 2.6's master runs them
-(``ModifyPeerProcedure`` and its ``AddPeerProcedure``, ``RemovePeerProcedure``,
-``EnablePeerProcedure``, ``DisablePeerProcedure``, ``UpdatePeerConfigProcedure``).
+"""The minicluster master's procedures and their executor, run as HBase 2.6's master runs
+them: here the peer procedures (``ModifyPeerProcedure`` and its ``AddPeerProcedure``,
+``RemovePeerProcedure``, ``EnablePeerProcedure``, ``DisablePeerProcedure``,
+``UpdatePeerConfigProcedure``); the table procedures are in
+:mod:`walship_testing.minicluster.tableprocedures`.
 
 **States.** Each procedure goes PRE_PEER_MODIFICATION (HBase's checks, see
 :mod:`walship_testing.minicluster.peerchecks`: a refusal fails the procedure) -> UPDATE_PEER_STORAGE
@@ -20,8 +22,13 @@ roll sees a peer either before or after a change, never half way.
 :func:`procedure_result` answers ``getProcedureResult``: RUNNING, FINISHED (with a
 ``ForeignExceptionMessage`` naming HBase's exception when it failed), or NOT_FOUND. A client
 older than HBase 2.0 (or naming no version) waits behind the procedure's latch instead
-(HBase's ``ProcedurePrepareLatch``): until it finished, and its call fails with the
-procedure's error.
+(HBase's ``ProcedurePrepareLatch``): until it finished (or, for a procedure that releases it
+after its checks, until they passed), and its call fails with the procedure's error.
+
+**Nonces.** A call that carries a nonce (the table calls) and comes again with the same one
+gets the id of the procedure the first one started, or failed to start (HBase's
+``ProcedureExecutor.registerNonce`` and ``setFailureResultForNonce``), as long as the
+executor keeps that procedure.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from walship_testing.minicluster.view import MasterView
 __all__ = [
     "AddPeer",
     "PeerProcedure",
+    "Procedure",
     "ProcedureExecutor",
     "RemovePeer",
     "SetPeerState",
@@ -80,31 +88,48 @@ def _storage_error(exc: ZkError) -> MasterCallError:
     return MasterCallError(IOE, str(exc), do_not_retry=False, cause=cause)
 
 
-class PeerProcedure:
-    """One peer procedure: :meth:`steps` yields its states' work in order, the first being
-    HBase's checks (a :class:`MasterCallError` there fails it)."""
+class Procedure:
+    """One procedure: :meth:`steps` yields its states' work in order, the first being HBase's
+    checks (a :class:`MasterCallError` there fails it)."""
 
     #: HBase's class of the procedure, named in the log
-    name = "PeerProcedure"
+    name = "Procedure"
+    #: its latch opens once its checks passed, not only once it finished (HBase's table
+    #: procedures that call ``releaseSyncLatch`` after their prepare state)
+    release_after_checks = False
 
-    def __init__(self, host: MasterView, peer_id: str) -> None:
+    def __init__(self, host: MasterView) -> None:
         self.host = host
-        self.peer_id = peer_id
         self.proc_id = 0
+        #: HBase's NonceKey ``(nonce_group, nonce)`` of the call that started it, if any
+        self.nonce: tuple[int, int] | None = None
         self.submitted = _now_ms()
         self.last_update = self.submitted
         self.finished = False
         self.error: MasterCallError | None = None
-        #: HBase's ProcedurePrepareLatch: set once it failed its checks or finished
+        #: HBase's ProcedurePrepareLatch: set once it failed its checks or finished (or passed them: release_after_checks)
         self.latch = threading.Event()
+
+    def steps(self) -> Iterator[Step]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{self.name}(pid={self.proc_id})"
+
+
+class PeerProcedure(Procedure):
+    """One peer procedure."""
+
+    name = "PeerProcedure"
+
+    def __init__(self, host: MasterView, peer_id: str) -> None:
+        super().__init__(host)
+        self.peer_id = peer_id
 
     @property
     def peers(self) -> ReplicationPeers:
         assert self.host.zk is not None
         return ReplicationPeers(self.host.zk, self.host.layout)
-
-    def steps(self) -> Iterator[Step]:
-        raise NotImplementedError
 
     def refresh(self) -> None:
         """REFRESH_PEER_ON_RS."""
@@ -227,7 +252,7 @@ class UpdatePeerConfig(PeerProcedure):
 
 
 class ProcedureExecutor:
-    """Runs peer procedures one at a time on its own thread and keeps the last ``retain``
+    """Runs procedures one at a time on its own thread and keeps the last ``retain``
     finished ones for ``getProcedureResult`` (HBase keeps them until the client has read them
     and a while after).
 
@@ -237,16 +262,15 @@ class ProcedureExecutor:
     def __init__(self, *, retain: int = 1000, retry_pause: float = 0.1) -> None:
         self.retain = retain
         self.retry_pause = retry_pause
-        self._queue: queue.Queue[PeerProcedure | None] = queue.Queue()
-        self._procedures: OrderedDict[int, PeerProcedure] = OrderedDict()
+        self._queue: queue.Queue[Procedure | None] = queue.Queue()
+        self._procedures: OrderedDict[int, Procedure] = OrderedDict()
         self._lock = threading.Lock()
         self._next_id = 0
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="master-procedures", daemon=True)
         self._thread.start()
 
-    def submit(self, procedure: PeerProcedure) -> PeerProcedure:
-        """Give the procedure an id and queue it."""
+    def _register(self, procedure: Procedure) -> None:
         with self._lock:
             if self._stopped.is_set():
                 raise MasterCallError(IOE, "the master is stopping", do_not_retry=False)
@@ -258,13 +282,30 @@ class ProcedureExecutor:
                 if not oldest.finished:
                     break
                 self._procedures.popitem(last=False)
+
+    def submit(self, procedure: Procedure) -> Procedure:
+        """Give the procedure an id and queue it."""
+        self._register(procedure)
         log.info("submitted %r", procedure)
         self._queue.put(procedure)
         return procedure
 
-    def get(self, proc_id: int) -> PeerProcedure | None:
+    def record_failure(self, procedure: Procedure, error: MasterCallError) -> None:
+        """A procedure whose call was refused before it was submitted, kept (with an id, as
+        failed) only for its nonce: HBase's ``setFailureResultForNonce``."""
+        if procedure.nonce is None:
+            return
+        self._register(procedure)
+        self._finish(procedure, error)
+
+    def get(self, proc_id: int) -> Procedure | None:
         with self._lock:
             return self._procedures.get(proc_id)
+
+    def by_nonce(self, nonce: tuple[int, int]) -> Procedure | None:
+        """The procedure a call with this nonce started (or failed to start), if still kept."""
+        with self._lock:
+            return next((p for p in self._procedures.values() if p.nonce == nonce), None)
 
     def _run(self) -> None:
         while True:
@@ -276,11 +317,13 @@ class ProcedureExecutor:
                 continue
             self._execute(procedure)
 
-    def _execute(self, procedure: PeerProcedure) -> None:
+    def _execute(self, procedure: Procedure) -> None:
         try:
             for i, step in enumerate(procedure.steps()):
                 if not self._step(procedure, step, first=i == 0):
                     return
+                if i == 0 and procedure.release_after_checks:
+                    procedure.latch.set()
         except MasterCallError as exc:
             self._finish(procedure, exc)
         except Exception as exc:  # a bug: fail the procedure rather than the executor
@@ -289,7 +332,7 @@ class ProcedureExecutor:
         else:
             self._finish(procedure, None)
 
-    def _step(self, procedure: PeerProcedure, step: Step, *, first: bool) -> bool:
+    def _step(self, procedure: Procedure, step: Step, *, first: bool) -> bool:
         """Run one state, again after a ZooKeeper failure; False: the procedure is over."""
         pause = self.retry_pause
         while True:
@@ -315,7 +358,7 @@ class ProcedureExecutor:
                 self._finish(procedure, _storage_error(exc))
                 return False
 
-    def _finish(self, procedure: PeerProcedure, error: MasterCallError | None) -> None:
+    def _finish(self, procedure: Procedure, error: MasterCallError | None) -> None:
         procedure.error = error
         procedure.finished = True
         procedure.last_update = _now_ms()
@@ -338,7 +381,7 @@ class ProcedureExecutor:
                 self._finish(procedure, MasterCallError(IOE, "the master stopped", do_not_retry=False))
 
 
-def procedure_result(procedure: PeerProcedure | None) -> Master_pb2.GetProcedureResultResponse:
+def procedure_result(procedure: Procedure | None) -> Master_pb2.GetProcedureResultResponse:
     """``getProcedureResult``'s answer for the procedure (``None``: not known)."""
     State = Master_pb2.GetProcedureResultResponse.State
     if procedure is None:

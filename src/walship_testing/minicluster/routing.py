@@ -5,7 +5,8 @@ Each region logs its own edits, with its own sequence ids, in the WAL of the ser
 it (a region with no live holder is assigned first); the edits of a batch keep their order
 within each region. Every edit is checked before anything is written (all or nothing), and
 the store takes the whole batch at once. A bulk load gives each region it touches its own
-HFiles and BULK_LOAD marker, as HBase's ``BulkLoadHFiles`` loads a file per region.
+HFiles and BULK_LOAD marker, as HBase's ``BulkLoadHFiles`` loads a file per region. The
+regions of a READONLY table refuse writes (:func:`check_writable`).
 
 Functions on a cluster (:class:`~walship_testing.minicluster.view.ClusterView`); the caller holds
 its lock.
@@ -19,15 +20,16 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from walship.errors import TableDisabledError
+from walship.errors import ReadOnlyTableError, TableDisabledError
 from walship.wal import Cell
 from walship_testing.minicluster.placement import assign, bulk_load_entry
+from walship_testing.minicluster.readonly import is_read_only
 from walship_testing.minicluster.regionserver import RegionServer
 from walship_testing.minicluster.store import Family, Region, Store
 from walship_testing.minicluster.view import ClusterView
 from walship_testing.minicluster.writes import RowEdit, wal_entries
 
-__all__ = ["append_edits", "bulk_load_cells", "holder", "region_for_row"]
+__all__ = ["append_edits", "bulk_load_cells", "check_writable", "holder", "region_for_row"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,21 @@ def holder(cluster: ClusterView, region: Region) -> RegionServer:
     if rs is None or not rs.alive:
         rs = assign(cluster, region)
     return rs
+
+
+def check_writable(cluster: ClusterView, table: bytes, rows: Sequence[bytes], actions: int) -> None:
+    """HBase's ``HRegion.checkReadOnly``, on the regions of ``rows`` (an enabled table's).
+
+    :param actions: the mutations of the call (each refused).
+    :raises ReadOnlyTableError: the table's descriptor says READONLY; it names the servers
+        holding the rows' regions.
+    """
+    store = _store(cluster)
+    if not rows or not is_read_only(store.table_descriptor(table)):
+        return
+    regions = store.regions(table)
+    owners = {cluster.owner.get(region_for_row(regions, row).encoded) for row in rows} if regions else set()
+    raise ReadOnlyTableError(table, actions, sorted(str(rs.name) for rs in owners if rs is not None))
 
 
 def append_edits(

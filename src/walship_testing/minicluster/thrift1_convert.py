@@ -8,10 +8,11 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from walship.errors import BadRequestError, MiniClusterError, TableExistsError
+from walship.errors import BadRequestError, MiniClusterError, ReadOnlyTableError, TableExistsError
 from walship.thrift.hbase1 import Hbase_thrift
 from walship_testing.minicluster.cluster import LATEST_TIMESTAMP
 from walship_testing.minicluster.filters import FilterSyntaxError
+from walship_testing.minicluster.readonly import thrift1_message
 from walship_testing.minicluster.store import VisibleCell
 
 __all__ = [
@@ -36,6 +37,8 @@ def thrift_errors(func: F) -> F:
             return func(*args, **kwargs)
         except TableExistsError as exc:
             raise Hbase_thrift.AlreadyExists(message=str(exc)) from None
+        except ReadOnlyTableError as exc:  # HBase's own message (see walship_testing.minicluster.readonly)
+            raise Hbase_thrift.IOError(message=thrift1_message(exc, func.__name__)) from None
         except BadRequestError as exc:
             if getattr(func, "_illegal_argument", False):
                 raise Hbase_thrift.IllegalArgument(message=str(exc)) from None

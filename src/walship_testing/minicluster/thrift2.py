@@ -10,6 +10,8 @@ every put version, masked or not, and the delete markers, each ``TColumnValue`` 
 
 Errors are raised as HBase's Thrift2 server raises them: ``TIOError`` with the message of
 the failure (naming the table, family or row), ``TIllegalArgument`` for an unknown scanner id.
+A write to a READONLY table gets HBase's own message (see
+:mod:`walship_testing.minicluster.readonly`).
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ from walship.errors import (
     HandlerFailureError,
     MiniClusterError,
     NoSuchFamilyError,
+    ReadOnlyTableError,
     TableDisabledError,
     TableNotFoundError,
 )
 from walship.thrift.hbase2 import hbase2
+from walship_testing.minicluster import routing
 from walship_testing.minicluster.cluster import MiniCluster, RowEdit
+from walship_testing.minicluster.readonly import thrift2_message
 from walship_testing.minicluster.regionserver import RegionServer
 from walship_testing.minicluster.schema import check_table_name
 from walship_testing.minicluster.store import Region, Store, VisibleCell
@@ -72,6 +77,8 @@ def _tio_errors(func: F) -> F:
             raise TApplicationException(
                 TApplicationException.INTERNAL_ERROR, f"Internal error processing {func.__name__}: {exc}"
             ) from None
+        except ReadOnlyTableError as exc:
+            raise hbase2.TIOError(message=thrift2_message(exc, func.__name__)) from None
         except (MiniClusterError, ConfigError) as exc:  # ConfigError: a filter string that does not parse
             raise hbase2.TIOError(message=f"{type(exc).__name__}: {exc}") from None
 
@@ -243,11 +250,12 @@ class THBaseHandler:
             raise HandlerFailureError(f"checkAndMutate of row {row!r}: no value to compare with")
         with self.cluster.lock:
             families = self.cluster.check_enabled(table)
-            if family not in families:
-                raise NoSuchFamilyError(f"table {table!r} has no column family {family!r} (row {row!r})")
             edit = self._row_edit(table, rowMutations)
             if edit.row != row:
                 raise BadRequestError(f"checkAndMutate of row {row!r}: the mutations are of row {edit.row!r}")
+            routing.check_writable(self.cluster, table, [row], len(edit.mutations))  # before the check, as HBase
+            if family not in families:
+                raise NoSuchFamilyError(f"table {table!r} has no column family {family!r} (row {row!r})")
             found = self.cluster.read_row(table, row, {family: {qualifier or b""}}, versions=1)
             if not check_matches(compareOperator, value, found[0] if found else None):
                 return False

@@ -1,0 +1,445 @@
+"""A switchover's steps: the writers' cluster moved from the source to a peer's cluster, losing
+nothing, each step a unit that can be run again and that checks its own precondition.
+
+* ``preflight``: both clusters answer, the peer is walship's and shipping, its scope and
+  dead letters clean, the tables writable on both sides (:mod:`walship.switchover.checks`);
+  the record of the switchover written (:mod:`walship.switchover.record`).
+* ``fence``: the source's tables refuse writes (their descriptors' ``READONLY`` through the
+  master, or disabled), each table's state before recorded first, so that it can be undone.
+* ``drain``: a cut of the peer's queues taken after the fence, and waited for
+  (``walship wait-drained``): every write the source accepted is on the peer.
+* ``verify``: the tables compared row by row (``walship verify``): no bad row, or stop.
+* ``reverse``: a managed peer back to the source added through the peer cluster's master, its
+  walship switch off: every write on the peer's cluster from now on is queued for the source.
+* ``switch``: the fence checked still in place, and the moment clients may write to the peer's
+  cluster recorded and reported. No rollback after it.
+* ``unfence``: the source's tables as they were before the fence, and the reverse peer's
+  switch on: walship ships the writes back from the peer cluster's WALs.
+* ``rollback``: before ``switch``, the reverse peer removed (or its switch as it was) and the
+  source unfenced; nothing else on the peer's cluster was changed.
+
+With ``reverse`` off, ``reverse`` and ``unfence`` are skipped: the source stays fenced (a
+migration). Failback is a switchover from the peer's cluster with the reverse peer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from walship.errors import MasterError, SwitchoverError, SwitchoverStateError, TableNotFoundError, WalshipError
+from walship.peer import MANAGED_KEY, PeerConfig
+from walship.sinks.base import SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY
+from walship.status.drain import Cut, DrainResult, behind, take_cut
+from walship.switchover.checks import Check, preflight_problems, resolve_tables
+from walship.switchover.record import ROLLBACK, STEPS, SwitchoverRecord, SwitchoverRequest, SwitchoverStore, now_ms
+from walship.switchover.sides import Side, Sides, same_cluster
+
+__all__ = ["Switchover", "SwitchoverRequest"]
+
+log = logging.getLogger(__name__)
+
+
+class Switchover:
+    """The steps of one switchover to ``sides.peer`` (see the module docstring).
+
+    :param say: where each step's lines go as it runs (the command prints them, a task logs them).
+    :param checks: more preflight checks: each returns ``None``, or what is wrong.
+    :param pump: called while the drain waits (the command ships the peer's queues itself).
+    """
+
+    def __init__(
+        self,
+        sides: Sides,
+        request: SwitchoverRequest,
+        *,
+        say: Callable[[str], None] = log.info,
+        checks: Sequence[Check] = (),
+        pump: Callable[[], None] | None = None,
+    ) -> None:
+        self.sides = sides
+        self.request = request
+        self.say = say
+        self.checks = checks
+        self.pump = pump
+        self.store = SwitchoverStore(sides.source.client, sides.source.layout)
+        self._bodies: dict[str, Callable[[SwitchoverRecord], str]] = {
+            "preflight": self._preflight,
+            "fence": self._fence,
+            "drain": self._drain,
+            "verify": self._verify,
+            "reverse": self._reverse,
+            "switch": self._switch,
+            "unfence": self._unfence,
+            ROLLBACK: self._rollback,
+        }
+
+    @property
+    def peer_id(self) -> str:
+        return self.request.peer_id
+
+    # -- the record --------------------------------------------------------------------------------
+
+    def record(self) -> SwitchoverRecord | None:
+        """The last switchover to the peer, or ``None``."""
+        return self.store.get(self.peer_id)
+
+    def _current(self, step: str) -> SwitchoverRecord:
+        """This run's record.
+
+        :raises SwitchoverStateError: there is none, or it is another run's.
+        """
+        record = self.record()
+        if record is None or (self.request.run_id and record.run_id != self.request.run_id):
+            name = f"switchover {self.request.run_id}" if self.request.run_id else "switchover"
+            raise SwitchoverStateError(f"{step}: no {name} to peer {self.peer_id} is recorded: run preflight first")
+        return record
+
+    def _begin(self) -> SwitchoverRecord:
+        """The record preflight starts from: this run's, or a new one.
+
+        :raises SwitchoverStateError: another switchover to the peer is unfinished.
+        """
+        found = self.record()
+        if found is not None and not found.finished and found.run_id == (self.request.run_id or found.run_id):
+            return found
+        if found is not None and not found.finished and found.changed_anything:
+            at = next((s for s in (*STEPS, ROLLBACK) if found.steps[s].state not in ("done", "skipped")), "-")
+            raise SwitchoverStateError(
+                f"preflight: the switchover {found.run_id} to peer {self.peer_id} is unfinished (state {found.state}, "
+                f"at step {at}): resume it, or roll it back (walship switchover --peer {self.peer_id} --rollback)"
+            )
+        tables = resolve_tables(self.sides.peer, self.request.tables)
+        record = SwitchoverRecord(
+            peer_id=self.peer_id,
+            run_id=self.request.run_id or f"cli-{now_ms()}",
+            reverse_peer_id=self.request.back_id,
+            peer_cluster_key=self.sides.target.cluster_key,
+            source_cluster_key=self.sides.source.cluster_key,
+            tables=list(tables),
+            fence=self.request.fence,
+            reverse=self.request.reverse,
+        )
+        self.store.put(record)
+        return record
+
+    def _changed(self, step: str, line: str) -> None:
+        """Record at once what the step changed (a failure later in the step keeps it)."""
+        self.say(f"  {line}")
+
+        def add(r: SwitchoverRecord) -> None:
+            r.steps[step].changed.append(line)
+
+        self.store.update(self.peer_id, add)
+
+    def _mark(self, step: str, state: str, message: str = "", *, overall: str | None = None) -> SwitchoverRecord:
+        def change(r: SwitchoverRecord) -> None:
+            s = r.steps[step]
+            if state == "running":
+                s.started_at, s.ended_at, s.changed = now_ms(), None, [] if s.state == "pending" else s.changed
+            else:
+                s.ended_at = now_ms()
+            s.state, s.message = state, message
+            if overall is not None:
+                r.state = overall
+                if overall in ("done", "rolled-back"):
+                    r.ended_at = now_ms()
+
+        return self.store.update(self.peer_id, change)
+
+    def set_log_url(self, step: str, url: str) -> None:
+        """Where the step's log is (the Airflow task's), for the Replication page."""
+
+        def change(r: SwitchoverRecord) -> None:
+            r.steps[step].log_url = url
+
+        self.store.update(self.peer_id, change)
+
+    # -- running a step ----------------------------------------------------------------------------
+
+    def run(self, step: str) -> str:
+        """Run one step; what it found or did, one line.
+
+        :raises SwitchoverStateError: its precondition does not hold.
+        :raises SwitchoverError: it failed (the record says so; run it again, or roll back).
+        """
+        if step not in self._bodies:
+            raise SwitchoverError(f"no step {step!r}: expected one of {', '.join((*STEPS, ROLLBACK))}")
+        record = self._begin() if step == "preflight" else self._current(step)
+        if step == ROLLBACK and record.switched_at is not None:
+            raise SwitchoverStateError(
+                f"rollback: the switch of {record.run_id} was reported (clients may write to the peer's cluster): "
+                "no rollback after it; fail back with a switchover from the peer's cluster"
+            )
+        if step not in ("preflight", ROLLBACK):
+            before = STEPS[STEPS.index(step) - 1]
+            if record.steps[before].state not in ("done", "skipped"):
+                raise SwitchoverStateError(
+                    f"{step}: step {before} of switchover {record.run_id} to peer {self.peer_id} has not run "
+                    f"(it is {record.steps[before].state})"
+                )
+        if record.steps[step].state in ("done", "skipped") and step != "preflight":
+            self.say(f"{step}: {record.steps[step].state} already: {record.steps[step].message}")
+            return record.steps[step].message
+        if record.finished:
+            raise SwitchoverStateError(
+                f"{step}: the switchover {record.run_id} to peer {self.peer_id} is {record.state} already"
+            )
+        self.say(f"{step}: ...")
+        self._mark(step, "running", overall="running")
+        try:
+            message = self._bodies[step](record)
+        except WalshipError as exc:
+            text = str(exc) if str(exc).startswith(f"{step}:") else f"{step}: {exc}"
+            self._mark(step, "failed", text, overall="failed")
+            raise (type(exc) if isinstance(exc, SwitchoverError) else SwitchoverError)(text) from None
+        final = {"unfence": "done", ROLLBACK: "rolled-back"}.get(step, "running")
+        self._mark(step, "skipped" if message.startswith("skipped") else "done", message, overall=final)
+        self.say(f"{step}: {message}")
+        return message
+
+    # -- the steps ---------------------------------------------------------------------------------
+
+    def _preflight(self, record: SwitchoverRecord) -> str:
+        problems = preflight_problems(self.sides, self.request, record, self.checks)
+        if problems:
+            raise SwitchoverError(
+                f"preflight: {len(problems)} problem(s) for the switchover to peer {self.peer_id}: "
+                + "; ".join(problems)
+            )
+        return (
+            f"both clusters answer; peer {self.peer_id} is walship's and shipping; "
+            f"{', '.join(record.tables)} writable on both sides"
+        )
+
+    def _fence_one(self, step: str, table: str, wanted: dict[str, bool]) -> None:
+        """Bring one table of the source to ``wanted`` (``read_only``, ``enabled``), recording
+        each change."""
+        admin = self.sides.source.admin
+        if "enabled" in wanted and admin.table_enabled(table) != wanted["enabled"]:
+            (admin.enable_table if wanted["enabled"] else admin.disable_table)(table)
+            self._changed(step, f"table {table}: {'enabled' if wanted['enabled'] else 'disabled'}")
+        if "read_only" in wanted and admin.is_read_only(table) != wanted["read_only"]:
+            admin.set_read_only(table, wanted["read_only"])
+            before = str(not wanted["read_only"]).lower()
+            self._changed(step, f"table {table}: READONLY {before} -> {str(wanted['read_only']).lower()}")
+
+    def _fence(self, record: SwitchoverRecord) -> str:
+        admin = self.sides.source.admin
+        for table in record.tables:
+            before = record.fenced.get(table)
+            if before is None:
+                before = {"read_only": admin.is_read_only(table), "enabled": admin.table_enabled(table)}
+
+                def keep(r: SwitchoverRecord, table: str = table, before: dict[str, bool] = before) -> None:
+                    r.fenced[table] = before
+
+                self.store.update(self.peer_id, keep)
+            self._fence_one("fence", table, {"read_only": True} if record.fence == "read_only" else {"enabled": False})
+        how = "read-only" if record.fence == "read_only" else "disabled"
+        return f"{', '.join(record.tables)} {how} on the source: writes to them are refused"
+
+    def _drain(self, record: SwitchoverRecord) -> str:
+        sides = self.sides
+        if record.cut is None:
+            cut = take_cut(sides.source.client, sides.source.layout, sides.walstore, self.peer_id)
+
+            def keep(r: SwitchoverRecord) -> None:
+                r.cut = cut.to_json()
+
+            self.store.update(self.peer_id, keep)
+        else:
+            cut = Cut.from_json(record.cut)
+        self.say(f"  waiting for {len(cut.points)} WAL(s) of the cut to be shipped")
+        began = time.monotonic()
+        while True:
+            if self.pump is not None:
+                self.pump()
+            late = behind(sides.source.client, sides.source.layout, cut)
+            waited = time.monotonic() - began
+            if not late:
+                return f"every edit the source accepted before the fence is on the peer ({len(cut.points)} WAL(s))"
+            if waited >= self.request.drain_timeout:
+                raise SwitchoverError(f"drain: {DrainResult(cut, False, waited, late).message()}")
+            time.sleep(self.request.poll)
+
+    def _verify(self, record: SwitchoverRecord) -> str:
+        from walship.verify.plan import VerifyJob
+        from walship.verify.run import verify
+
+        site = self.sides.site
+        job = VerifyJob(
+            zk=site.zk,
+            znode_parent=site.znode_parent,
+            wal_root=site.wal_root or "",
+            zk_auth=site.auth,
+            source_thrift2=self.request.source_thrift2,
+            peer_id=self.peer_id,
+            tables=tuple(record.tables),
+        )
+        result = verify(job)
+        summary = result.to_json()
+
+        def keep(r: SwitchoverRecord) -> None:
+            r.verify = {k: summary[k] for k in ("counters", "bad_rows", "rows_scanned", "seconds")}
+
+        self.store.update(self.peer_id, keep)
+        if not result.ok:
+            shown = ", ".join(result.bad_keys[:10])
+            raise SwitchoverError(
+                f"verify: {result.counters.bad} bad row(s) between the source and peer {self.peer_id} "
+                f"({shown}): stopped before the switch; roll back, repair (walship verify --repair), then run again"
+            )
+        return f"{result.rows_scanned} row(s) of {', '.join(record.tables)} equal on both sides"
+
+    def reverse_config(self, record: SwitchoverRecord) -> PeerConfig:
+        """The peer back to the source, added on the peer's cluster: managed, switched off, the
+        switchover's tables (with the families the peer takes), written to the source's Thrift2."""
+        table_cfs = self.sides.peer.table_cfs or {}
+        return PeerConfig(
+            record.reverse_peer_id,
+            record.source_cluster_key,
+            enabled=False,
+            table_cfs={t: table_cfs.get(t) for t in record.tables},
+            configuration={
+                MANAGED_KEY: "true",
+                SINK_PROTOCOL_KEY: "thrift2",
+                SINK_THRIFT2_KEY: self.request.source_thrift2,
+            },
+        )
+
+    def _reverse(self, record: SwitchoverRecord) -> str:
+        if not record.reverse:
+            return "skipped: no peer back to the source (reverse is off)"
+        target = self.sides.target
+        back = record.reverse_peer_id
+        existing = _peer(target, back)
+        if record.reverse_peer is None:
+            seen = {"added": existing is None, "switch_before": existing.enabled if existing is not None else None}
+
+            def keep(r: SwitchoverRecord) -> None:
+                r.reverse_peer = seen
+
+            record = self.store.update(self.peer_id, keep)
+        if existing is None:
+            target.peers.add(self.reverse_config(record))
+            self._changed("reverse", f"peer {back} added on {target.label}: managed, walship's switch off")
+        else:
+            if not same_cluster(existing.cluster_key, record.source_cluster_key) or not existing.managed:
+                raise SwitchoverError(
+                    f"reverse: peer {back} of {target.label} exists, "
+                    + ("to another cluster" if existing.managed else "shipped by HBase itself")
+                    + f" ({existing.cluster_key}): give another reverse peer id"
+                )
+            if existing.enabled:
+                target.store.set_switch(back, False)
+                self._changed("reverse", f"peer {back} on {target.label}: walship's switch on -> off")
+        return f"peer {back} on {target.label} queues every write there for the source"
+
+    def _switch(self, record: SwitchoverRecord) -> str:
+        admin = self.sides.source.admin
+        for table in record.tables:
+            fenced = admin.is_read_only(table) if record.fence == "read_only" else not admin.table_enabled(table)
+            if not fenced:
+                raise SwitchoverError(
+                    f"switch: table {table} of the source takes writes again (someone lifted the fence): roll back"
+                )
+        at = now_ms()
+
+        def keep(r: SwitchoverRecord) -> None:
+            r.switched_at = at
+
+        self.store.update(self.peer_id, keep)
+        return f"clients may write to {', '.join(record.tables)} on peer {self.peer_id}'s cluster ({record.peer_cluster_key}) now"
+
+    def _unfence(self, record: SwitchoverRecord) -> str:
+        if not record.reverse:
+            return "skipped: the source stays fenced (reverse is off)"
+        for table, before in record.fenced.items():
+            self._fence_one("unfence", table, before)
+        back, target = record.reverse_peer_id, self.sides.target
+        if not target.store.get(back).enabled:
+            target.store.set_switch(back, True)
+            self._changed("unfence", f"peer {back} on {target.label}: walship's switch off -> on")
+        return f"the source takes writes again; walship ships {target.label}'s writes back through peer {back}"
+
+    def _rollback(self, record: SwitchoverRecord) -> str:
+        target, seen = self.sides.target, record.reverse_peer
+        if seen is not None:
+            back = record.reverse_peer_id
+            existing = _peer(target, back)
+            if seen["added"] and existing is not None:
+                target.peers.remove(back)
+                self._changed(ROLLBACK, f"peer {back} removed from {target.label}")
+            elif not seen["added"] and existing is not None and existing.enabled != seen["switch_before"]:
+                target.store.set_switch(back, bool(seen["switch_before"]))
+                self._changed(
+                    ROLLBACK, f"peer {back} on {target.label}: walship's switch back to {seen['switch_before']}"
+                )
+        for table, before in record.fenced.items():
+            try:
+                self._fence_one(ROLLBACK, table, before)
+            except TableNotFoundError:
+                self._changed(ROLLBACK, f"table {table} no longer exists on the source: nothing to undo")
+        return "the source takes writes as before; nothing of the switchover is left on the peer's cluster"
+
+    # -- a dry run ---------------------------------------------------------------------------------
+
+    def dry_run(self) -> list[str]:
+        """Preflight's checks and what each step would change, changing nothing.
+
+        :raises SwitchoverError: a preflight check fails.
+        """
+        tables = resolve_tables(self.sides.peer, self.request.tables)
+        probe = SwitchoverRecord(
+            peer_id=self.peer_id,
+            run_id="dry-run",
+            reverse_peer_id=self.request.back_id,
+            peer_cluster_key=self.sides.target.cluster_key,
+            source_cluster_key=self.sides.source.cluster_key,
+            tables=list(tables),
+            fence=self.request.fence,
+            reverse=self.request.reverse,
+        )
+        found = self.record()
+        if found is not None and not found.finished:
+            raise SwitchoverStateError(
+                f"preflight: the switchover {found.run_id} to peer {self.peer_id} is unfinished (state {found.state})"
+            )
+        problems = preflight_problems(self.sides, self.request, probe, self.checks)
+        if problems:
+            raise SwitchoverError(f"preflight: {len(problems)} problem(s): " + "; ".join(problems))
+        how = "READONLY false -> true" if self.request.fence == "read_only" else "disabled"
+        back = self.request.back_id
+        existing = _peer(self.sides.target, back) if self.request.reverse else None
+        lines = ["preflight: would pass"]
+        lines += [f"fence: table {t}: {how}" for t in tables]
+        lines += [f"drain: would wait for peer {self.peer_id}'s queues (at most {self.request.drain_timeout:g} s)"]
+        lines += [f"verify: would compare {', '.join(tables)} with peer {self.peer_id}'s cluster"]
+        if not self.request.reverse:
+            lines += [
+                "reverse: skipped",
+                "switch: would report the switch",
+                "unfence: skipped (the source stays fenced)",
+            ]
+        else:
+            lines += [
+                f"reverse: peer {back} " + ("added" if existing is None else "kept, walship's switch off")
+                + f" on {self.sides.target.label}",
+                "switch: would report the switch",
+                f"unfence: {', '.join(tables)} as before the fence; peer {back}'s switch on",
+            ]  # fmt: skip
+        return lines
+
+
+def _peer(side: Side, peer_id: str) -> PeerConfig | None:
+    """The side's peer as its master has it, or ``None``."""
+    from walship.errors import PeerNotFoundError
+
+    try:
+        return side.peers.get(peer_id)
+    except PeerNotFoundError:
+        return None
+    except MasterError as exc:
+        raise SwitchoverError(f"{side.label}: {exc}") from None
