@@ -47,6 +47,11 @@ def read_only(c: Cluster, table: str | None = None) -> bool:
         return admin.is_read_only(table or c.table_name.decode())
 
 
+def enabled(c: Cluster) -> bool:
+    with zk_client(c.zk_hosts) as client, MasterAdmin(client, ZnodeLayout(c.parent)) as admin:
+        return admin.table_enabled(c.table_name.decode())
+
+
 def switch_of(c: Cluster, peer_id: str) -> bool:
     with zk_client(c.zk_hosts) as client:
         return ReplicationPeers(client, ZnodeLayout(c.parent)).get(peer_id).enabled
@@ -197,6 +202,14 @@ def test_a_failure_before_the_switch_is_rolled_back(
     site = site_of(a)
     request = SwitchoverRequest(peer, tables=(table,), source_thrift2=a.thrift2_address(), drain_timeout=1.0)
 
+    # preflight: the peer switched off; named, and nothing changed
+    with zk_client(a.zk_hosts) as client:
+        ReplicationPeers(client, ZnodeLayout(a.parent)).set_switch(peer, False)
+        with pytest.raises(SwitchoverError, match=rf"preflight: 1 problem\(s\) .*: peer {peer} is disabled"):
+            steps(site, request, "preflight")
+        assert not read_only(a) and not last(a, peer)["fenced"]
+        ReplicationPeers(client, ZnodeLayout(a.parent)).set_switch(peer, True)
+
     # drain: nothing ships the peer meanwhile, so the cut is not reached
     put(a, b"d", 5)
     steps(site, request, "preflight", "fence")
@@ -277,17 +290,21 @@ def test_after_the_switch_a_failed_unfence_resumes_and_rollback_is_refused(
 ) -> None:
     a, b, peer = both_ways
     table = a.table_name.decode()
-    code, _, err = run_cli(capsys, a, "--peer", peer, "--tables", table, "--step", "preflight")
+    code, _, err = run_cli(capsys, a, "--peer", peer, "--tables", table, "--fence", "disable", "--step", "preflight")
     assert code == 0, err
     for step in STEPS[1:-1]:
         code, out, err = run_cli(capsys, a, "--peer", peer, "--step", step)
         assert code == 0, err
+        if step == "fence":
+            assert f"table {table}: disabled" in out and not enabled(a)
+        if step == "verify":
+            assert "verify: skipped: the source's tables are disabled" in out
     assert "clients may write to" in out
     # B's peer back is gone before the unfence (removed by hand): the step fails, naming it
     remove_peer(b, peer)
     code, _, err = run_cli(capsys, a, "--peer", peer, "--step", "unfence")
     assert code == 1 and "unfence: " in err and peer in err, err
-    assert not read_only(a)  # the first half is done, and recorded
+    assert enabled(a) and not read_only(a)  # the first half is done, and recorded
     code, _, err = run_cli(capsys, a, "--peer", peer, "--rollback")
     assert code == 1 and "no rollback after it" in err, err
     # put back, the step resumes and the switchover ends

@@ -8,7 +8,8 @@ nothing, each step a unit that can be run again and that checks its own precondi
   master, or disabled), each table's state before recorded first, so that it can be undone.
 * ``drain``: a cut of the peer's queues taken after the fence, and waited for
   (``walship wait-drained``): every write the source accepted is on the peer.
-* ``verify``: the tables compared row by row (``walship verify``): no bad row, or stop.
+* ``verify``: the tables compared row by row (``walship verify``): no bad row, or stop
+  (skipped when the fence disabled them: a disabled table cannot be scanned).
 * ``reverse``: a managed peer back to the source added through the peer cluster's master, its
   walship switch off: every write on the peer's cluster from now on is queued for the source.
 * ``switch``: the fence checked still in place, and the moment clients may write to the peer's
@@ -267,6 +268,9 @@ class Switchover:
     def _verify(self, record: SwitchoverRecord) -> str:
         from walship.verify.plan import VerifyJob
         from walship.verify.run import verify
+
+        if record.fence == "disable":
+            return "skipped: the source's tables are disabled (fence disable), so they cannot be scanned"
 
         site = self.sides.site
         job = VerifyJob(
