@@ -268,10 +268,27 @@ def ab(
 
 
 @pytest.fixture
-def both_ways(real_hbase: tuple[Any, Any]) -> Iterator[tuple[Cluster, Cluster, str]]:
-    """Real HBase A and B with a table of the test's own and a walship peer from A to B over
-    Thrift2 (``real_hbase.switchover_pair``): the peer's id, free on B for the peer back."""
-    yield from real_hbase_helpers.switchover_pair(real_hbase)
+def both_ways(request: pytest.FixtureRequest, backend: str) -> Iterator[tuple[Cluster, Cluster, str]]:
+    """A and B with a table whose family r is replicated and a walship (managed) peer from A to
+    B over Thrift2, added through A's master; the peer's id, free on B for the peer back. On
+    real HBase (``real_hbase.switchover_pair``) the table and the peer are the test's own."""
+    if backend == "real":
+        yield from real_hbase_helpers.switchover_pair(request.getfixturevalue("real_hbase"))
+        return
+    from walship.peer import MANAGED_KEY, PeerConfig
+    from walship.rpc.peers import peer_admin
+
+    factory = request.getfixturevalue("minicluster_factory")
+    zk_hosts = request.getfixturevalue("zk_hosts")
+    a, b = make_cluster(factory, zk_hosts, "A"), make_cluster(factory, zk_hosts, "B")
+    config = {MANAGED_KEY: "true", **b.sink_config("thrift2")}
+    with zk_client(zk_hosts) as client:
+        peers = peer_admin(client, ZnodeLayout(a.parent))
+        try:
+            peers.add(PeerConfig("1", b.cluster_key, table_cfs={"t": ("r",)}, configuration=config))
+        finally:
+            peers.close()
+    yield a, b, "1"
 
 
 @pytest.fixture(scope="module")

@@ -131,6 +131,7 @@ def states(run: Any) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
+@pytest.mark.parametrize("backend", ["real"])
 def test_a_switchover_dag_run_and_its_failback(
     airflow_both: tuple[Cluster, Cluster, str, dict[str, str], Any], tmp_path: Path
 ) -> None:
