@@ -29,6 +29,7 @@ from walship.peer import PeerConfig
 from walship.protos import HBase_pb2, Master_pb2, Replication_pb2, RPC_pb2
 from walship.rpc import MasterAdmin, SimpleAuth
 from walship.rpc.connection import RpcConnection
+from walship.rpc.tables import MasterTables
 from walship.rpc.wire import connection_header, read_exact, read_frame, request_frame, split_response
 from walship.serial import BarrierReader
 from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout
@@ -346,8 +347,9 @@ def test_a_table_modified_through_the_master_keeps_its_families_and_refuses_to_c
     """The minicluster's master changes a table's own values only: a ModifyTable that would
     change a family is refused, naming it (HBase would change it), and nothing changes."""
     table = source.table_name.decode()
-    assert admin.set_read_only(table, True) is False
-    before = admin.table_descriptor(table)
+    tables = MasterTables(admin)
+    assert tables.set_read_only(table, True) is False
+    before = tables.table_descriptor(table)
     changed = HBase_pb2.TableSchema()
     changed.CopyFrom(before)
     for family in changed.column_families:
@@ -366,8 +368,8 @@ def test_a_table_modified_through_the_master_keeps_its_families_and_refuses_to_c
     assert f"table {table}: " in header.exception.stack_trace and "not its column families (asked to change r)" in (
         header.exception.stack_trace
     )
-    assert admin.table_descriptor(table) == before and admin.is_read_only(table)
-    assert admin.set_read_only(table, False) is True
+    assert tables.table_descriptor(table) == before and tables.is_read_only(table)
+    assert tables.set_read_only(table, False) is True
 
 
 # -- serial peers --------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from walship.errors import MasterUnavailableError, SwitchoverError, SwitchoverSt
 from walship.replicate.source import SourceSite
 from walship.rpc.master import MasterAdmin
 from walship.rpc.peers import MasterPeers
+from walship.rpc.tables import MasterTables
 from walship.switchover import ROLLBACK, STEPS, Switchover, SwitchoverRequest, open_sides
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship_testing.harness import HBaseProcess
@@ -44,12 +45,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], source: Cluster, *argv: str) -> 
 
 def read_only(c: Cluster, table: str | None = None) -> bool:
     with zk_client(c.zk_hosts) as client, MasterAdmin(client, ZnodeLayout(c.parent)) as admin:
-        return admin.is_read_only(table or c.table_name.decode())
+        return MasterTables(admin).is_read_only(table or c.table_name.decode())
 
 
 def enabled(c: Cluster) -> bool:
     with zk_client(c.zk_hosts) as client, MasterAdmin(client, ZnodeLayout(c.parent)) as admin:
-        return admin.table_enabled(c.table_name.decode())
+        return MasterTables(admin).table_enabled(c.table_name.decode())
 
 
 def switch_of(c: Cluster, peer_id: str) -> bool:
@@ -64,12 +65,13 @@ def put(c: Cluster, prefix: bytes, n: int) -> None:
 
 
 class Writer:
-    """A client writing rows ``w00000...`` to one cluster while the switchover runs, one put a
+    """A client writing rows ``<prefix>00000...`` to one cluster while the switchover runs, one put a
     row: each either acknowledged or refused (raised to this client), none in between. After
     :data:`REFUSALS` refusals it stops, as a client that moves to the other cluster."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, prefix: bytes) -> None:
         self.cluster = cluster
+        self.prefix = prefix
         self.acked: list[bytes] = []
         self.refused: dict[bytes, str] = {}
         self._stop = threading.Event()
@@ -80,7 +82,7 @@ class Writer:
         table = conn.table(self.cluster.table_name)
         i = 0
         while not self._stop.is_set() and len(self.refused) < REFUSALS:
-            row = b"w%05d" % i
+            row = self.prefix + b"%05d" % i
             i += 1
             try:
                 table.put(row, {b"r:q": row})
@@ -115,7 +117,7 @@ def test_switchover_and_failback_lose_nothing(
     a, b, peer = both_ways
     table = a.table_name.decode()
     put(a, b"before", 50)
-    with Writer(a) as writer:
+    with Writer(a, b"wa") as writer:
         for step in ("preflight", "fence"):
             code, out, err = run_cli(capsys, a, "--peer", peer, "--tables", table, "--step", step)
             assert code == 0, err
@@ -147,7 +149,7 @@ def test_switchover_and_failback_lose_nothing(
     assert contents(a) == contents(b)
 
     # failback: the same command from B, with the peer back
-    with Writer(b) as writer:
+    with Writer(b, b"wb") as writer:
         for step in ("preflight", "fence"):
             code, out, err = run_cli(capsys, b, "--peer", peer, "--step", step)
             assert code == 0, err
@@ -252,7 +254,7 @@ def test_a_failure_before_the_switch_is_rolled_back(
     steps(site, request, "preflight", "fence", "drain", "verify", "reverse", pump=a)
     assert peer in hbase_peers(b) and not switch_of(b, peer)
     with zk_client(a.zk_hosts) as client, MasterAdmin(client, ZnodeLayout(a.parent)) as admin:
-        admin.set_read_only(table, False)
+        MasterTables(admin).set_read_only(table, False)
     with pytest.raises(SwitchoverError, match=f"switch: table {table} of the source takes writes again"):
         steps(site, request, "switch")
     steps(site, request, ROLLBACK)
@@ -263,8 +265,8 @@ def test_a_failure_before_the_switch_is_rolled_back(
 
     # fence: the master goes away after the first of two tables (a fault the harness cannot make)
     two = SwitchoverRequest(peer, tables=(table, other), source_thrift2=a.thrift2_address())
-    with open_sides(site, peer) as sides, _FailsOn(sides.source.client, sides.source.layout, table=other) as failing:
-        sides.source.admin = failing
+    with open_sides(site, peer) as sides:
+        sides.source.tables = _FailsOn(sides.source.admin, other)
         run = Switchover(sides, two)
         run.run("preflight")
         with pytest.raises(SwitchoverError, match=f"fence: .*table {other}.*does not answer"):
@@ -275,11 +277,11 @@ def test_a_failure_before_the_switch_is_rolled_back(
     assert not read_only(a, table) and not read_only(a, other)
 
 
-class _FailsOn(MasterAdmin):
+class _FailsOn(MasterTables):
     """The source's master, gone for one table's change."""
 
-    def __init__(self, *args: Any, table: str) -> None:
-        super().__init__(*args)
+    def __init__(self, admin: MasterAdmin, table: str) -> None:
+        super().__init__(admin)
         self.table = table
 
     def set_read_only(self, table: str, read_only: bool) -> bool:

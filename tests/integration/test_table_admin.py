@@ -23,6 +23,7 @@ from waiting import wait_until
 from walship.errors import RemoteHBaseError, TableNotFoundError
 from walship.protos import HBase_pb2, Master_pb2, RPC_pb2
 from walship.rpc import MasterAdmin, SimpleAuth
+from walship.rpc.tables import MasterTables
 from walship.rpc.wire import connection_header, read_frame, request_frame, split_response
 from walship.thrift.hbase1 import Hbase_thrift
 from walship.thrift.hbase2 import hbase2 as T
@@ -43,11 +44,11 @@ ANSWERED = (T.TIOError, Hbase_thrift.IOError)
 
 @dataclass
 class Side:
-    """One cluster as the tests reach it: its master (walship's Admin), Thrift2 and Thrift1
-    clients, its region servers' names and its master's address."""
+    """One cluster as the tests reach it: its master's table calls (walship's Admin), Thrift2
+    and Thrift1 clients, its region servers' names and its master's address."""
 
     label: str
-    admin: MasterAdmin
+    tables: MasterTables
     t2: Any
     t1: Any
     servers: list[str]
@@ -76,7 +77,7 @@ def sides(real_hbase: tuple[HBaseProcess, HBaseProcess], minicluster: MiniCluste
             stack.callback(t1.close)
             found = read_master(client, layout)
             assert found is not None, f"{label}: no master registered"
-            out.append(Side(label, admin, t2, t1, servers, (found.host, found.port)))
+            out.append(Side(label, MasterTables(admin), t2, t1, servers, (found.host, found.port)))
         yield out
 
 
@@ -182,15 +183,15 @@ def test_a_read_only_table_refuses_every_write_with_hbases_message_and_reads_go_
     sides: list[Side], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table = create(sides, "ro")
-    before = same(sides, lambda s: described(s.admin.table_descriptor(table)))
+    before = same(sides, lambda s: described(s.tables.table_descriptor(table)))
     f_values = before["families"][b"f"][0]
     assert (f_values[b"VERSIONS"], f_values[b"REPLICATION_SCOPE"]) == (b"3", b"1")
     assert b"READONLY" not in before["values"]
-    assert same(sides, lambda s: s.admin.is_read_only(table)) is False
+    assert same(sides, lambda s: s.tables.is_read_only(table)) is False
 
-    assert same(sides, lambda s: s.admin.set_read_only(table, True)) is False  # what it was
-    assert same(sides, lambda s: s.admin.is_read_only(table)) is True
-    read_only = same(sides, lambda s: described(s.admin.table_descriptor(table)))
+    assert same(sides, lambda s: s.tables.set_read_only(table, True)) is False  # what it was
+    assert same(sides, lambda s: s.tables.is_read_only(table)) is True
+    read_only = same(sides, lambda s: described(s.tables.table_descriptor(table)))
     assert read_only["values"] == {**before["values"], b"READONLY": b"true"}
     assert read_only["families"] == before["families"]
 
@@ -210,13 +211,13 @@ def test_a_read_only_table_refuses_every_write_with_hbases_message_and_reads_go_
 
     # already so: no change is asked of the master
     for s in sides:
-        monkeypatch.setattr(s.admin, "_procedure", lambda *a, **k: pytest.fail("a change was asked for"))
-    assert same(sides, lambda s: s.admin.set_read_only(table, True)) is True
+        monkeypatch.setattr(s.tables.admin, "procedure", lambda *a, **k: pytest.fail("a change was asked for"))
+    assert same(sides, lambda s: s.tables.set_read_only(table, True)) is True
     monkeypatch.undo()
 
-    assert same(sides, lambda s: s.admin.set_read_only(table, False)) is True
-    assert same(sides, lambda s: s.admin.is_read_only(table)) is False
-    assert same(sides, lambda s: described(s.admin.table_descriptor(table))) == before  # the round trip
+    assert same(sides, lambda s: s.tables.set_read_only(table, False)) is True
+    assert same(sides, lambda s: s.tables.is_read_only(table)) is False
+    assert same(sides, lambda s: described(s.tables.table_descriptor(table))) == before  # the round trip
     for s in sides:
         put(s, table, b"r1", b"v1")  # writes are taken again
     assert same(sides, lambda s: value(s, table, b"r1")) == b"v1"
@@ -227,22 +228,22 @@ def test_a_read_only_table_refuses_every_write_with_hbases_message_and_reads_go_
 
 def test_disable_and_enable_change_the_state_and_refuse_as_hbase(sides: list[Side]) -> None:
     table = create(sides, "de")
-    assert same(sides, lambda s: s.admin.table_enabled(table)) is True
+    assert same(sides, lambda s: s.tables.table_enabled(table)) is True
 
     for s in sides:
-        s.admin.disable_table(table)
-    assert same(sides, lambda s: s.admin.table_enabled(table)) is False
+        s.tables.disable_table(table)
+    assert same(sides, lambda s: s.tables.table_enabled(table)) is False
     refused(sides, lambda s: put(s, table, b"r1", b"v"), T.TIOError)  # a disabled table takes no write
-    real, mini = refused(sides, lambda s: s.admin.disable_table(table), RemoteHBaseError)
+    real, mini = refused(sides, lambda s: s.tables.disable_table(table), RemoteHBaseError)
     for e in (real, mini):
         assert (e.short_class, e.remote_message, e.do_not_retry) == ("TableNotEnabledException", table, True), e
         assert str(e).startswith(f"table {table}: ") and "TableNotEnabledException" in str(e), e
-    assert same(sides, lambda s: s.admin.table_enabled(table)) is False  # nothing changed
+    assert same(sides, lambda s: s.tables.table_enabled(table)) is False  # nothing changed
 
     for s in sides:
-        s.admin.enable_table(table)
-    assert same(sides, lambda s: s.admin.table_enabled(table)) is True
-    real, mini = refused(sides, lambda s: s.admin.enable_table(table), RemoteHBaseError)
+        s.tables.enable_table(table)
+    assert same(sides, lambda s: s.tables.table_enabled(table)) is True
+    real, mini = refused(sides, lambda s: s.tables.enable_table(table), RemoteHBaseError)
     for e in (real, mini):
         assert (e.short_class, e.remote_message) == (
             "TableNotDisabledException",
@@ -254,7 +255,7 @@ def test_disable_and_enable_change_the_state_and_refuse_as_hbase(sides: list[Sid
 
 
 def test_an_unknown_table_is_named_by_every_call(sides: list[Side]) -> None:
-    calls: dict[str, Callable[[MasterAdmin, str], object]] = {
+    calls: dict[str, Callable[[MasterTables, str], object]] = {
         "table_descriptor": lambda a, t: a.table_descriptor(t),
         "is_read_only": lambda a, t: a.is_read_only(t),
         "set_read_only": lambda a, t: a.set_read_only(t, True),
@@ -264,7 +265,7 @@ def test_an_unknown_table_is_named_by_every_call(sides: list[Side]) -> None:
     }
     for table in (unique("nope"), f"{unique('ns')}:nope"):
         for what, call in calls.items():
-            errors = refused(sides, lambda s, call=call, table=table: call(s.admin, table), TableNotFoundError)
+            errors = refused(sides, lambda s, call=call, table=table: call(s.tables, table), TableNotFoundError)
             for s, e in zip(sides, errors, strict=True):
                 assert str(e).startswith(f"table {table}: no such table"), f"{what} on {s.label}: {e}"
 
@@ -347,7 +348,7 @@ def test_a_2x_client_gets_procedures_and_nonces_as_hbase_answers_them(sides: lis
         disable = Master_pb2.DisableTableRequest(table_name=name, nonce_group=7, nonce=1001)
         first = proc_ids("DisableTable", disable, Master_pb2.DisableTableResponse)
         assert proc_ids("DisableTable", disable, Master_pb2.DisableTableResponse) == first
-        wait_until(lambda: not any(s.admin.table_enabled(table) for s in sides), what=f"{table} disabled on both")
+        wait_until(lambda: not any(s.tables.table_enabled(table) for s in sides), what=f"{table} disabled on both")
         # a refused call's nonce keeps its refusal: the call again gets a failed procedure's id
         refuse = Master_pb2.DisableTableRequest(table_name=name, nonce_group=7, nonce=1002)
         assert both(lambda r: r.call("DisableTable", refuse, Master_pb2.DisableTableResponse)) == (
@@ -359,17 +360,17 @@ def test_a_2x_client_gets_procedures_and_nonces_as_hbase_answers_them(sides: lis
 
         # READONLY as HBase reads it: "TRUE" is true (Boolean.valueOf), the call answered once it holds
         for s, r in zip(sides, raws, strict=True):
-            s.admin.enable_table(table)
-            schema = s.admin.table_descriptor(table)
+            s.tables.enable_table(table)
+            schema = s.tables.table_descriptor(table)
             schema.attributes.add(first=b"READONLY", second=b"TRUE")
             modify = Master_pb2.ModifyTableRequest(table_name=name, table_schema=schema)
             assert isinstance(
                 r.call("ModifyTable", modify, Master_pb2.ModifyTableResponse), Master_pb2.ModifyTableResponse
             )
-        assert same(sides, lambda s: s.admin.is_read_only(table)) is True
+        assert same(sides, lambda s: s.tables.is_read_only(table)) is True
         refused(sides, lambda s: put(s, table, b"r1", b"v"), T.TIOError)
-        assert same(sides, lambda s: s.admin.set_read_only(table, False)) is True
-        assert b"READONLY" not in same(sides, lambda s: described(s.admin.table_descriptor(table)))["values"]
+        assert same(sides, lambda s: s.tables.set_read_only(table, False)) is True
+        assert b"READONLY" not in same(sides, lambda s: described(s.tables.table_descriptor(table)))["values"]
 
         # the master's sanity check: a table without column families
         empty = Master_pb2.ModifyTableRequest(table_name=name, table_schema=HBase_pb2.TableSchema(table_name=name))

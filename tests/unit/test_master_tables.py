@@ -7,7 +7,7 @@ import pytest
 
 from walship.errors import MasterCallError, MasterError, MiniClusterError, TableNotFoundError
 from walship.protos import HBase_pb2
-from walship.rpc.master import table_name
+from walship.rpc.tables import table_name
 from walship_testing.minicluster.readonly import is_read_only
 from walship_testing.minicluster.store import Family
 from walship_testing.minicluster.tableschema import modified_descriptor, proto_table_name, table_bytes, table_schema

@@ -1,6 +1,6 @@
-"""HBase's own RPC, for the master's replication peer calls: the framing (:mod:`.wire`), how a
-connection authenticates (:mod:`.auth`; Kerberos in :mod:`.sasl`), one connection
-(:mod:`.connection`) and HBase's Admin for peers (:mod:`.master`)."""
+"""HBase's own RPC, for the master's calls: the framing (:mod:`.wire`), how a connection
+authenticates (:mod:`.auth`; Kerberos in :mod:`.sasl`), one connection (:mod:`.connection`),
+HBase's Admin for peers (:mod:`.master`) and for tables (:mod:`.tables`)."""
 
 from __future__ import annotations
 

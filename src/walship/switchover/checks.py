@@ -25,6 +25,7 @@ from walship.errors import (
     RemoteHBaseError,
     ScopeError,
     SwitchoverError,
+    SwitchoverStateError,
     TableNotFoundError,
     WalshipError,
 )
@@ -34,7 +35,7 @@ from walship.switchover.record import SwitchoverRecord, SwitchoverRequest
 from walship.switchover.sides import Side, Sides, master_answers, same_cluster
 from walship.verify.inflight import normalize_table
 
-__all__ = ["Check", "preflight_problems", "resolve_tables"]
+__all__ = ["Check", "dry_run_lines", "preflight_problems", "resolve_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +64,12 @@ def _table_problems(side: Side, table: str, *, writable: bool) -> list[str]:
     """What stops ``table`` on ``side`` from taking writes (only that it exists, unless ``writable``)."""
     try:
         if not writable:
-            side.admin.table_descriptor(table)
+            side.tables.table_descriptor(table)
             return []
         out = []
-        if side.admin.is_read_only(table):
+        if side.tables.is_read_only(table):
             out.append(f"table {table} is READONLY on {side.label}")
-        if not side.admin.table_enabled(table):
+        if not side.tables.table_enabled(table):
             out.append(f"table {table} is disabled on {side.label}")
         return out
     except TableNotFoundError:
@@ -182,3 +183,49 @@ def preflight_problems(
     for p in problems:
         log.warning("preflight: %s", p)
     return problems
+
+
+def dry_run_lines(
+    sides: Sides, request: SwitchoverRequest, found: SwitchoverRecord | None, checks: Sequence[Check] = ()
+) -> list[str]:
+    """Preflight's checks, and what each step would change (a line each), changing nothing.
+
+    :param found: the peer's last switchover: one unfinished is refused.
+    :raises SwitchoverError: a preflight check fails, or another switchover is unfinished.
+    """
+    if found is not None and not found.finished:
+        raise SwitchoverStateError(
+            f"preflight: the switchover {found.run_id} to peer {request.peer_id} is unfinished (state {found.state})"
+        )
+    tables = resolve_tables(sides.peer, request.tables)
+    probe = SwitchoverRecord(
+        peer_id=request.peer_id,
+        run_id="dry-run",
+        reverse_peer_id=request.back_id,
+        peer_cluster_key=sides.target.cluster_key,
+        source_cluster_key=sides.source.cluster_key,
+        tables=list(tables),
+        fence=request.fence,
+        reverse=request.reverse,
+    )
+    problems = preflight_problems(sides, request, probe, checks)
+    if problems:
+        raise SwitchoverError(f"preflight: {len(problems)} problem(s): " + "; ".join(problems))
+    how = "READONLY false -> true" if request.fence == "read_only" else "disabled"
+    back = request.back_id
+    lines = ["preflight: would pass"]
+    lines += [f"fence: table {t}: {how}" for t in tables]
+    lines += [f"drain: would wait for peer {request.peer_id}'s queues (at most {request.drain_timeout:g} s)"]
+    if request.fence == "disable":
+        lines += ["verify: skipped (the tables are disabled)"]
+    else:
+        lines += [f"verify: would compare {', '.join(tables)} with peer {request.peer_id}'s cluster"]
+    if not request.reverse:
+        return [*lines, "reverse: skipped", "switch: would report the switch", "unfence: skipped (stays fenced)"]
+    kept = sides.target.find_peer(back) is not None
+    return [
+        *lines,
+        f"reverse: peer {back} {'kept, walship switch off' if kept else 'added'} on {sides.target.label}",
+        "switch: would report the switch",
+        f"unfence: {', '.join(tables)} as before the fence; peer {back}'s switch on",
+    ]

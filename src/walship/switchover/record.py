@@ -223,3 +223,35 @@ class SwitchoverStore:
 
         update_json(self.client, path, apply)
         return out[0]
+
+    def add_change(self, peer_id: str, step: str, line: str) -> None:
+        """What the step changed, one line, recorded at once."""
+
+        def add(r: SwitchoverRecord) -> None:
+            r.steps[step].changed.append(line)
+
+        self.update(peer_id, add)
+
+    def mark(self, peer_id: str, step: str, state: str, message: str = "", *, overall: str) -> SwitchoverRecord:
+        """The step's new state (``running``: started now, its changes kept from an earlier
+        try; else ended now) and the switchover's."""
+
+        def change(r: SwitchoverRecord) -> None:
+            s = r.steps[step]
+            if state == "running":
+                s.started_at, s.ended_at = now_ms(), None
+            else:
+                s.ended_at = now_ms()
+            s.state, s.message, r.state = state, message, overall
+            if r.finished:
+                r.ended_at = now_ms()
+
+        return self.update(peer_id, change)
+
+    def set_log_url(self, peer_id: str, step: str, url: str) -> None:
+        """Where the step's log is (an Airflow task's), for the Replication page."""
+
+        def change(r: SwitchoverRecord) -> None:
+            r.steps[step].log_url = url
+
+        self.update(peer_id, change)

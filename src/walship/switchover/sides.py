@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 
-from walship.errors import ConfigError, MasterError, SwitchoverError, ZkError
+from walship.errors import ConfigError, MasterError, PeerNotFoundError, SwitchoverError, ZkError
 from walship.peer import PeerConfig, parse_cluster_key
 from walship.replicate.source import SourceSite
 from walship.replicate.walstore import WalStore
 from walship.rpc.master import MasterAdmin
 from walship.rpc.peers import MasterPeers
+from walship.rpc.tables import MasterTables
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 
 __all__ = ["Side", "Sides", "cluster_key", "master_answers", "open_sides", "same_cluster"]
@@ -60,18 +61,31 @@ def same_cluster(key: str, other: str) -> bool:
 
 @dataclass
 class Side:
-    """One cluster: its ZooKeeper state and its master's calls."""
+    """One cluster: its ZooKeeper state and its master's calls (its tables' among them)."""
 
     label: str
     client: KazooClient
     layout: ZnodeLayout
     admin: MasterAdmin
+    tables: MasterTables
     cluster_key: str
 
     @property
     def peers(self) -> MasterPeers:
         """Its peers as its master has them."""
         return MasterPeers(self.client, self.layout, self.admin)
+
+    def find_peer(self, peer_id: str) -> PeerConfig | None:
+        """Its peer as its master has it, or ``None``.
+
+        :raises SwitchoverError: its master does not answer.
+        """
+        try:
+            return self.peers.get(peer_id)
+        except PeerNotFoundError:
+            return None
+        except MasterError as exc:
+            raise SwitchoverError(f"{self.label}: {exc}") from None
 
     @property
     def store(self) -> ReplicationPeers:
@@ -106,11 +120,13 @@ def open_sides(site: SourceSite, peer_id: str) -> Iterator[Sides]:
             peer = ReplicationPeers(client, layout).get(peer_id)
         except ZkError as exc:
             raise SwitchoverError(f"preflight: the source cluster at {site.zk}{site.znode_parent}: {exc}") from None
+        admin = stack.enter_context(MasterAdmin(client, layout))
         source = Side(
             f"the source cluster ({site.zk})",
             client,
             layout,
-            stack.enter_context(MasterAdmin(client, layout)),
+            admin,
+            MasterTables(admin),
             cluster_key(site.zk, site.znode_parent),
         )
         hosts, port, parent = parse_cluster_key(peer.cluster_key)
@@ -122,11 +138,13 @@ def open_sides(site: SourceSite, peer_id: str) -> Iterator[Sides]:
                 f"preflight: peer {peer_id}'s cluster ({peer.cluster_key}): its ZooKeeper does not answer: {exc}"
             ) from None
         peer_layout = ZnodeLayout(parent)
+        peer_admin = stack.enter_context(MasterAdmin(peer_client, peer_layout))
         target = Side(
             f"peer {peer_id}'s cluster ({peer.cluster_key})",
             peer_client,
             peer_layout,
-            stack.enter_context(MasterAdmin(peer_client, peer_layout)),
+            peer_admin,
+            MasterTables(peer_admin),
             peer.cluster_key,
         )
         yield Sides(site, source, target, peer)

@@ -29,13 +29,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from walship.errors import MasterError, SwitchoverError, SwitchoverStateError, TableNotFoundError, WalshipError
+from walship.errors import SwitchoverError, SwitchoverStateError, TableNotFoundError, WalshipError
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.sinks.base import SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY
 from walship.status.drain import Cut, DrainResult, behind, take_cut
-from walship.switchover.checks import Check, preflight_problems, resolve_tables
+from walship.switchover.checks import Check, dry_run_lines, preflight_problems, resolve_tables
 from walship.switchover.record import ROLLBACK, STEPS, SwitchoverRecord, SwitchoverRequest, SwitchoverStore, now_ms
-from walship.switchover.sides import Side, Sides, same_cluster
+from walship.switchover.sides import Sides, same_cluster
 
 __all__ = ["Switchover", "SwitchoverRequest"]
 
@@ -128,34 +128,11 @@ class Switchover:
     def _changed(self, step: str, line: str) -> None:
         """Record at once what the step changed (a failure later in the step keeps it)."""
         self.say(f"  {line}")
-
-        def add(r: SwitchoverRecord) -> None:
-            r.steps[step].changed.append(line)
-
-        self.store.update(self.peer_id, add)
-
-    def _mark(self, step: str, state: str, message: str = "", *, overall: str | None = None) -> SwitchoverRecord:
-        def change(r: SwitchoverRecord) -> None:
-            s = r.steps[step]
-            if state == "running":
-                s.started_at, s.ended_at, s.changed = now_ms(), None, [] if s.state == "pending" else s.changed
-            else:
-                s.ended_at = now_ms()
-            s.state, s.message = state, message
-            if overall is not None:
-                r.state = overall
-                if overall in ("done", "rolled-back"):
-                    r.ended_at = now_ms()
-
-        return self.store.update(self.peer_id, change)
+        self.store.add_change(self.peer_id, step, line)
 
     def set_log_url(self, step: str, url: str) -> None:
         """Where the step's log is (the Airflow task's), for the Replication page."""
-
-        def change(r: SwitchoverRecord) -> None:
-            r.steps[step].log_url = url
-
-        self.store.update(self.peer_id, change)
+        self.store.set_log_url(self.peer_id, step, url)
 
     # -- running a step ----------------------------------------------------------------------------
 
@@ -188,15 +165,17 @@ class Switchover:
                 f"{step}: the switchover {record.run_id} to peer {self.peer_id} is {record.state} already"
             )
         self.say(f"{step}: ...")
-        self._mark(step, "running", overall="running")
+        self.store.mark(self.peer_id, step, "running", overall="running")
         try:
             message = self._bodies[step](record)
         except WalshipError as exc:
             text = str(exc) if str(exc).startswith(f"{step}:") else f"{step}: {exc}"
-            self._mark(step, "failed", text, overall="failed")
+            self.store.mark(self.peer_id, step, "failed", text, overall="failed")
             raise (type(exc) if isinstance(exc, SwitchoverError) else SwitchoverError)(text) from None
         final = {"unfence": "done", ROLLBACK: "rolled-back"}.get(step, "running")
-        self._mark(step, "skipped" if message.startswith("skipped") else "done", message, overall=final)
+        self.store.mark(
+            self.peer_id, step, "skipped" if message.startswith("skipped") else "done", message, overall=final
+        )
         self.say(f"{step}: {message}")
         return message
 
@@ -217,21 +196,21 @@ class Switchover:
     def _fence_one(self, step: str, table: str, wanted: dict[str, bool]) -> None:
         """Bring one table of the source to ``wanted`` (``read_only``, ``enabled``), recording
         each change."""
-        admin = self.sides.source.admin
-        if "enabled" in wanted and admin.table_enabled(table) != wanted["enabled"]:
-            (admin.enable_table if wanted["enabled"] else admin.disable_table)(table)
+        tables = self.sides.source.tables
+        if "enabled" in wanted and tables.table_enabled(table) != wanted["enabled"]:
+            (tables.enable_table if wanted["enabled"] else tables.disable_table)(table)
             self._changed(step, f"table {table}: {'enabled' if wanted['enabled'] else 'disabled'}")
-        if "read_only" in wanted and admin.is_read_only(table) != wanted["read_only"]:
-            admin.set_read_only(table, wanted["read_only"])
+        if "read_only" in wanted and tables.is_read_only(table) != wanted["read_only"]:
+            tables.set_read_only(table, wanted["read_only"])
             before = str(not wanted["read_only"]).lower()
             self._changed(step, f"table {table}: READONLY {before} -> {str(wanted['read_only']).lower()}")
 
     def _fence(self, record: SwitchoverRecord) -> str:
-        admin = self.sides.source.admin
+        tables = self.sides.source.tables
         for table in record.tables:
             before = record.fenced.get(table)
             if before is None:
-                before = {"read_only": admin.is_read_only(table), "enabled": admin.table_enabled(table)}
+                before = {"read_only": tables.is_read_only(table), "enabled": tables.table_enabled(table)}
 
                 def keep(r: SwitchoverRecord, table: str = table, before: dict[str, bool] = before) -> None:
                     r.fenced[table] = before
@@ -318,7 +297,7 @@ class Switchover:
             return "skipped: no peer back to the source (reverse is off)"
         target = self.sides.target
         back = record.reverse_peer_id
-        existing = _peer(target, back)
+        existing = target.find_peer(back)
         if record.reverse_peer is None:
             seen = {"added": existing is None, "switch_before": existing.enabled if existing is not None else None}
 
@@ -342,9 +321,9 @@ class Switchover:
         return f"peer {back} on {target.label} queues every write there for the source"
 
     def _switch(self, record: SwitchoverRecord) -> str:
-        admin = self.sides.source.admin
+        tables = self.sides.source.tables
         for table in record.tables:
-            fenced = admin.is_read_only(table) if record.fence == "read_only" else not admin.table_enabled(table)
+            fenced = tables.is_read_only(table) if record.fence == "read_only" else not tables.table_enabled(table)
             if not fenced:
                 raise SwitchoverError(
                     f"switch: table {table} of the source takes writes again (someone lifted the fence): roll back"
@@ -372,7 +351,7 @@ class Switchover:
         target, seen = self.sides.target, record.reverse_peer
         if seen is not None:
             back = record.reverse_peer_id
-            existing = _peer(target, back)
+            existing = target.find_peer(back)
             if seen["added"] and existing is not None:
                 target.peers.remove(back)
                 self._changed(ROLLBACK, f"peer {back} removed from {target.label}")
@@ -388,62 +367,9 @@ class Switchover:
                 self._changed(ROLLBACK, f"table {table} no longer exists on the source: nothing to undo")
         return "the source takes writes as before; nothing of the switchover is left on the peer's cluster"
 
-    # -- a dry run ---------------------------------------------------------------------------------
-
     def dry_run(self) -> list[str]:
         """Preflight's checks and what each step would change, changing nothing.
 
-        :raises SwitchoverError: a preflight check fails.
+        :raises SwitchoverError: a preflight check fails, or another switchover is unfinished.
         """
-        tables = resolve_tables(self.sides.peer, self.request.tables)
-        probe = SwitchoverRecord(
-            peer_id=self.peer_id,
-            run_id="dry-run",
-            reverse_peer_id=self.request.back_id,
-            peer_cluster_key=self.sides.target.cluster_key,
-            source_cluster_key=self.sides.source.cluster_key,
-            tables=list(tables),
-            fence=self.request.fence,
-            reverse=self.request.reverse,
-        )
-        found = self.record()
-        if found is not None and not found.finished:
-            raise SwitchoverStateError(
-                f"preflight: the switchover {found.run_id} to peer {self.peer_id} is unfinished (state {found.state})"
-            )
-        problems = preflight_problems(self.sides, self.request, probe, self.checks)
-        if problems:
-            raise SwitchoverError(f"preflight: {len(problems)} problem(s): " + "; ".join(problems))
-        how = "READONLY false -> true" if self.request.fence == "read_only" else "disabled"
-        back = self.request.back_id
-        existing = _peer(self.sides.target, back) if self.request.reverse else None
-        lines = ["preflight: would pass"]
-        lines += [f"fence: table {t}: {how}" for t in tables]
-        lines += [f"drain: would wait for peer {self.peer_id}'s queues (at most {self.request.drain_timeout:g} s)"]
-        lines += [f"verify: would compare {', '.join(tables)} with peer {self.peer_id}'s cluster"]
-        if not self.request.reverse:
-            lines += [
-                "reverse: skipped",
-                "switch: would report the switch",
-                "unfence: skipped (the source stays fenced)",
-            ]
-        else:
-            lines += [
-                f"reverse: peer {back} " + ("added" if existing is None else "kept, walship's switch off")
-                + f" on {self.sides.target.label}",
-                "switch: would report the switch",
-                f"unfence: {', '.join(tables)} as before the fence; peer {back}'s switch on",
-            ]  # fmt: skip
-        return lines
-
-
-def _peer(side: Side, peer_id: str) -> PeerConfig | None:
-    """The side's peer as its master has it, or ``None``."""
-    from walship.errors import PeerNotFoundError
-
-    try:
-        return side.peers.get(peer_id)
-    except PeerNotFoundError:
-        return None
-    except MasterError as exc:
-        raise SwitchoverError(f"{side.label}: {exc}") from None
+        return dry_run_lines(self.sides, self.request, self.record(), self.checks)

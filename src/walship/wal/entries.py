@@ -158,6 +158,8 @@ def parse_entries_py(
                             raise _corrupt_cell(path, buf_off, p, c, i, "length too small")
                         raise NeedMore
                     total, klen_kv, vlen, rowlen = unpack_head(buf, c)
+                    if total < 14:  # as when the buffer ended before the head: whatever is read ahead
+                        raise _corrupt_cell(path, buf_off, p, c, i, "length too small")
                     cend = c + 4 + total
                     if cend > n:
                         raise NeedMore
