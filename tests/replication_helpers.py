@@ -132,6 +132,40 @@ def ship(source: Cluster, peer_id: str = "1", **kwargs: object) -> PeerSummary:
         return shipper.ship_peer(peer_id, **kwargs)  # type: ignore[arg-type]
 
 
+class ShippingLoop:
+    """Ships each (source, peer) one pass after the other, in a thread of its own, as each
+    source's ``walship_replicate`` would while a DAG runs: nothing for a peer that does not
+    exist (yet) or is switched off; the passes' errors kept."""
+
+    def __init__(self, *targets: tuple[Cluster, str]) -> None:
+        self.targets = targets
+        self.errors: list[str] = []
+        self.passes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._ship, name="shipping")
+
+    def _ship(self) -> None:
+        from walship.errors import PeerNotFoundError
+
+        while not self._stop.wait(0.2):
+            for source, peer_id in self.targets:
+                try:
+                    summary = ship(source, peer_id)
+                except PeerNotFoundError:
+                    continue
+                self.passes += 1
+                if summary.status == "error":
+                    self.errors.append(str(summary.error))
+
+    def __enter__(self) -> ShippingLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+
+
 def tail_in_thread(
     source: Cluster, peers: str | list[str] = "1", *, tailers: list[Tailer] | None = None, **options: Any
 ) -> tuple[threading.Thread, list[TailSummary]]:

@@ -7,7 +7,6 @@ from the failed step once it is cleared."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,11 +14,10 @@ from typing import Any
 
 import pytest
 from airflow_env import AIRFLOW_MARKS, Standalone, source_conn, task_failures
-from replication_helpers import Cluster, contents, make_cluster, ship
+from replication_helpers import Cluster, ShippingLoop, contents, make_cluster
 from test_scope import create, exists
 from waiting import wait_until
 
-from walship.errors import PeerNotFoundError
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.rpc import MasterAdmin
 from walship.rpc.peers import MasterPeers, peer_admin
@@ -94,39 +92,10 @@ def states(run: Any) -> dict[str, str]:
     return {ti.task_id: ti.state for ti in run.get_task_instances()}
 
 
-class Shipping:
-    """Ships peer 1 of the source in a thread of its own while the DAG runs, one pass after the
-    other, as ``walship_replicate`` would: nothing while the peer does not exist or is disabled."""
-
-    def __init__(self, source: Cluster) -> None:
-        self.source = source
-        self.errors: list[str] = []
-        self.passes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._ship, name="shipping")
-
-    def _ship(self) -> None:
-        while not self._stop.wait(0.2):
-            try:
-                summary = ship(self.source, PEER)
-            except PeerNotFoundError:
-                continue
-            self.passes += 1
-            if summary.status == "error":
-                self.errors.append(str(summary.error))
-
-    def __enter__(self) -> Shipping:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 @pytest.fixture
-def shipping(pair: tuple[Cluster, Cluster]) -> Iterator[Shipping]:
-    with Shipping(pair[0]) as s:
+def shipping(pair: tuple[Cluster, Cluster]) -> Iterator[ShippingLoop]:
+    """Peer 1 of the source shipped while the DAG runs."""
+    with ShippingLoop((pair[0], PEER)) as s:
         yield s
     assert not s.errors
 
@@ -160,7 +129,7 @@ def test_the_dag_is_manual_with_a_step_per_task(dagbag: Any, pair: tuple[Cluster
 
 
 def test_a_new_peer_is_added_copied_enabled_shipped_and_verified(
-    dagbag: Any, pair: tuple[Cluster, Cluster], shipping: Shipping, monkeypatch: pytest.MonkeyPatch
+    dagbag: Any, pair: tuple[Cluster, Cluster], shipping: ShippingLoop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With ``copy`` and ``create_missing``: t2 exists on A only and is created on B; the rows
     written before the peer was added (in a WAL rolled before: no queue of it holds them) are
@@ -226,7 +195,7 @@ def test_a_new_peer_is_added_copied_enabled_shipped_and_verified(
 
 
 def test_without_a_copy_only_the_edits_written_after_the_add_reach_the_peer(
-    dagbag: Any, pair: tuple[Cluster, Cluster], shipping: Shipping, monkeypatch: pytest.MonkeyPatch
+    dagbag: Any, pair: tuple[Cluster, Cluster], shipping: ShippingLoop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``copy`` false: the copy is skipped (Airflow's skip), the peer is enabled all the same,
     and the verify compares only the cells written since the peer was added."""
@@ -257,7 +226,7 @@ def test_without_a_copy_only_the_edits_written_after_the_add_reach_the_peer(
 def test_a_failed_step_leaves_the_peer_disabled_and_a_second_run_finishes(
     dagbag: Any,
     pair: tuple[Cluster, Cluster],
-    shipping: Shipping,
+    shipping: ShippingLoop,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
@@ -360,7 +329,7 @@ def test_a_peer_with_another_configuration_is_named_and_left_alone(
 
 
 def test_a_live_airflow_run_whose_copy_failed_goes_on_once_the_copy_is_cleared(
-    pair: tuple[Cluster, Cluster], shipping: Shipping, tmp_path: Path
+    pair: tuple[Cluster, Cluster], shipping: ShippingLoop, tmp_path: Path
 ) -> None:
     """Triggered through the REST API of ``airflow standalone``: B's Thrift2 server goes away
     once the peer is added, so the copy into it fails (after its retry) and the run fails with

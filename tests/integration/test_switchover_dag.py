@@ -19,10 +19,8 @@ import pytest
 from airflow_env import AIRFLOW_MARKS, source_conn
 from airflow_ui import api_server_process, chromium_driver, login
 from real_hbase import hbase_peers
-from replication_helpers import Cluster, contents, ship
+from replication_helpers import Cluster, ShippingLoop, contents, ship
 from test_switchover import put, read_only, switch_of
-
-from walship.errors import PeerNotFoundError
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 
@@ -36,35 +34,6 @@ return {run: box.dataset.runId, state: box.dataset.state,
         steps: Array.from(box.querySelectorAll("tr[data-step]")).map(
             tr => [tr.dataset.step, tr.dataset.state, (tr.querySelector("a.log") || {}).href || null])};
 """
-
-
-class Shipping:
-    """Ships the peer both ways, one pass after the other, as each source's ``walship_replicate``
-    would: nothing for a peer that does not exist (yet) or is switched off."""
-
-    def __init__(self, *sources: tuple[Cluster, str]) -> None:
-        self.sources = sources
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._ship, name="shipping")
-
-    def _ship(self) -> None:
-        while not self._stop.wait(0.2):
-            for cluster, peer in self.sources:
-                try:
-                    summary = ship(cluster, peer)
-                except PeerNotFoundError:
-                    continue
-                if summary.status == "error":
-                    self.errors.append(str(summary.error))
-
-    def __enter__(self) -> Shipping:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=120)
 
 
 class PageWatch:
@@ -144,7 +113,7 @@ def test_a_switchover_dag_run_and_its_failback(
     assert set(dag.task_dict) == {"preflight", "fence", "drain", "verify", "reverse", "switch", "unfence", "rollback"}
     put(a, b"before", 20)
 
-    with Shipping((a, peer), (b, peer)) as shipping:
+    with ShippingLoop((a, peer), (b, peer)) as shipping:
         # a row on B that A never had: the verify stops the run, which rolls back
         ship(a, peer)
         b.table().put(b"stray", {b"r:q": b"x"})

@@ -148,10 +148,7 @@ class MasterTables:
         :raises TableNotFoundError: the master knows no such table.
         :raises RemoteHBaseError: HBase's ``TableNotEnabledException``: it is not enabled.
         """
-        request = Master_pb2.DisableTableRequest(
-            table_name=table_name(table), nonce_group=self.admin.nonce_group, nonce=new_nonce()
-        )
-        self._table_procedure("DisableTable", table, request, Master_pb2.DisableTableResponse)
+        self._set_state(table, "DisableTable", Master_pb2.DisableTableRequest, Master_pb2.DisableTableResponse)
         log.info("disabled table %s", table)
 
     def enable_table(self, table: str) -> None:
@@ -160,8 +157,10 @@ class MasterTables:
         :raises TableNotFoundError: the master knows no such table.
         :raises RemoteHBaseError: HBase's ``TableNotDisabledException``: it is not disabled.
         """
-        request = Master_pb2.EnableTableRequest(
-            table_name=table_name(table), nonce_group=self.admin.nonce_group, nonce=new_nonce()
-        )
-        self._table_procedure("EnableTable", table, request, Master_pb2.EnableTableResponse)
+        self._set_state(table, "EnableTable", Master_pb2.EnableTableRequest, Master_pb2.EnableTableResponse)
         log.info("enabled table %s", table)
+
+    def _set_state(self, table: str, method: str, request_type: type[Message], response_type: type[M]) -> None:
+        """DisableTable or EnableTable, with a nonce as HBase's client sends them."""
+        request = request_type(table_name=table_name(table), nonce_group=self.admin.nonce_group, nonce=new_nonce())
+        self._table_procedure(method, table, request, response_type)

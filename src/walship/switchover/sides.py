@@ -107,6 +107,12 @@ class Sides:
         return self.site.walstore()
 
 
+def _side(stack: contextlib.ExitStack, label: str, client: KazooClient, layout: ZnodeLayout, key: str) -> Side:
+    """One cluster's side, its master's connection closed with ``stack``."""
+    admin = stack.enter_context(MasterAdmin(client, layout))
+    return Side(label, client, layout, admin, MasterTables(admin), key)
+
+
 @contextlib.contextmanager
 def open_sides(site: SourceSite, peer_id: str) -> Iterator[Sides]:
     """Connect to the source and to the peer's cluster (its cluster key's ZooKeeper, with the
@@ -120,14 +126,8 @@ def open_sides(site: SourceSite, peer_id: str) -> Iterator[Sides]:
             peer = ReplicationPeers(client, layout).get(peer_id)
         except ZkError as exc:
             raise SwitchoverError(f"preflight: the source cluster at {site.zk}{site.znode_parent}: {exc}") from None
-        admin = stack.enter_context(MasterAdmin(client, layout))
-        source = Side(
-            f"the source cluster ({site.zk})",
-            client,
-            layout,
-            admin,
-            MasterTables(admin),
-            cluster_key(site.zk, site.znode_parent),
+        source = _side(
+            stack, f"the source cluster ({site.zk})", client, layout, cluster_key(site.zk, site.znode_parent)
         )
         hosts, port, parent = parse_cluster_key(peer.cluster_key)
         quorum = ",".join(f"{h}:{port}" for h in hosts)
@@ -137,15 +137,8 @@ def open_sides(site: SourceSite, peer_id: str) -> Iterator[Sides]:
             raise SwitchoverError(
                 f"preflight: peer {peer_id}'s cluster ({peer.cluster_key}): its ZooKeeper does not answer: {exc}"
             ) from None
-        peer_layout = ZnodeLayout(parent)
-        peer_admin = stack.enter_context(MasterAdmin(peer_client, peer_layout))
-        target = Side(
-            f"peer {peer_id}'s cluster ({peer.cluster_key})",
-            peer_client,
-            peer_layout,
-            peer_admin,
-            MasterTables(peer_admin),
-            peer.cluster_key,
+        target = _side(
+            stack, f"peer {peer_id}'s cluster ({peer.cluster_key})", peer_client, ZnodeLayout(parent), peer.cluster_key
         )
         yield Sides(site, source, target, peer)
 
