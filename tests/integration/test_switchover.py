@@ -326,3 +326,24 @@ def test_after_the_switch_a_failed_unfence_resumes_and_rollback_is_refused(
     assert code == 0, err
     assert f"fence: table {table}: READONLY false -> true" in out and not read_only(a)
     assert last(a, peer)["run_id"] == record["run_id"]
+
+
+def test_bad_input_is_named_and_changes_nothing(
+    both_ways: tuple[Cluster, Cluster, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, _, peer = both_ways
+    cases = [
+        (["--peer", "no/such"], "peer id"),
+        (["--peer", "nosuch"], "nosuch"),
+        (["--peer", peer, "--fence", "lock"], "--fence: invalid choice: 'lock'"),
+        (["--peer", peer, "--drain-timeout", "-1"], "--drain-timeout"),
+        (["--peer", peer, "--step", "drain"], "drain: no switchover to peer"),
+        (["--peer", peer, "--rollback"], f"rollback: no unfinished switchover to peer {peer}"),
+        (["--peer", peer, "--tables", "missing_table"], "table missing_table does not exist on the source cluster"),
+        (["--peer", peer, "--step", "drain"], "drain: step fence of switchover cli-"),
+    ]
+    for argv, named in cases:
+        code, _, err = run_cli(capsys, a, *argv)
+        assert code == 1 and named in err and "Traceback" not in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1, err
+    assert not read_only(a)
