@@ -14,16 +14,20 @@ failed, undoes what the record says was changed, and then fails too, so that the
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from walship_airflow.hooks.source import SourceCluster, WalshipHook
 from walship_airflow.sources import configured_sources
 
-__all__ = ["read_switchovers", "rollback", "run_step", "switchover_tables", "task_log_path"]
+if TYPE_CHECKING:
+    from walship.switchover import Switchover
+
+__all__ = ["begin_drain", "end_drain", "read_switchovers", "rollback", "run_step", "switchover_tables", "task_log_path"]
 
 log = logging.getLogger(__name__)
 
@@ -76,20 +80,19 @@ def task_log_path(ti: Any) -> str:
     return f"{path}?try_number={ti.try_number}" if getattr(ti, "try_number", None) else path
 
 
-def run_step(step: str, params: Mapping[str, Any], context: Mapping[str, Any]) -> str:
-    """Run ``step`` of the switchover the run's Params describe; what it did, one line.
+@contextlib.contextmanager
+def _switchover(step: str, params: Mapping[str, Any], context: Mapping[str, Any]) -> Iterator[Switchover]:
+    """The switchover the run's Params describe, for one step: walship's errors become a failed
+    task naming the step, and the step's record notes the task's log.
 
     :raises AirflowSkipException: a dry run, past preflight.
-    :raises AirflowFailException: the step's precondition does not hold, or it failed.
     """
     from walship.errors import SwitchoverError, WalshipError
     from walship.switchover import Switchover, SwitchoverRequest, open_sides
 
-    dry_run = bool(params.get("dry_run"))
-    if dry_run and step != "preflight":
+    if params.get("dry_run") and step != "preflight":
         raise AirflowSkipException(f"{step}: a dry run changes nothing")
-    conn_id = str(params["source"])
-    source = WalshipHook(conn_id).get_source()
+    source = WalshipHook(str(params["source"])).get_source()
     try:
         request = SwitchoverRequest(
             peer_id=str(params["peer_id"]),
@@ -106,21 +109,62 @@ def run_step(step: str, params: Mapping[str, Any], context: Mapping[str, Any]) -
             if request.reverse:
                 checks.append(_peer_source_check(sides.peer.cluster_key, str(params.get("peer_source") or "")))
             run = Switchover(sides, request, say=log.info, checks=checks)
-            if dry_run:
-                lines = run.dry_run()
-                for line in lines:
-                    log.info("dry run: %s", line)
-                return "; ".join(lines)
             try:
-                return run.run(step)
+                yield run
             finally:
                 ti = context.get("ti")
-                if ti is not None and run.record() is not None:
+                if ti is not None and not params.get("dry_run") and run.record() is not None:
                     run.set_log_url(step, task_log_path(ti))
     except SwitchoverError as exc:
         raise AirflowFailException(str(exc)) from None
     except WalshipError as exc:
         raise AirflowFailException(f"{step}: {exc}") from None
+
+
+def run_step(step: str, params: Mapping[str, Any], context: Mapping[str, Any]) -> str:
+    """Run ``step`` of the switchover the run's Params describe; what it did, one line (a dry
+    run's preflight: what each step would change).
+
+    :raises AirflowSkipException: a dry run, past preflight.
+    :raises AirflowFailException: the step's precondition does not hold, or it failed.
+    """
+    with _switchover(step, params, context) as run:
+        if params.get("dry_run"):
+            lines = run.dry_run()
+            for line in lines:
+                log.info("dry run: %s", line)
+            return "; ".join(lines)
+        return run.run(step)
+
+
+def begin_drain(params: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The drain step begun: what its trigger waits for (the cut, the source's ZooKeeper, the
+    timeout), or ``None`` when the step is done already.
+
+    :raises AirflowSkipException: a dry run.
+    :raises AirflowFailException: the fence has not run, or the cut cannot be taken.
+    """
+    with _switchover("drain", params, context) as run:
+        cut = run.start_drain()
+        if cut is None:
+            return None
+        site = run.sides.site
+        return {
+            "zk": site.zk,
+            "znode_parent": site.znode_parent,
+            "cut": cut.to_json(),
+            "timeout": run.request.drain_timeout,
+        }
+
+
+def end_drain(params: Mapping[str, Any], context: Mapping[str, Any], event: Mapping[str, Any] | None) -> str:
+    """The drain step ended by its trigger's event: done, or failed naming what is behind.
+
+    :raises AirflowFailException: not drained.
+    """
+    with _switchover("drain", params, context) as run:
+        drained = event is not None and event.get("status") == "drained"
+        return run.end_drain(drained, str(event.get("message") if event else "the trigger sent no event"))
 
 
 def rollback(params: Mapping[str, Any], context: Mapping[str, Any]) -> None:

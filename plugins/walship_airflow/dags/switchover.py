@@ -12,8 +12,9 @@ precondition and can be cleared and run again alone; the Replication page shows 
    Airflow (`peer_source`, or found by its cluster key), whose `walship_replicate` ships back.
 2. **fence** — the tables on the source refuse writes: their descriptors' `READONLY` through
    the source's master (`fence=disable`: disabled), each table's state recorded first.
-3. **drain** — a cut of the peer's queues taken after the fence, waited for (`drain_timeout`):
-   every write the source accepted is on the peer. The source's `walship_replicate` ships it.
+3. **drain** — a cut of the peer's queues taken after the fence, waited for in the triggerer
+   (`drain_timeout`): every write the source accepted is on the peer. The source's
+   `walship_replicate` ships it.
 4. **verify** — the tables compared row by row: a bad row stops the run.
 5. **reverse** — the peer back to the source (`reverse_peer_id`, by default the same id) added
    through the peer cluster's master, walship's switch off: every write there is queued.
@@ -35,6 +36,7 @@ from typing import Any
 from airflow.sdk import DAG, Param, TriggerRule, chain, dag, task
 
 from walship_airflow.dags.common import dag_kwargs
+from walship_airflow.sensors.switchover import SwitchoverDrainSensor
 from walship_airflow.sources import Source, configured_sources
 
 #: The steps before the switch: a failure of any of them rolls the switchover back.
@@ -97,7 +99,8 @@ def build() -> DAG:
 
             return run()
 
-        tasks = {name: step(name) for name in BEFORE_SWITCH}
+        tasks = {name: step(name) for name in BEFORE_SWITCH if name != "drain"}
+        tasks["drain"] = SwitchoverDrainSensor(task_id="drain", poll_interval=1.0)
         unfence = step("unfence")
 
         @task(trigger_rule=TriggerRule.ONE_FAILED)

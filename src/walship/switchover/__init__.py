@@ -12,8 +12,8 @@ from walship.switchover.record import (
     SwitchoverRequest,
     SwitchoverStore,
 )
+from walship.switchover.runner import Switchover
 from walship.switchover.sides import Side, Sides, cluster_key, open_sides, same_cluster
-from walship.switchover.steps import Switchover
 
 __all__ = [
     "FENCE_MODES",

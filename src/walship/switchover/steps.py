@@ -29,23 +29,26 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from walship.errors import SwitchoverError, SwitchoverStateError, TableNotFoundError, WalshipError
+from walship.errors import SwitchoverError, TableNotFoundError
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.sinks.base import SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY
 from walship.status.drain import Cut, DrainResult, behind, take_cut
-from walship.switchover.checks import Check, dry_run_lines, preflight_problems, resolve_tables
-from walship.switchover.record import ROLLBACK, STEPS, SwitchoverRecord, SwitchoverRequest, SwitchoverStore, now_ms
+from walship.switchover.checks import Check, preflight_problems
+from walship.switchover.record import ROLLBACK, SwitchoverRecord, SwitchoverRequest, SwitchoverStore, now_ms
 from walship.switchover.sides import Sides, same_cluster
 
-__all__ = ["Switchover", "SwitchoverRequest"]
+__all__ = ["Steps", "drained_message"]
 
 log = logging.getLogger(__name__)
 
 
-class Switchover:
-    """The steps of one switchover to ``sides.peer`` (see the module docstring).
+class Steps:
+    """What each step of a switchover to ``sides.peer`` does, given the record so far; each
+    returns its message (``skipped: ...`` when it had nothing to do) and records at once what it
+    changed. :class:`~walship.switchover.runner.Switchover` checks their preconditions and
+    records their states.
 
-    :param say: where each step's lines go as it runs (the command prints them, a task logs them).
+    :param say: where each step's lines go as it runs.
     :param checks: more preflight checks: each returns ``None``, or what is wrong.
     :param pump: called while the drain waits (the command ships the peer's queues itself).
     """
@@ -54,134 +57,42 @@ class Switchover:
         self,
         sides: Sides,
         request: SwitchoverRequest,
+        store: SwitchoverStore,
         *,
-        say: Callable[[str], None] = log.info,
-        checks: Sequence[Check] = (),
-        pump: Callable[[], None] | None = None,
+        say: Callable[[str], None],
+        checks: Sequence[Check],
+        pump: Callable[[], None] | None,
     ) -> None:
         self.sides = sides
         self.request = request
+        self.store = store
         self.say = say
         self.checks = checks
         self.pump = pump
-        self.store = SwitchoverStore(sides.source.client, sides.source.layout)
-        self._bodies: dict[str, Callable[[SwitchoverRecord], str]] = {
-            "preflight": self._preflight,
-            "fence": self._fence,
-            "drain": self._drain,
-            "verify": self._verify,
-            "reverse": self._reverse,
-            "switch": self._switch,
-            "unfence": self._unfence,
-            ROLLBACK: self._rollback,
-        }
 
     @property
     def peer_id(self) -> str:
         return self.request.peer_id
 
-    # -- the record --------------------------------------------------------------------------------
+    def by_name(self) -> dict[str, Callable[[SwitchoverRecord], str]]:
+        """Each step's body, by its name."""
+        return {
+            "preflight": self.preflight,
+            "fence": self.fence,
+            "drain": self.drain,
+            "verify": self.verify,
+            "reverse": self.reverse,
+            "switch": self.switch,
+            "unfence": self.unfence,
+            ROLLBACK: self.rollback,
+        }
 
-    def record(self) -> SwitchoverRecord | None:
-        """The last switchover to the peer, or ``None``."""
-        return self.store.get(self.peer_id)
-
-    def _current(self, step: str) -> SwitchoverRecord:
-        """This run's record.
-
-        :raises SwitchoverStateError: there is none, or it is another run's.
-        """
-        record = self.record()
-        if record is None or (self.request.run_id and record.run_id != self.request.run_id):
-            name = f"switchover {self.request.run_id}" if self.request.run_id else "switchover"
-            raise SwitchoverStateError(f"{step}: no {name} to peer {self.peer_id} is recorded: run preflight first")
-        return record
-
-    def _begin(self) -> SwitchoverRecord:
-        """The record preflight starts from: this run's, or a new one.
-
-        :raises SwitchoverStateError: another switchover to the peer is unfinished.
-        """
-        found = self.record()
-        if found is not None and not found.finished and found.run_id == (self.request.run_id or found.run_id):
-            return found
-        if found is not None and not found.finished and found.changed_anything:
-            at = next((s for s in (*STEPS, ROLLBACK) if found.steps[s].state not in ("done", "skipped")), "-")
-            raise SwitchoverStateError(
-                f"preflight: the switchover {found.run_id} to peer {self.peer_id} is unfinished (state {found.state}, "
-                f"at step {at}): resume it, or roll it back (walship switchover --peer {self.peer_id} --rollback)"
-            )
-        tables = resolve_tables(self.sides.peer, self.request.tables)
-        record = SwitchoverRecord(
-            peer_id=self.peer_id,
-            run_id=self.request.run_id or f"cli-{now_ms()}",
-            reverse_peer_id=self.request.back_id,
-            peer_cluster_key=self.sides.target.cluster_key,
-            source_cluster_key=self.sides.source.cluster_key,
-            tables=list(tables),
-            fence=self.request.fence,
-            reverse=self.request.reverse,
-        )
-        self.store.put(record)
-        return record
-
-    def _changed(self, step: str, line: str) -> None:
+    def changed(self, step: str, line: str) -> None:
         """Record at once what the step changed (a failure later in the step keeps it)."""
         self.say(f"  {line}")
         self.store.add_change(self.peer_id, step, line)
 
-    def set_log_url(self, step: str, url: str) -> None:
-        """Where the step's log is (the Airflow task's), for the Replication page."""
-        self.store.set_log_url(self.peer_id, step, url)
-
-    # -- running a step ----------------------------------------------------------------------------
-
-    def run(self, step: str) -> str:
-        """Run one step; what it found or did, one line.
-
-        :raises SwitchoverStateError: its precondition does not hold.
-        :raises SwitchoverError: it failed (the record says so; run it again, or roll back).
-        """
-        if step not in self._bodies:
-            raise SwitchoverError(f"no step {step!r}: expected one of {', '.join((*STEPS, ROLLBACK))}")
-        record = self._begin() if step == "preflight" else self._current(step)
-        if step == ROLLBACK and record.switched_at is not None:
-            raise SwitchoverStateError(
-                f"rollback: the switch of {record.run_id} was reported (clients may write to the peer's cluster): "
-                "no rollback after it; fail back with a switchover from the peer's cluster"
-            )
-        if step not in ("preflight", ROLLBACK):
-            before = STEPS[STEPS.index(step) - 1]
-            if record.steps[before].state not in ("done", "skipped"):
-                raise SwitchoverStateError(
-                    f"{step}: step {before} of switchover {record.run_id} to peer {self.peer_id} has not run "
-                    f"(it is {record.steps[before].state})"
-                )
-        if record.steps[step].state in ("done", "skipped") and step != "preflight":
-            self.say(f"{step}: {record.steps[step].state} already: {record.steps[step].message}")
-            return record.steps[step].message
-        if record.finished:
-            raise SwitchoverStateError(
-                f"{step}: the switchover {record.run_id} to peer {self.peer_id} is {record.state} already"
-            )
-        self.say(f"{step}: ...")
-        self.store.mark(self.peer_id, step, "running", overall="running")
-        try:
-            message = self._bodies[step](record)
-        except WalshipError as exc:
-            text = str(exc) if str(exc).startswith(f"{step}:") else f"{step}: {exc}"
-            self.store.mark(self.peer_id, step, "failed", text, overall="failed")
-            raise (type(exc) if isinstance(exc, SwitchoverError) else SwitchoverError)(text) from None
-        final = {"unfence": "done", ROLLBACK: "rolled-back"}.get(step, "running")
-        self.store.mark(
-            self.peer_id, step, "skipped" if message.startswith("skipped") else "done", message, overall=final
-        )
-        self.say(f"{step}: {message}")
-        return message
-
-    # -- the steps ---------------------------------------------------------------------------------
-
-    def _preflight(self, record: SwitchoverRecord) -> str:
+    def preflight(self, record: SwitchoverRecord) -> str:
         problems = preflight_problems(self.sides, self.request, record, self.checks)
         if problems:
             raise SwitchoverError(
@@ -193,19 +104,19 @@ class Switchover:
             f"{', '.join(record.tables)} writable on both sides"
         )
 
-    def _fence_one(self, step: str, table: str, wanted: dict[str, bool]) -> None:
+    def fence_one(self, step: str, table: str, wanted: dict[str, bool]) -> None:
         """Bring one table of the source to ``wanted`` (``read_only``, ``enabled``), recording
         each change."""
         tables = self.sides.source.tables
         if "enabled" in wanted and tables.table_enabled(table) != wanted["enabled"]:
             (tables.enable_table if wanted["enabled"] else tables.disable_table)(table)
-            self._changed(step, f"table {table}: {'enabled' if wanted['enabled'] else 'disabled'}")
+            self.changed(step, f"table {table}: {'enabled' if wanted['enabled'] else 'disabled'}")
         if "read_only" in wanted and tables.is_read_only(table) != wanted["read_only"]:
             tables.set_read_only(table, wanted["read_only"])
             before = str(not wanted["read_only"]).lower()
-            self._changed(step, f"table {table}: READONLY {before} -> {str(wanted['read_only']).lower()}")
+            self.changed(step, f"table {table}: READONLY {before} -> {str(wanted['read_only']).lower()}")
 
-    def _fence(self, record: SwitchoverRecord) -> str:
+    def fence(self, record: SwitchoverRecord) -> str:
         tables = self.sides.source.tables
         for table in record.tables:
             before = record.fenced.get(table)
@@ -216,21 +127,26 @@ class Switchover:
                     r.fenced[table] = before
 
                 self.store.update(self.peer_id, keep)
-            self._fence_one("fence", table, {"read_only": True} if record.fence == "read_only" else {"enabled": False})
+            self.fence_one("fence", table, {"read_only": True} if record.fence == "read_only" else {"enabled": False})
         how = "read-only" if record.fence == "read_only" else "disabled"
         return f"{', '.join(record.tables)} {how} on the source: writes to them are refused"
 
-    def _drain(self, record: SwitchoverRecord) -> str:
+    def cut(self, record: SwitchoverRecord) -> Cut:
+        """The drain's cut: taken once, after the fence, and kept in the record."""
+        if record.cut is not None:
+            return Cut.from_json(record.cut)
         sides = self.sides
-        if record.cut is None:
-            cut = take_cut(sides.source.client, sides.source.layout, sides.walstore, self.peer_id)
+        cut = take_cut(sides.source.client, sides.source.layout, sides.walstore, self.peer_id)
 
-            def keep(r: SwitchoverRecord) -> None:
-                r.cut = cut.to_json()
+        def keep(r: SwitchoverRecord) -> None:
+            r.cut = cut.to_json()
 
-            self.store.update(self.peer_id, keep)
-        else:
-            cut = Cut.from_json(record.cut)
+        self.store.update(self.peer_id, keep)
+        return cut
+
+    def drain(self, record: SwitchoverRecord) -> str:
+        sides = self.sides
+        cut = self.cut(record)
         self.say(f"  waiting for {len(cut.points)} WAL(s) of the cut to be shipped")
         began = time.monotonic()
         while True:
@@ -239,12 +155,12 @@ class Switchover:
             late = behind(sides.source.client, sides.source.layout, cut)
             waited = time.monotonic() - began
             if not late:
-                return f"every edit the source accepted before the fence is on the peer ({len(cut.points)} WAL(s))"
+                return drained_message(cut)
             if waited >= self.request.drain_timeout:
                 raise SwitchoverError(f"drain: {DrainResult(cut, False, waited, late).message()}")
             time.sleep(self.request.poll)
 
-    def _verify(self, record: SwitchoverRecord) -> str:
+    def verify(self, record: SwitchoverRecord) -> str:
         from walship.verify.plan import VerifyJob
         from walship.verify.run import verify
 
@@ -292,7 +208,7 @@ class Switchover:
             },
         )
 
-    def _reverse(self, record: SwitchoverRecord) -> str:
+    def reverse(self, record: SwitchoverRecord) -> str:
         if not record.reverse:
             return "skipped: no peer back to the source (reverse is off)"
         target = self.sides.target
@@ -307,7 +223,7 @@ class Switchover:
             record = self.store.update(self.peer_id, keep)
         if existing is None:
             target.peers.add(self.reverse_config(record))
-            self._changed("reverse", f"peer {back} added on {target.label}: managed, walship's switch off")
+            self.changed("reverse", f"peer {back} added on {target.label}: managed, walship's switch off")
         else:
             if not same_cluster(existing.cluster_key, record.source_cluster_key) or not existing.managed:
                 raise SwitchoverError(
@@ -317,10 +233,10 @@ class Switchover:
                 )
             if existing.enabled:
                 target.store.set_switch(back, False)
-                self._changed("reverse", f"peer {back} on {target.label}: walship's switch on -> off")
+                self.changed("reverse", f"peer {back} on {target.label}: walship's switch on -> off")
         return f"peer {back} on {target.label} queues every write there for the source"
 
-    def _switch(self, record: SwitchoverRecord) -> str:
+    def switch(self, record: SwitchoverRecord) -> str:
         tables = self.sides.source.tables
         for table in record.tables:
             fenced = tables.is_read_only(table) if record.fence == "read_only" else not tables.table_enabled(table)
@@ -336,40 +252,38 @@ class Switchover:
         self.store.update(self.peer_id, keep)
         return f"clients may write to {', '.join(record.tables)} on peer {self.peer_id}'s cluster ({record.peer_cluster_key}) now"
 
-    def _unfence(self, record: SwitchoverRecord) -> str:
+    def unfence(self, record: SwitchoverRecord) -> str:
         if not record.reverse:
             return "skipped: the source stays fenced (reverse is off)"
         for table, before in record.fenced.items():
-            self._fence_one("unfence", table, before)
+            self.fence_one("unfence", table, before)
         back, target = record.reverse_peer_id, self.sides.target
         if not target.store.get(back).enabled:
             target.store.set_switch(back, True)
-            self._changed("unfence", f"peer {back} on {target.label}: walship's switch off -> on")
+            self.changed("unfence", f"peer {back} on {target.label}: walship's switch off -> on")
         return f"the source takes writes again; walship ships {target.label}'s writes back through peer {back}"
 
-    def _rollback(self, record: SwitchoverRecord) -> str:
+    def rollback(self, record: SwitchoverRecord) -> str:
         target, seen = self.sides.target, record.reverse_peer
         if seen is not None:
             back = record.reverse_peer_id
             existing = target.find_peer(back)
             if seen["added"] and existing is not None:
                 target.peers.remove(back)
-                self._changed(ROLLBACK, f"peer {back} removed from {target.label}")
+                self.changed(ROLLBACK, f"peer {back} removed from {target.label}")
             elif not seen["added"] and existing is not None and existing.enabled != seen["switch_before"]:
                 target.store.set_switch(back, bool(seen["switch_before"]))
-                self._changed(
+                self.changed(
                     ROLLBACK, f"peer {back} on {target.label}: walship's switch back to {seen['switch_before']}"
                 )
         for table, before in record.fenced.items():
             try:
-                self._fence_one(ROLLBACK, table, before)
+                self.fence_one(ROLLBACK, table, before)
             except TableNotFoundError:
-                self._changed(ROLLBACK, f"table {table} no longer exists on the source: nothing to undo")
+                self.changed(ROLLBACK, f"table {table} no longer exists on the source: nothing to undo")
         return "the source takes writes as before; nothing of the switchover is left on the peer's cluster"
 
-    def dry_run(self) -> list[str]:
-        """Preflight's checks and what each step would change, changing nothing.
 
-        :raises SwitchoverError: a preflight check fails, or another switchover is unfinished.
-        """
-        return dry_run_lines(self.sides, self.request, self.record(), self.checks)
+def drained_message(cut: Cut) -> str:
+    """The drain step's message once its cut is reached."""
+    return f"every edit the source accepted before the fence is on the peer ({len(cut.points)} WAL(s))"
