@@ -135,7 +135,8 @@ def test_bad_sources_and_notifiers_are_import_errors_naming_them(monkeypatch: py
     monkeypatch.setenv("AIRFLOW__WALSHIP__SOURCES", "walship_source")
     monkeypatch.setenv("AIRFLOW__WALSHIP__ON_FAILURE_NOTIFIER", "walship_airflow.notifications.nope.Pager")
     errors = airflow_env.load_dagbag().import_errors
-    assert len(errors) == 12 and all(
+    dag_files = sorted((airflow_env.ROOT / "dags").glob("walship_*.py"))
+    assert len(dag_files) == 13 and len(errors) == len(dag_files) and all(
         "[walship] on_failure_notifier 'walship_airflow.notifications.nope.Pager' cannot be imported" in e
         for e in errors.values()
     ), errors
