@@ -138,6 +138,9 @@ def test_a_switchover_dag_run_and_its_failback(
                 deadline = time.monotonic() + 30
                 while time.monotonic() < deadline and (not watch.views or watch.views[-1]["state"] != "done"):
                     time.sleep(0.1)  # the page's next refresh shows the end
+            shot = tmp_path / "switchover.png"
+            driver.save_screenshot(str(shot))
+            print(f"screenshot: {shot}")
         assert run.state == "success", states(run)
         assert states(run)["rollback"] == "skipped"
         views = [v for v in watch.views if v["run"] == run.run_id]
