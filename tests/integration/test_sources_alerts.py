@@ -136,9 +136,13 @@ def test_bad_sources_and_notifiers_are_import_errors_naming_them(monkeypatch: py
     monkeypatch.setenv("AIRFLOW__WALSHIP__ON_FAILURE_NOTIFIER", "walship_airflow.notifications.nope.Pager")
     errors = airflow_env.load_dagbag().import_errors
     dag_files = sorted((airflow_env.ROOT / "dags").glob("walship_*.py"))
-    assert len(dag_files) == 13 and len(errors) == len(dag_files) and all(
-        "[walship] on_failure_notifier 'walship_airflow.notifications.nope.Pager' cannot be imported" in e
-        for e in errors.values()
+    assert (
+        len(dag_files) == 13
+        and len(errors) == len(dag_files)
+        and all(
+            "[walship] on_failure_notifier 'walship_airflow.notifications.nope.Pager' cannot be imported" in e
+            for e in errors.values()
+        )
     ), errors
     monkeypatch.setenv("AIRFLOW__WALSHIP__ON_FAILURE_NOTIFIER", NOTIFIER)
     monkeypatch.setenv("AIRFLOW__WALSHIP__ON_FAILURE_NOTIFIER_KWARGS", '{"url": "ftp://alerts"}')
