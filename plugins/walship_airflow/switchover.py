@@ -27,14 +27,9 @@ from walship_airflow.sources import configured_sources
 if TYPE_CHECKING:
     from walship.switchover import Switchover
 
-__all__ = ["begin_drain", "end_drain", "read_switchovers", "rollback", "run_step", "switchover_tables", "task_log_path"]
+__all__ = ["begin_drain", "end_drain", "read_switchovers", "rollback", "run_step", "task_log_path"]
 
 log = logging.getLogger(__name__)
-
-
-def switchover_tables(text: str | None) -> tuple[str, ...]:
-    """The ``tables`` Param: comma- or space-separated names (empty: the peer's table-cfs)."""
-    return tuple(dict.fromkeys(t for t in (text or "").replace(",", " ").split() if t))
 
 
 def _same_cluster(source: SourceCluster, key: str) -> bool:
@@ -88,7 +83,7 @@ def _switchover(step: str, params: Mapping[str, Any], context: Mapping[str, Any]
     :raises AirflowSkipException: a dry run, past preflight.
     """
     from walship.errors import SwitchoverError, WalshipError
-    from walship.switchover import Switchover, SwitchoverRequest, open_sides
+    from walship.switchover import Switchover, SwitchoverRequest, open_sides, split_tables
 
     if params.get("dry_run") and step != "preflight":
         raise AirflowSkipException(f"{step}: a dry run changes nothing")
@@ -96,7 +91,7 @@ def _switchover(step: str, params: Mapping[str, Any], context: Mapping[str, Any]
     try:
         request = SwitchoverRequest(
             peer_id=str(params["peer_id"]),
-            tables=switchover_tables(params.get("tables")),
+            tables=split_tables([params.get("tables") or ""]),
             fence=str(params.get("fence") or "read_only"),
             reverse=bool(params.get("reverse", True)),
             reverse_peer_id=str(params.get("reverse_peer_id") or ""),

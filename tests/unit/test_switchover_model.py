@@ -10,9 +10,16 @@ import pytest
 
 from walship.errors import ConfigError, InvalidPeerConfigError, SwitchoverError, ZkDataError
 from walship.peer import PeerConfig
-from walship.switchover import ROLLBACK, STEPS, SwitchoverRecord, SwitchoverRequest, cluster_key, resolve_tables
+from walship.switchover import (
+    ROLLBACK,
+    STEPS,
+    SwitchoverRecord,
+    SwitchoverRequest,
+    cluster_key,
+    resolve_tables,
+    split_tables,
+)
 from walship_airflow.plugins.switchovers import render_switchovers
-from walship_airflow.switchover import switchover_tables
 
 
 def test_the_cluster_key_of_a_quorum() -> None:
@@ -30,8 +37,8 @@ def test_the_tables_are_those_asked_for_or_the_peers() -> None:
     assert resolve_tables(peer, ["default:t", " u ", "t"]) == ("t", "u")
     with pytest.raises(SwitchoverError, match="peer 2 names no tables .*every table.*--tables"):
         resolve_tables(PeerConfig("2", "zk:2181:/hbase"), [])
-    assert switchover_tables("t1, t2 t1,,") == ("t1", "t2")
-    assert switchover_tables(None) == ()
+    assert split_tables(["t1, t2 t1,,", "t3"]) == ("t1", "t2", "t3")
+    assert split_tables([""]) == ()
 
 
 def test_a_request_names_what_is_wrong() -> None:

@@ -18,11 +18,6 @@ __all__ = ["register"]
 log = logging.getLogger(__name__)
 
 
-def _tables(values: list[str] | None) -> tuple[str, ...]:
-    """``--tables t1,t2 t3``: each table once, in order."""
-    return tuple(dict.fromkeys(t.strip() for v in values or () for t in v.split(",") if t.strip()))
-
-
 @contextlib.contextmanager
 def _pump(args: argparse.Namespace) -> Iterator[Callable[[], None] | None]:
     """A shipping pass of the peer's queues, run while the drain waits (none with ``--no-ship``)."""
@@ -44,7 +39,7 @@ def _pump(args: argparse.Namespace) -> Iterator[Callable[[], None] | None]:
 
 
 def cmd_switchover(args: argparse.Namespace) -> int:
-    from walship.switchover import STEPS, Switchover, SwitchoverRequest, open_sides
+    from walship.switchover import STEPS, Switchover, SwitchoverRequest, open_sides, split_tables
 
     if not args.wal_root:
         raise SwitchoverError(
@@ -52,7 +47,7 @@ def cmd_switchover(args: argparse.Namespace) -> int:
         )
     request = SwitchoverRequest(
         peer_id=args.peer,
-        tables=_tables(args.tables),
+        tables=split_tables(args.tables or ()),
         fence=args.fence,
         reverse=not args.no_reverse,
         reverse_peer_id=args.reverse_peer or "",

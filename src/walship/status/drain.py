@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,10 +214,16 @@ def wait_drained(
     *,
     timeout: float | None = None,
     poll: float = 0.5,
+    before_each: Callable[[], None] | None = None,
 ) -> DrainResult:
-    """Poll until every WAL of ``cut`` passed its offset, or ``timeout`` seconds passed."""
+    """Poll until every WAL of ``cut`` passed its offset, or ``timeout`` seconds passed.
+
+    :param before_each: called before each look (a caller that ships the queues itself).
+    """
     start = time.monotonic()
     while True:
+        if before_each is not None:
+            before_each()
         late = behind(client, layout, cut)
         elapsed = time.monotonic() - start
         if not late:

@@ -2,7 +2,7 @@
 peer's cluster, and back, losing nothing (``walship switchover``, the ``walship_switchover``
 DAG). :mod:`walship.switchover.steps` says what each step does."""
 
-from walship.switchover.checks import Check, preflight_problems, resolve_tables
+from walship.switchover.checks import Check, preflight_problems, resolve_tables, split_tables
 from walship.switchover.record import (
     FENCE_MODES,
     ROLLBACK,
@@ -32,4 +32,5 @@ __all__ = [
     "preflight_problems",
     "resolve_tables",
     "same_cluster",
+    "split_tables",
 ]

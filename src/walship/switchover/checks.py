@@ -16,12 +16,11 @@ tells an operator everything to mend before the source is fenced.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from walship.errors import (
     ConfigError,
     MasterError,
-    PeerNotFoundError,
     RemoteHBaseError,
     ScopeError,
     SwitchoverError,
@@ -35,7 +34,7 @@ from walship.switchover.record import SwitchoverRecord, SwitchoverRequest
 from walship.switchover.sides import Side, Sides, master_answers, same_cluster
 from walship.verify.inflight import normalize_table
 
-__all__ = ["Check", "dry_run_lines", "preflight_problems", "resolve_tables"]
+__all__ = ["Check", "dry_run_lines", "new_record", "preflight_problems", "resolve_tables", "split_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -137,12 +136,10 @@ def _reverse_problems(sides: Sides, record: SwitchoverRecord) -> list[str]:
     """Whether the peer back to the source can be added, or is walship's already."""
     back = record.reverse_peer_id
     try:
-        existing = sides.target.peers.get(back)
-    except PeerNotFoundError:
-        return []
-    except MasterError as exc:
-        return [f"peer {back} of {sides.target.label}: {exc}"]
-    if record.reverse_peer is not None:
+        existing = sides.target.find_peer(back)
+    except SwitchoverError as exc:
+        return [str(exc)]
+    if existing is None or record.reverse_peer is not None:
         return []  # this switchover's own
     if not same_cluster(existing.cluster_key, record.source_cluster_key):
         return [
@@ -185,6 +182,28 @@ def preflight_problems(
     return problems
 
 
+def new_record(sides: Sides, request: SwitchoverRequest, run_id: str) -> SwitchoverRecord:
+    """The record of a switchover ``request`` asks for, before any step ran.
+
+    :raises SwitchoverError: it names no tables and the peer names none either.
+    """
+    return SwitchoverRecord(
+        peer_id=request.peer_id,
+        run_id=run_id,
+        reverse_peer_id=request.back_id,
+        peer_cluster_key=sides.target.cluster_key,
+        source_cluster_key=sides.source.cluster_key,
+        tables=list(resolve_tables(sides.peer, request.tables)),
+        fence=request.fence,
+        reverse=request.reverse,
+    )
+
+
+def split_tables(values: Iterable[str]) -> tuple[str, ...]:
+    """Table names given as ``t1,t2 t3`` (a flag's values, a Param): each once, in order."""
+    return tuple(dict.fromkeys(t for v in values for t in v.replace(",", " ").split()))
+
+
 def dry_run_lines(
     sides: Sides, request: SwitchoverRequest, found: SwitchoverRecord | None, checks: Sequence[Check] = ()
 ) -> list[str]:
@@ -197,17 +216,8 @@ def dry_run_lines(
         raise SwitchoverStateError(
             f"preflight: the switchover {found.run_id} to peer {request.peer_id} is unfinished (state {found.state})"
         )
-    tables = resolve_tables(sides.peer, request.tables)
-    probe = SwitchoverRecord(
-        peer_id=request.peer_id,
-        run_id="dry-run",
-        reverse_peer_id=request.back_id,
-        peer_cluster_key=sides.target.cluster_key,
-        source_cluster_key=sides.source.cluster_key,
-        tables=list(tables),
-        fence=request.fence,
-        reverse=request.reverse,
-    )
+    probe = new_record(sides, request, "dry-run")
+    tables = probe.tables
     problems = preflight_problems(sides, request, probe, checks)
     if problems:
         raise SwitchoverError(f"preflight: {len(problems)} problem(s): " + "; ".join(problems))

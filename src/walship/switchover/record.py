@@ -224,6 +224,15 @@ class SwitchoverStore:
         update_json(self.client, path, apply)
         return out[0]
 
+    def set(self, peer_id: str, **values: Any) -> SwitchoverRecord:
+        """Set fields of the peer's record (``cut=``, ``verify=``, ...), in one versioned write."""
+
+        def change(r: SwitchoverRecord) -> None:
+            for name, value in values.items():
+                setattr(r, name, value)
+
+        return self.update(peer_id, change)
+
     def add_change(self, peer_id: str, step: str, line: str) -> None:
         """What the step changed, one line, recorded at once."""
 

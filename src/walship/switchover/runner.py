@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from walship.errors import SwitchoverError, SwitchoverStateError, WalshipError
 from walship.status.drain import Cut
-from walship.switchover.checks import Check, dry_run_lines, resolve_tables
+from walship.switchover.checks import Check, dry_run_lines, new_record
 from walship.switchover.record import ROLLBACK, STEPS, SwitchoverRecord, SwitchoverRequest, SwitchoverStore, now_ms
 from walship.switchover.sides import Sides
 from walship.switchover.steps import Steps
@@ -50,7 +50,6 @@ class Switchover:
         self.request = request
         self.say = say
         self.checks = checks
-        self.pump = pump
         self.store = SwitchoverStore(sides.source.client, sides.source.layout)
         self.steps = Steps(sides, request, self.store, say=say, checks=checks, pump=pump)
         self._bodies = self.steps.by_name()
@@ -90,17 +89,7 @@ class Switchover:
                 f"preflight: the switchover {found.run_id} to peer {self.peer_id} is unfinished (state {found.state}, "
                 f"at step {at}): resume it, or roll it back (walship switchover --peer {self.peer_id} --rollback)"
             )
-        tables = resolve_tables(self.sides.peer, self.request.tables)
-        record = SwitchoverRecord(
-            peer_id=self.peer_id,
-            run_id=self.request.run_id or f"cli-{now_ms()}",
-            reverse_peer_id=self.request.back_id,
-            peer_cluster_key=self.sides.target.cluster_key,
-            source_cluster_key=self.sides.source.cluster_key,
-            tables=list(tables),
-            fence=self.request.fence,
-            reverse=self.request.reverse,
-        )
+        record = new_record(self.sides, self.request, self.request.run_id or f"cli-{now_ms()}")
         self.store.put(record)
         return record
 

@@ -26,13 +26,12 @@ migration). Failback is a switchover from the peer's cluster with the reverse pe
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 
 from walship.errors import SwitchoverError, TableNotFoundError
 from walship.peer import MANAGED_KEY, PeerConfig
 from walship.sinks.base import SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY
-from walship.status.drain import Cut, DrainResult, behind, take_cut
+from walship.status.drain import Cut, take_cut, wait_drained
 from walship.switchover.checks import Check, preflight_problems
 from walship.switchover.record import ROLLBACK, SwitchoverRecord, SwitchoverRequest, SwitchoverStore, now_ms
 from walship.switchover.sides import Sides, same_cluster
@@ -122,11 +121,7 @@ class Steps:
             before = record.fenced.get(table)
             if before is None:
                 before = {"read_only": tables.is_read_only(table), "enabled": tables.table_enabled(table)}
-
-                def keep(r: SwitchoverRecord, table: str = table, before: dict[str, bool] = before) -> None:
-                    r.fenced[table] = before
-
-                self.store.update(self.peer_id, keep)
+                record = self.store.set(self.peer_id, fenced={**record.fenced, table: before})
             self.fence_one("fence", table, {"read_only": True} if record.fence == "read_only" else {"enabled": False})
         how = "read-only" if record.fence == "read_only" else "disabled"
         return f"{', '.join(record.tables)} {how} on the source: writes to them are refused"
@@ -137,28 +132,24 @@ class Steps:
             return Cut.from_json(record.cut)
         sides = self.sides
         cut = take_cut(sides.source.client, sides.source.layout, sides.walstore, self.peer_id)
-
-        def keep(r: SwitchoverRecord) -> None:
-            r.cut = cut.to_json()
-
-        self.store.update(self.peer_id, keep)
+        self.store.set(self.peer_id, cut=cut.to_json())
         return cut
 
     def drain(self, record: SwitchoverRecord) -> str:
-        sides = self.sides
+        source = self.sides.source
         cut = self.cut(record)
         self.say(f"  waiting for {len(cut.points)} WAL(s) of the cut to be shipped")
-        began = time.monotonic()
-        while True:
-            if self.pump is not None:
-                self.pump()
-            late = behind(sides.source.client, sides.source.layout, cut)
-            waited = time.monotonic() - began
-            if not late:
-                return drained_message(cut)
-            if waited >= self.request.drain_timeout:
-                raise SwitchoverError(f"drain: {DrainResult(cut, False, waited, late).message()}")
-            time.sleep(self.request.poll)
+        result = wait_drained(
+            source.client,
+            source.layout,
+            cut,
+            timeout=self.request.drain_timeout,
+            poll=self.request.poll,
+            before_each=self.pump,
+        )
+        if not result.drained:
+            raise SwitchoverError(f"drain: {result.message()}")
+        return drained_message(cut)
 
     def verify(self, record: SwitchoverRecord) -> str:
         from walship.verify.plan import VerifyJob
@@ -179,11 +170,9 @@ class Steps:
         )
         result = verify(job)
         summary = result.to_json()
-
-        def keep(r: SwitchoverRecord) -> None:
-            r.verify = {k: summary[k] for k in ("counters", "bad_rows", "rows_scanned", "seconds")}
-
-        self.store.update(self.peer_id, keep)
+        self.store.set(
+            self.peer_id, verify={k: summary[k] for k in ("counters", "bad_rows", "rows_scanned", "seconds")}
+        )
         if not result.ok:
             shown = ", ".join(result.bad_keys[:10])
             raise SwitchoverError(
@@ -216,11 +205,7 @@ class Steps:
         existing = target.find_peer(back)
         if record.reverse_peer is None:
             seen = {"added": existing is None, "switch_before": existing.enabled if existing is not None else None}
-
-            def keep(r: SwitchoverRecord) -> None:
-                r.reverse_peer = seen
-
-            record = self.store.update(self.peer_id, keep)
+            record = self.store.set(self.peer_id, reverse_peer=seen)
         if existing is None:
             target.peers.add(self.reverse_config(record))
             self.changed("reverse", f"peer {back} added on {target.label}: managed, walship's switch off")
@@ -244,12 +229,7 @@ class Steps:
                 raise SwitchoverError(
                     f"switch: table {table} of the source takes writes again (someone lifted the fence): roll back"
                 )
-        at = now_ms()
-
-        def keep(r: SwitchoverRecord) -> None:
-            r.switched_at = at
-
-        self.store.update(self.peer_id, keep)
+        self.store.set(self.peer_id, switched_at=now_ms())
         return f"clients may write to {', '.join(record.tables)} on peer {self.peer_id}'s cluster ({record.peer_cluster_key}) now"
 
     def unfence(self, record: SwitchoverRecord) -> str:
