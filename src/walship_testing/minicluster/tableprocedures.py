@@ -93,6 +93,16 @@ class TableProcedure(Procedure):
     def store(self) -> Store:
         return _store(self.host)
 
+    def enabled(self) -> bool:
+        """Whether the table is enabled now.
+
+        :raises MasterCallError: HBase's ``TableNotFoundException``: no such table.
+        """
+        enabled = self.store.table_enabled(self.table)
+        if enabled is None:
+            raise table_not_found(self.table)
+        return enabled
+
     def __repr__(self) -> str:
         return f"{self.name}(pid={self.proc_id}, table={_name(self.table)})"
 
@@ -103,18 +113,12 @@ class DisableTable(TableProcedure):
 
     def preflight(self) -> None:
         """``preflightChecks(env, true)``, before the procedure is submitted."""
-        enabled = self.store.table_enabled(self.table)
-        if enabled is None:
-            raise table_not_found(self.table)
-        if not enabled:
+        if not self.enabled():
             raise MasterCallError(TABLE_NOT_ENABLED, _name(self.table), do_not_retry=True)
 
     def _prepare(self) -> None:
         """``prepareDisable``: the table may have changed since the call was checked."""
-        enabled = self.store.table_enabled(self.table)
-        if enabled is None:
-            raise table_not_found(self.table)
-        if not enabled:
+        if not self.enabled():
             message = f"tableName={_name(self.table)}, state=DISABLED"
             raise MasterCallError(TABLE_NOT_ENABLED, message, do_not_retry=True)
 
@@ -130,10 +134,7 @@ class EnableTable(TableProcedure):
 
     def _prepare(self) -> None:
         """``prepareEnable``."""
-        enabled = self.store.table_enabled(self.table)
-        if enabled is None:
-            raise table_not_found(self.table)
-        if enabled:
+        if self.enabled():
             message = f"tableName={_name(self.table)}, state=ENABLED"
             raise MasterCallError(TABLE_NOT_DISABLED, message, do_not_retry=True)
 
@@ -162,8 +163,7 @@ class ModifyTable(TableProcedure):
     def _prepare(self) -> None:
         """``prepareModify``."""
         store = self.store
-        if store.table_enabled(self.table) is None:
-            raise table_not_found(self.table)
+        self.enabled()  # it exists
         current = store.families(self.table).values()
         self._descriptor = modified_descriptor(self.table, current, store.table_descriptor(self.table), self.schema)
 
