@@ -120,6 +120,11 @@ def topology(
         # long; checked every 2 s (defaults: 300 s, 10 s)
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+        # a task the killed worker had taken from the broker but not started yet stays queued
+        # (Celery acks late: the broker hands its message out again only after hours) until it
+        # has been queued this long; checked every 10 s (defaults: 600 s, 120 s)
+        "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "150",
+        "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "10",
         # walship: the source (real HBase, WALs on HDFS), Spark on YARN, the cleaner's queue
         "AIRFLOW_CONN_WALSHIP_SOURCE": source_conn_of(real_hdfs),
         "AIRFLOW_CONN_SPARK_DEFAULT": yarn_connection(yarn, hdfs_archive),
@@ -220,6 +225,19 @@ def runs_after(af: Any, dag_id: str, after: float | None = None) -> list[dict[st
     ]
 
 
+def runs_now(af: Any, dag_id: str, last: int = 4) -> str:
+    """The DAG's last runs and their task instances (state, try, worker), for a failure message."""
+    lines = []
+    for run in runs_after(af, dag_id)[:last]:
+        lines.append(f"{dag_id} {run['dag_run_id']}: {run['state']} (started {run.get('start_date')})")
+        for ti in af.task_instances(dag_id, run["dag_run_id"]):
+            lines.append(
+                f"  {ti['task_id']}[{ti.get('map_index', -1)}] {ti['state']} try {ti.get('try_number')} "
+                f"on {ti.get('hostname') or '-'} queued {ti.get('queued_when') or '-'}"
+            )
+    return "\n".join(lines)
+
+
 def newest_run(af: Any, dag_id: str, after: float | None = None) -> dict[str, Any] | None:
     """The DAG's newest run, or its newest that started after ``after``."""
     runs = runs_after(af, dag_id, after)
@@ -293,11 +311,14 @@ def test_walship_replicates_under_writes_through_a_killed_worker(
             wait_until(retried, timeout=180, interval=1, what=f"walship_tail's retry on {survivor}")
             # go on writing until a replicate run and a tail run that started after the kill are done
             for dag_id in ("walship_replicate", "walship_tail"):
-                wait_until(
-                    lambda d=dag_id: (r := newest_run(af, d, after=killed_at)) is not None  # type: ignore[misc]
-                    and r["state"] in ("success", "failed"),
-                    timeout=420, interval=2, what=f"a {dag_id} run started after the kill to end",
-                )  # fmt: skip
+                try:
+                    wait_until(
+                        lambda d=dag_id: (r := newest_run(af, d, after=killed_at)) is not None  # type: ignore[misc]
+                        and r["state"] in ("success", "failed"),
+                        timeout=420, interval=2, what=f"a {dag_id} run started after the kill to end",
+                    )  # fmt: skip
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}\n{runs_now(af, dag_id)}\n{af.describe()}") from None
         # every row written is on the peer (the tail runs go on shipping), then the DAGs rest
         wait_until(lambda: len(rows(b)) == writer.written, timeout=300, interval=2, what="every row on the peer")
         assert rows(b) == rows(h)
