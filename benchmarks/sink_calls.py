@@ -28,7 +28,7 @@ import happybase
 from walship.sinks.base import ApplyStats
 from walship.sinks.inorder import Sender
 from walship.thrift.conn1 import open_connection
-from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts, sending
+from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts
 from walship.zk.localserver import LocalZooKeeper, free_port
 from walship_testing.minicluster.process import MiniClusterProcess
 
@@ -54,11 +54,11 @@ def send_inline(conn: Any, calls: list[EncodedCall]) -> None:
 
 
 def send_by_sender(conn: Any, calls: list[EncodedCall]) -> None:
-    sender = Sender(lambda func, what, stats: func(conn), "walship-bench")
+    sender = Sender(lambda call, what, stats: conn.client.send_encoded(call), "walship-bench")
     try:
         with sender.batch(ApplyStats()) as batch:
             for call in calls:
-                batch.send(sending(call), "edits to table t")
+                batch.send(call, "edits to table t")
     finally:
         sender.close()
 

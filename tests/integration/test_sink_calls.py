@@ -14,7 +14,8 @@ from replication_helpers import SINK_PROTOCOLS, TABLE, Cluster, add_peer, conten
 from walship.errors import SinkError
 from walship.replicate.batcher.filters import EntryFilter
 from walship.sinks.base import FilteredEntry, SinkContext
-from walship.sinks.pooled import INLINE_CELLS, PooledSink
+from walship.sinks.pooled import PooledSink
+from walship.sinks.streams import INLINE_CELLS, PeerStreams
 from walship.sinks.registry import create_sink
 from walship.thrift.conn import THRIFT_CONNECTIONS_KEY
 from walship.wal import WalReader, parse_wal_name
@@ -70,7 +71,7 @@ def test_a_refused_call_stops_the_rest_of_its_connection(
         peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
     sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
     streams = int(connections)  # the batch holds 3,001 cells: a stream for each 1,000, up to the setting
-    assert isinstance(sink, PooledSink) and sink.streams_for(cells) == streams
+    assert isinstance(sink, PooledSink) and sink.streams.streams_for(cells) == streams
     before = {b"before-%05d" % i for i in range(BEFORE)}
     late_rows = {b"late-%05d" % i for i in range(AFTER)}
     try:
@@ -83,9 +84,9 @@ def test_a_refused_call_stops_the_rest_of_its_connection(
         else:
             # on the refused call's connection: everything before it arrived, nothing after it;
             # the other connections' calls went on meanwhile (the batch is shipped again whole)
-            refused = PooledSink.stream_of(b"x", streams)
-            assert {row for row in before if PooledSink.stream_of(row, streams) == refused} <= rows
-            assert not {row for row in late_rows & rows if PooledSink.stream_of(row, streams) == refused}
+            refused = PeerStreams.stream_of(b"x", streams)
+            assert {row for row in before if PeerStreams.stream_of(row, streams) == refused} <= rows
+            assert not {row for row in late_rows & rows if PeerStreams.stream_of(row, streams) == refused}
             assert rows <= before | late_rows
         # the same sink applies the next batch on the same sender: the batch after a failure works
         late = [fe for fe in batch if fe.entry.key.table == TABLE and fe.cells[0].row.startswith(b"late-")]
@@ -158,15 +159,15 @@ def test_a_row_s_edits_keep_their_order_over_several_connections(
         one = ReplicationPeers(client, ZnodeLayout(a.parent)).get("2")
     sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
     try:
-        assert isinstance(sink, PooledSink) and sink.streams_for(rows * rounds) == 4
+        assert isinstance(sink, PooledSink) and sink.streams.streams_for(rows * rounds) == 4
         stats = sink.apply(batch, "A's WALs")
-        assert len(sink.connected()) == 4
+        assert len(sink.streams.connected()) == 4
         sink.apply(batch[-1:], "A's WALs")  # a small batch after it: one connection is left open
-        assert len(sink.connected()) == 1
+        assert len(sink.streams.connected()) == 1
     finally:
         sink.close()
     single = create_sink(one, SinkContext(wal_root=str(a.mc.data_dir)))
-    assert isinstance(single, PooledSink) and single.streams_for(rows * rounds) == 1
+    assert isinstance(single, PooledSink) and single.streams.streams_for(rows * rounds) == 1
     single.close()
     assert stats.cells == rows * rounds and stats.calls >= 4
     last = {row: {b"r:q": [(b"round-%d" % (rounds - 1), 1000)]} for row in (b"row-%05d" % i for i in range(rows))}
@@ -192,9 +193,9 @@ def test_a_peer_with_two_servers_gets_a_large_batch_over_both(
         peer = ReplicationPeers(client, ZnodeLayout(a.parent)).get("1")
     sink = create_sink(peer, SinkContext(wal_root=str(a.mc.data_dir)))
     try:
-        assert isinstance(sink, PooledSink) and sink.connections == 2  # by default, one a server
+        assert isinstance(sink, PooledSink) and sink.streams.connections == 2  # by default, one a server
         stats = sink.apply(batch, "A's WALs")
-        servers = {f"{host}:{port}" for host, port in filter(None, sink.connected())}
+        servers = {f"{host}:{port}" for host, port in filter(None, sink.streams.connected())}
     finally:
         sink.close()
     assert servers == {first, second}

@@ -25,12 +25,17 @@ __all__ = ["Applier"]
 log = logging.getLogger(__name__)
 
 
+def now_ms() -> int:
+    """Now, in epoch ms: when a sink returned is when HBase's sink takes the age of a batch's
+    last edit, not when the position is committed (a batch applied in the background may be
+    committed well after)."""
+    return int(time.time() * 1000)
+
+
 def _apply(sink: Sink, batch: Batch) -> tuple[ApplyStats, int]:
-    """Apply the batch: what the sink did, and when it returned (epoch ms). That is when
-    HBase's sink takes the age of a batch's last edit, not when the position is committed
-    (a batch applied in the background may be committed well after)."""
-    stats = sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
-    return stats, int(time.time() * 1000)
+    """Apply the batch in the background: what the sink did, and when it returned."""
+    stats = sink.apply(batch.entries, batch.wal.name)
+    return stats, now_ms()
 
 
 class Applier:
@@ -91,7 +96,8 @@ class Applier:
         if held and self.quota is not None:
             self.quota.add(held)  # held while it is applied, whatever the room
         try:
-            self.commit(m, batch, *_apply(m.feed.sink, batch))
+            stats = m.feed.sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
+            self.commit(m, batch, stats, now_ms())
         except WalshipError as exc:
             self.stop(m, exc)
         finally:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from walship.errors import WalError, WalshipError
 from walship.replicate.applier import Applier
-from walship.replicate.batcher import Member, Ramp, wal_order
+from walship.replicate.batcher import Member, Ramp, wal_order, wanting
 from walship.replicate.planner import Planner
 from walship.replicate.reader import GroupReader, WalRead
 from walship.replicate.walend import WalEnd
@@ -55,57 +55,70 @@ class GroupPass:
         self.halted = halted
         self.ends = WalEnd(reader, applier, planner)
 
-    def run(self, members: list[Member], max_batches: int | None) -> None:
+    def ship_pass(self, members: list[Member], max_batches: int | None) -> None:
         """The pass: each WAL of the group once, in queue order, fed to the queues holding it.
         A queue's WAL groups (multiwal) go on past each other: one held at a WAL that may still
         grow holds back only its own later WALs."""
         try:
-            self._run(members, max_batches)
+            names = sorted({wp.name for m in members for wp in m.queue.wals}, key=wal_order)
+            for m in members:
+                m.start_pass(self.ramp)
+            for name in names:
+                for m in members:
+                    if m.wants(name) and self._enough(m, max_batches):
+                        m.stopped = True
+                part = wanting(members, name)
+                if not part:
+                    continue
+                try:
+                    with self.reader.open_wal(name, part) as read:
+                        self._read_wal(part, read, max_batches)
+                except FileNotFoundError as exc:
+                    self.ends.moved(name, part, exc)
+                except WalshipError as exc:  # ZooKeeper's among them: walship.zk raises them for kazoo's
+                    for m in part:
+                        if not m.stopped:
+                            self.applier.stop(m, exc)
+            for m in members:
+                if m.waited is not None and m.qs.status not in ("error", "moved"):
+                    m.qs.status = "waiting-serial"  # whatever its other WAL groups shipped
+                    m.qs.message = m.waited.describe()
+            for m in members:
+                if m.qs.status not in ("error", "moved", "waiting-serial") and m.queue.recovered:
+                    self.ends.drop_if_drained(m)
         finally:
             for m in members:
                 self.applier.uncount(m)  # a batch dropped: read again next time
-
-    def _run(self, members: list[Member], max_batches: int | None) -> None:
-        names = sorted({wp.name for m in members for wp in m.queue.wals}, key=wal_order)
-        for m in members:
-            m.start_pass(self.ramp)
-        for name in names:
-            for m in members:
-                if m.wants(name) and self._enough(m, max_batches):
-                    m.stopped = True
-            part = [m for m in members if m.wants(name)]
-            if not part:
-                continue
-            try:
-                with self.reader.open(name, part) as read:
-                    self._read_wal(read, max_batches)
-            except FileNotFoundError as exc:
-                self.ends.moved(name, part, exc)
-            except WalshipError as exc:  # ZooKeeper's among them: walship.zk raises them for kazoo's
-                for m in part:
-                    if not m.stopped:
-                        self.applier.stop(m, exc)
-        for m in members:
-            if m.waited is not None and m.qs.status not in ("error", "moved"):
-                m.qs.status = "waiting-serial"  # whatever its other WAL groups shipped
-                m.qs.message = m.waited.describe()
-        for m in members:
-            if m.qs.status not in ("error", "moved", "waiting-serial") and m.queue.recovered:
-                self.ends.drop_if_drained(m)
 
     def _enough(self, m: Member, max_batches: int | None) -> bool:
         """The queue has shipped what this pass may: ``max_batches``, or the pass halted."""
         return (max_batches is not None and m.started >= max_batches) or (self.halted is not None and self.halted())
 
-    def _read_wal(self, read: WalRead, max_batches: int | None) -> None:
-        """Read one WAL once, feeding each queue of the part; every batch is settled before the
-        WAL's end is looked at."""
-        part = read.part
+    def _read_wal(self, part: list[Member], read: WalRead, max_batches: int | None) -> None:
+        """Read one WAL once, feeding each queue of ``part`` (the queues it was opened for):
+        each run of entries the reader gives is taken into each queue's batch (the batcher:
+        :meth:`Member.take_run`; a serial peer's queue takes them one by one, :meth:`_offer`),
+        and each full batch is handed to the applier. Every batch is settled before the WAL's
+        end is looked at."""
         try:
             for entries in read.runs():
                 for m in part:
                     if m.serial is None:
-                        self._offer_run(m, entries, max_batches)
+                        at, n = 0, len(entries)
+                        while at < n and not (m.stopped or m.paused):
+                            try:
+                                at = m.take_run(entries, at)
+                            except WalshipError as exc:  # a bulk load marker that does not parse: its queue only
+                                if m.read:  # what was read before it is shipped
+                                    self.applier.hand_over(m, background=False)
+                                if not m.stopped:
+                                    self.applier.stop(m, exc)
+                                break
+                            self.applier.count_reading(m)
+                            if m.full() or (m.batch and self.applier.over_quota()):
+                                self.applier.hand_over(m, background=self.applier.pipelined)
+                                if self._enough(m, max_batches):
+                                    m.stopped = True
                     else:
                         for entry in entries:
                             self._offer(m, entry, max_batches)
@@ -128,19 +141,6 @@ class GroupPass:
                 self.ends.reached(m, read)
             except WalshipError as exc:
                 self.applier.stop(m, exc)
-
-    def _offer_run(self, m: Member, entries: list[WalEntry], max_batches: int | None) -> None:
-        """Offer a run of entries to a queue (not a serial peer's), batch after batch."""
-        i, n = 0, len(entries)
-        while i < n and not (m.stopped or m.paused):
-            try:
-                i = m.take_run(entries, i)
-            except WalshipError as exc:  # a bulk load marker that does not parse: its queue only
-                self._failed_take(m, exc)
-                return
-            self.applier.count_reading(m)
-            if m.full() or (m.batch and self.applier.over_quota()):
-                self._batch_full(m, max_batches)
 
     def _offer(self, m: Member, entry: WalEntry, max_batches: int | None) -> None:
         """Offer one entry to a serial peer's queue, whose entries are checked one by one."""

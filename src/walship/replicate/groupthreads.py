@@ -13,17 +13,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from walship.peer import PeerConfig
 from walship.replicate.batcher.filters import EntryFilter
+from walship.replicate.batcher.member import group_key
 from walship.replicate.reader import OpenReaders
 from walship.replicate.summary import QueueSummary
 from walship.replicate.walfiles import ReadStats
 
-__all__ = ["GroupKey", "GroupShipper", "GroupThreads", "Members"]
+__all__ = ["GroupKey", "GroupShipper", "GroupThreads", "Members", "groups_of"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,16 @@ log = logging.getLogger(__name__)
 GroupKey = tuple[str, tuple[str, ...]]
 #: a group's queues: (peer, server, queue id) each
 Members = list[tuple[PeerConfig, str, str]]
+
+
+def groups_of(peers: Sequence[PeerConfig], queues: dict[str, list[tuple[str, str]]]) -> dict[GroupKey, Members]:
+    """The peers' (server, queue id)s in groups of queues over the same WALs
+    (:func:`~walship.replicate.batcher.member.group_key`), each peer's in its order."""
+    groups: dict[GroupKey, Members] = {}
+    for peer in peers:
+        for server, qid in queues.get(peer.peer_id) or ():
+            groups.setdefault(group_key(server, qid), []).append((peer, server, qid))
+    return groups
 
 
 class GroupShipper(Protocol):

@@ -102,7 +102,7 @@ class GroupReader:
         self.readers = readers
 
     @contextlib.contextmanager
-    def open(self, name: str, part: list[Member]) -> Iterator[WalRead]:
+    def open_wal(self, name: str, part: list[Member]) -> Iterator[WalRead]:
         """The WAL ``name`` opened for the queues of ``part``.
 
         :raises FileNotFoundError: it moved (archived) between its lookup and the read.

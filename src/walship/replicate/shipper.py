@@ -37,17 +37,17 @@ from walship import defaults
 from walship.errors import BarrierUnavailableError, ConfigError, WalshipError
 from walship.peer import PeerConfig
 from walship.replicate.applier import Applier
-from walship.replicate.batcher import EntryFilter, Feed, KnownPositions, Member, Ramp, group_key
+from walship.replicate.batcher import EntryFilter, Feed, KnownPositions, Member, Ramp
 from walship.replicate.collector import fewer_collections
 from walship.replicate.grouplocks import lock_group
 from walship.replicate.grouppass import GroupPass
-from walship.replicate.groupthreads import GroupKey, GroupThreads, Members
-from walship.replicate.peerplan import PeerPlan, close_grace
+from walship.replicate.groupthreads import GroupKey, GroupThreads, Members, groups_of
+from walship.replicate.peerplan import close_grace
 from walship.replicate.planner import Planner
 from walship.replicate.progressbook import ProgressBook
 from walship.replicate.quota import process_quota
 from walship.replicate.reader import GroupReader, OpenReaders
-from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary
+from walship.replicate.summary import SUMMED_FIELDS, PeerSummary, QueueSummary, merge_passes
 from walship.replicate.throttle import PeerThrottlers, ThrottledSink
 from walship.replicate.walfiles import ReadStats
 from walship.replicate.walstore import WalStore
@@ -179,38 +179,26 @@ class Shipper:
         if not plan.enabled:
             return list(summaries.values())
         done: dict[tuple[str, str], QueueSummary] = {}
-        last = self._ship_plan(plan, max_batches, done)
+        last: list[QueueSummary] = []
         # serial peers: a queue that waited for another's earlier edits goes again (planned
         # anew: a queue it waits for may have moved, claimed from a dead server) while passes
         # move on; with a batch limit, one pass is what was asked for
-        for _ in range(SETTLE_ROUNDS if max_batches is None else 0):
-            if not any(qs.status == "waiting-serial" for qs in last):
-                break
-            if not any(qs.entries_read or qs.status == "moved" for qs in last):
-                break
-            plan = self.planner.plan(peer_ids, queue_filter, claim=claim)
-            last = self._ship_plan(plan, None, done)
+        for settling in range(1 + (SETTLE_ROUNDS if max_batches is None else 0)):
+            if settling:
+                if not any(qs.status == "waiting-serial" for qs in last):
+                    break
+                if not any(qs.entries_read or qs.status == "moved" for qs in last):
+                    break
+                plan = self.planner.plan(peer_ids, queue_filter, claim=claim)
+            todo = {pid: [(q.server, str(q.queue_id)) for q in queues] for pid, queues in plan.queues.items()}
+            last = self.ship_queues_of(plan.enabled, todo, max_batches)
+            merge_passes(done, last)
         for qs in done.values():
             summaries[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
         for summary in summaries.values():
             summary.settle()
             summary.seconds = time.monotonic() - t0
         return list(summaries.values())
-
-    def _ship_plan(
-        self, plan: PeerPlan, max_batches: int | None, done: dict[tuple[str, str], QueueSummary]
-    ) -> list[QueueSummary]:
-        """Ship the plan's queues; each summary goes into ``done`` (added to the queue's earlier
-        one); returns this pass's."""
-        todo = {pid: [(q.server, str(q.queue_id)) for q in queues] for pid, queues in plan.queues.items()}
-        last = self.ship_queues_of(plan.enabled, todo, max_batches)
-        for qs in last:
-            key = (qs.server, qs.queue_id)
-            if key in done:
-                done[key].merge(qs)
-            else:
-                done[key] = qs
-        return last
 
     def ship_queues_of(
         self,
@@ -228,10 +216,7 @@ class Shipper:
         A group holding a serial peer's queue goes in this thread: a serial peer's queues wait
         for each other's earlier edits pass after pass (see :data:`SETTLE_ROUNDS`). Summaries
         in the order of the groups."""
-        groups: dict[GroupKey, Members] = {}
-        for peer in peers:
-            for server, qid in queues.get(peer.peer_id) or ():
-                groups.setdefault(group_key(server, qid), []).append((peer, server, qid))
+        groups = groups_of(peers, queues)
         keys = sorted(groups)
         if not keys:
             return []
@@ -274,21 +259,46 @@ class Shipper:
         filters: dict[str, EntryFilter],
         max_batches: int | None,
     ) -> list[list[QueueSummary]]:
-        """Ship the groups one after another, with one sink per peer; each group's summaries."""
+        """Ship the groups one after another, with one sink per peer; each group's summaries.
+        A group's queues are shipped each under its lock (:func:`lock_group`: a busy queue is
+        reported, not waited for past the lock wait), in one pass over their WALs (see
+        :meth:`ship_held_group`)."""
         sinks: dict[str, Sink] = {}
         try:
             out: list[list[QueueSummary]] = []
             for members in groups:
-                feeds = []
-                for peer, server, qid in members:
-                    if peer.peer_id not in sinks:
-                        sinks[peer.peer_id] = self.open_sink(peer)
-                    feeds.append(Feed(peer, server, qid, filters[peer.peer_id], sinks[peer.peer_id]))
-                out.append(self._ship_group(feeds, max_batches))
+                feeds = self.feeds_of(members, filters, sinks)
+                with contextlib.ExitStack() as stack:
+                    held, summaries = lock_group(
+                        stack, self.client, self.layout, feeds, holder=self.holder, timeout=self.lock_timeout,
+                        book=self.book,
+                    )  # fmt: skip
+                    if held:
+                        locked = [feeds[i] for i in held]
+                        group = self.group_pass()
+                        passed = self.summaries_of(locked)
+                        stamps: dict[tuple[str, str], int] = {}
+                        queues = self.members_of(locked, passed, group.applier, None, stamps)
+                        with fewer_collections():
+                            group.ship_pass(queues, max_batches)
+                        self.after_pass(group.applier, queues, flush_progress=True, known=None, stamps=stamps)
+                        for i, qs in zip(held, passed, strict=True):
+                            summaries[i] = qs
+                out.append([summaries[i] for i in range(len(feeds))])
             return out
         finally:
             for sink in sinks.values():
                 sink.close()
+
+    def feeds_of(self, members: Members, filters: dict[str, EntryFilter], sinks: dict[str, Sink]) -> list[Feed]:
+        """A group's queues to feed, each with its peer's filter chain and sink (opened into
+        ``sinks`` on the peer's first queue)."""
+        feeds = []
+        for peer, server, qid in members:
+            if peer.peer_id not in sinks:
+                sinks[peer.peer_id] = self.open_sink(peer)
+            feeds.append(Feed(peer, server, qid, filters[peer.peer_id], sinks[peer.peer_id]))
+        return feeds
 
     def sibling(self, halt: threading.Event) -> Shipper:
         """A shipper for a group shipped in a thread of its own: this one's settings, planner,
@@ -315,25 +325,6 @@ class Shipper:
         sibling.threads.halt = halt
         return sibling
 
-    def _ship_group(self, feeds: Sequence[Feed], max_batches: int | None = None) -> list[QueueSummary]:
-        """Ship queues over the same WALs, each under its lock (:func:`lock_group`: a busy
-        queue is reported, not waited for past the lock wait). Summaries in the order of
-        ``feeds``."""
-        with contextlib.ExitStack() as stack:
-            held, out = lock_group(
-                stack,
-                self.client,
-                self.layout,
-                feeds,
-                holder=self.holder,
-                timeout=self.lock_timeout,
-                book=self.book,
-            )
-            if held:
-                for i, qs in zip(held, self.ship_held_group([feeds[i] for i in held], max_batches), strict=True):
-                    out[i] = qs
-        return [out[i] for i in range(len(feeds))]
-
     def ship_held_group(
         self,
         feeds: Sequence[Feed],
@@ -354,30 +345,41 @@ class Shipper:
             dict each time and saves reading every position again. A queue that failed or
             moved is left out (read again next time); drop a queue's record with its lock.
         """
-        group = GroupPass(
+        group = self.group_pass()
+        summaries = self.summaries_of(feeds)
+        stamps: dict[tuple[str, str], int] = {}  # each queue's children stamp as this pass read it
+        members = self.members_of(feeds, summaries, group.applier, known, stamps)
+        with fewer_collections():
+            group.ship_pass(members, max_batches)
+        self.after_pass(group.applier, members, flush_progress=flush_progress, known=known, stamps=stamps)
+        return summaries
+
+    def group_pass(self) -> GroupPass:
+        """A pass over a group's WALs: its reader, applier, planner and batch sizes."""
+        return GroupPass(
             GroupReader(self.walstore, self.planner, self.read_stats, self.readers),
             Applier(self.queues, self.book, self._applier if self.pipeline else None, self.quota),
             self.planner,
             Ramp(self.batch_entries, self.batch_bytes, pipelined=self.pipeline),
             halted=self.halted,
         )
-        members: list[Member] = []
-        summaries: list[QueueSummary] = []
-        stamps: dict[tuple[str, str], int] = {}  # each queue's children stamp as this pass read it
-        for feed in feeds:
-            qs = QueueSummary(feed.server, feed.queue_id, holder=self.holder.to_json())
-            summaries.append(qs)
-            progress = self.book.pending(feed.peer.peer_id, feed.server, feed.queue_id)
-            try:
-                key = (feed.server, feed.queue_id)
-                wals, stamps[key] = self.queues.read_queue(*key, known.pop(key, None) if known is not None else None)
-                queue = QueueInfo(feed.server, QueueId.parse(feed.queue_id), tuple(wals))
-                serial = self.serial_checker(feed)
-                members.append(Member(feed, qs, progress, queue, close_grace(feed.peer), serial))
-            except WalshipError as exc:
-                group.applier.stopped(feed, qs, progress, exc)
-        with fewer_collections():
-            group.run(members, max_batches)
+
+    def summaries_of(self, feeds: Sequence[Feed]) -> list[QueueSummary]:
+        """A fresh summary for each queue of a pass, naming this shipper as its holder."""
+        return [QueueSummary(feed.server, feed.queue_id, holder=self.holder.to_json()) for feed in feeds]
+
+    def after_pass(
+        self,
+        applier: Applier,
+        members: list[Member],
+        *,
+        flush_progress: bool,
+        known: KnownPositions | None,
+        stamps: dict[tuple[str, str], int],
+    ) -> None:
+        """Write each queue's progress (now, or once a second: ``flush_progress``), keep what a
+        next pass need not read again in ``known``, and let go of ``hbase:meta``'s connection
+        after a barrier could not be read."""
         if any(isinstance(m.qs.exception, BarrierUnavailableError) for m in members):
             self.close()  # the next pass reads hbase:meta over a new connection
         for m in members:
@@ -386,13 +388,36 @@ class Shipper:
             try:
                 self.book.write(m.feed.peer.peer_id, m.progress, m.qs, final=flush_progress)
             except WalshipError as exc:
-                group.applier.stop(m, exc)
+                applier.stop(m, exc)
                 continue
             key = (m.feed.server, m.feed.queue_id)
             if known is not None and not m.qs.queue_removed and key in stamps:
                 # a WAL removed this pass moved the stamp: the next pass reads the queue whole
                 known[key] = (stamps[key], m.known)
-        return summaries
+
+    def members_of(
+        self,
+        feeds: Sequence[Feed],
+        summaries: list[QueueSummary],
+        applier: Applier,
+        known: KnownPositions | None,
+        stamps: dict[tuple[str, str], int],
+    ) -> list[Member]:
+        """The queues of a pass, each with its WALs as read now (their children's stamp into
+        ``stamps``), its summary and pending progress; a queue that cannot be read is stopped
+        (its summary says why) and left out."""
+        members: list[Member] = []
+        for feed, qs in zip(feeds, summaries, strict=True):
+            progress = self.book.pending(feed.peer.peer_id, feed.server, feed.queue_id)
+            try:
+                key = (feed.server, feed.queue_id)
+                wals, stamps[key] = self.queues.read_queue(*key, known.pop(key, None) if known is not None else None)
+                queue = QueueInfo(feed.server, QueueId.parse(feed.queue_id), tuple(wals))
+                serial = self.serial_checker(feed)
+                members.append(Member(feed, qs, progress, queue, close_grace(feed.peer), serial))
+            except WalshipError as exc:
+                applier.stopped(feed, qs, progress, exc)
+        return members
 
     def serial_checker(self, feed: Feed) -> SerialChecker | None:
         """The queue's checker when its peer is serial (see :class:`SerialCheckers`), else ``None``.

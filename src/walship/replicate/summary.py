@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["SUMMED_FIELDS", "PeerSummary", "QueueSummary", "TailSummary"]
+__all__ = ["SUMMED_FIELDS", "PeerSummary", "QueueSummary", "TailSummary", "merge_passes"]
 
 #: The counters of a queue summary that add up across batches, passes and queues.
 SUMMED_FIELDS = (
@@ -80,6 +80,17 @@ class QueueSummary:
     def from_json(cls, data: dict[str, Any]) -> QueueSummary:
         """The summary :meth:`to_json` wrote (unknown keys, from another version, are left out)."""
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def merge_passes(done: dict[tuple[str, str], QueueSummary], passed: list[QueueSummary]) -> None:
+    """Add a pass's summaries to ``done``, by (server, queue id): merged into the queue's
+    earlier one (:meth:`QueueSummary.merge`), or the first."""
+    for qs in passed:
+        key = (qs.server, qs.queue_id)
+        if key in done:
+            done[key].merge(qs)
+        else:
+            done[key] = qs
 
 
 @dataclass

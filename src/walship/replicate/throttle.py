@@ -194,7 +194,7 @@ class Throttler:
         return waited
 
 
-class ThrottledSink:
+class ThrottledSink(Sink):
     """A peer's sink behind the peer's :class:`Throttler`: each batch waits for its budget,
     then goes to the sink; the wait is added to the batch's ``throttled_s``."""
 

@@ -28,12 +28,21 @@ from collections.abc import Iterator, Sequence
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import IncompatibleEditError
-from walship.sinks.base import INCOMPATIBLE_KEY, SINK_THRIFT_KEY, ApplyStats, FilteredEntry, SinkContext, thrift_servers
+from walship.sinks.base import (
+    INCOMPATIBLE_KEY,
+    SINK_THRIFT_KEY,
+    ApplyStats,
+    FilteredEntry,
+    Sink,
+    SinkContext,
+    thrift_servers,
+)
 from walship.sinks.compiled import FASTPATH as _fastpath
 from walship.sinks.deadletter import DeadLetter, DeadLetterStore
 from walship.sinks.pooled import PooledSink
+from walship.sinks.streams import PeerStreams, StreamCall
 from walship.thrift.conn1 import THRIFT1_REFUSALS, open_connection
-from walship.thrift.encoded import EncodedCall, encode_mutate_rows_ts
+from walship.thrift.encoded import encode_mutate_rows_ts
 from walship.wal.model import Cell, CellType
 
 __all__ = ["ThriftSink"]
@@ -49,7 +58,7 @@ _Groups = dict[tuple[bytes, tuple[uuid.UUID, ...], int], dict[bytes, list[Cell]]
 _ROWS_PER_CALL = 1000
 
 
-class ThriftSink(PooledSink):
+class ThriftSink(PooledSink, Sink):
     """Applies batches of filtered entries to one peer.
 
     :param retries: rounds over all servers before giving up.
@@ -80,8 +89,8 @@ class ThriftSink(PooledSink):
         groups, letters, applied = self.group(entries, wal, stats)
         # durable before the batch counts as applied (and so before the position moves)
         written = self.deadletters.write(wal, letters)
-        streams = self.streams_for(applied)
-        self.send(stats, self._calls(groups, streams), streams, cells=applied)
+        streams = self.streams.streams_for(applied)
+        self.streams.send_calls(stats, self._calls(groups, streams), streams, cells=applied)
         if stats.incompatible_skipped or stats.deadlettered:
             log.warning(
                 "peer %s: %s: %d incompatible cells skipped, %d dead-lettered to %s",
@@ -152,7 +161,7 @@ class ThriftSink(PooledSink):
         stats.tags_dropped += tags
         return groups, letters, applied
 
-    def _calls(self, groups: _Groups, streams: int) -> Iterator[tuple[int, EncodedCall, str]]:
+    def _calls(self, groups: _Groups, streams: int) -> Iterator[StreamCall]:
         """Each group's rows as ``mutateRowsTs`` calls of up to :data:`_ROWS_PER_CALL` rows, a
         row's cells in its stream's calls; the streams' calls alternate."""
         protocol = self.options.protocol
@@ -161,9 +170,9 @@ class ThriftSink(PooledSink):
             what = f"edits to table {table.decode(errors='replace')}"
             parts: list[list[tuple[bytes, list[Cell]]]] = [[] for _ in range(streams)]
             for item in rows.items():
-                parts[self.stream_of(item[0], streams)].append(item)
+                parts[PeerStreams.stream_of(item[0], streams)].append(item)
             for start in range(0, max(len(part) for part in parts), _ROWS_PER_CALL):
                 for i, part in enumerate(parts):
                     if start < len(part):
                         chunk = part[start : start + _ROWS_PER_CALL]
-                        yield i, encode_mutate_rows_ts(protocol, table, chunk, ts, attributes), what
+                        yield StreamCall(i, encode_mutate_rows_ts(protocol, table, chunk, ts, attributes), what)

@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from walship.clusterids import encode_cluster_ids
-from walship.sinks.base import SINK_THRIFT2_KEY, ApplyStats, FilteredEntry, SinkContext, thrift2_servers
+from walship.sinks.base import SINK_THRIFT2_KEY, ApplyStats, FilteredEntry, Sink, SinkContext, thrift2_servers
 from walship.sinks.compiled import FASTPATH as _fastpath
 from walship.sinks.pooled import PooledSink
+from walship.sinks.streams import PeerStreams, StreamCall
 from walship.thrift.conn import THRIFT2_REFUSALS, open_thrift2
-from walship.thrift.encoded import EncodedCall, encode_call, encode_put_multiple
+from walship.thrift.encoded import encode_call, encode_put_multiple
 from walship.thrift.hbase2 import hbase2
 from walship.wal.model import Cell, CellType
 
@@ -137,7 +138,7 @@ def _flush(open_calls: list[_Call | None]) -> Iterator[_Call]:
         open_calls[i] = None
 
 
-class Thrift2Sink(PooledSink):
+class Thrift2Sink(PooledSink, Sink):
     """Applies batches of filtered entries to one peer over THBaseService.
 
     :param retries: rounds over all servers before giving up.
@@ -156,12 +157,12 @@ class Thrift2Sink(PooledSink):
     def calls(entries: Sequence[FilteredEntry], stats: ApplyStats, streams: int = 1) -> Iterator[_Call]:
         """The batch as calls, in WAL order within each of ``streams`` streams (see the
         module's description; a row's mutations are in the calls of its stream,
-        :meth:`~walship.sinks.pooled.PooledSink.stream_of`), each yielded once it is complete:
+        :meth:`~walship.sinks.streams.PeerStreams.stream_of`), each yielded once it is complete:
         nothing is added to a call after it was yielded. When the kind of mutation (puts or
         deletes), the table or the origin changes, every stream's open call is yielded first.
         An entry of puts only (most are) takes the short way: its cells, row by row, as they
         are."""
-        stream_of = PooledSink.stream_of
+        stream_of = PeerStreams.stream_of
         open_calls: list[_Call | None] = [None] * streams
         key: tuple[bytes, tuple[uuid.UUID, ...], bool] | None = None
         attributes: dict[bytes, bytes] = {}
@@ -257,13 +258,13 @@ class Thrift2Sink(PooledSink):
         """
         stats = ApplyStats()
         cells = sum(len(fe.cells) for fe in entries)
-        streams = self.streams_for(cells)
-        self.send(stats, self._encoded(entries, stats, streams, wal), streams, cells=cells)
+        streams = self.streams.streams_for(cells)
+        self.streams.send_calls(stats, self._encoded(entries, stats, streams, wal), streams, cells=cells)
         return stats
 
     def _encoded(
         self, entries: Sequence[FilteredEntry], stats: ApplyStats, streams: int, wal: str
-    ) -> Iterator[tuple[int, EncodedCall, str]]:
+    ) -> Iterator[StreamCall]:
         for call in self.calls(entries, stats, streams):
             kind, api, argument = _APIS[call.deletes]
             if call.deletes:
@@ -271,4 +272,6 @@ class Thrift2Sink(PooledSink):
                 encoded = encode_call(hbase2.THBaseService, self.protocol, api, **args)
             else:
                 encoded = encode_put_multiple(self.protocol, call.table, call.mutations, call.attributes)
-            yield call.stream, encoded, f"{kind} to table {call.table.decode(errors='replace')} (from {wal})"
+            yield StreamCall(
+                call.stream, encoded, f"{kind} to table {call.table.decode(errors='replace')} (from {wal})"
+            )

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from walship.sinks.base import ApplyStats
+from walship.thrift.encoded import EncodedCall
 
 __all__ = ["AHEAD", "InOrderCalls", "Sender"]
 
@@ -37,12 +38,12 @@ AHEAD = 2
 class Sender:
     """The one thread that sends a sink's calls (started on first use, stopped by :meth:`close`).
 
-    :param call: ``call(func, what, stats)`` sends one call, retrying as the sink does (a
-        :meth:`~walship.thrift.pool.ServerPool.call`).
+    :param send_call: ``send_call(call, what, stats)`` sends one encoded call, retrying as the
+        sink does (a :meth:`~walship.thrift.pool.ServerPool.send_call`).
     """
 
-    def __init__(self, call: Callable[[Callable[[Any], Any], str, ApplyStats], Any], name: str) -> None:
-        self.call = call
+    def __init__(self, send_call: Callable[[EncodedCall, str, ApplyStats], Any], name: str) -> None:
+        self.send_call = send_call
         self.name = name
         self._executor: ThreadPoolExecutor | None = None
 
@@ -73,11 +74,11 @@ class InOrderCalls:
         #: when the first of its calls failed (monotonic seconds), and how
         self.failure: tuple[float, BaseException] | None = None
 
-    def _run(self, func: Callable[[Any], Any], what: str) -> None:
+    def _run(self, call: EncodedCall, what: str) -> None:
         if self._failed:
             return  # a call before failed: nothing after it may reach the peer
         try:
-            self.sender.call(func, what, self.stats)
+            self.sender.send_call(call, what, self.stats)
         except BaseException as exc:
             self._failed = True
             self.failure = (time.monotonic(), exc)
@@ -88,13 +89,13 @@ class InOrderCalls:
         while len(self._pending) > keep or (self._pending and self._pending[0].done()):
             self._pending.popleft().result()
 
-    def send(self, func: Callable[[Any], Any], what: str) -> None:
-        """Send ``func(connection)`` after the calls before it; return once it is queued.
+    def send(self, call: EncodedCall, what: str) -> None:
+        """Send the encoded call after the calls before it; return once it is queued.
 
         :raises SinkError: an earlier call of the batch failed (its error).
         """
         self._reap(self.ahead)
-        self._pending.append(self.sender.executor().submit(self._run, func, what))
+        self._pending.append(self.sender.executor().submit(self._run, call, what))
         self.stats.calls += 1
 
     def wait(self) -> None:

@@ -23,7 +23,7 @@ from walship.peer import PeerConfig
 from walship.sep.config import CHANGELOG_URL_KEY
 from walship.sep.parquetlog import ChangeLogWriter, check_url
 from walship.sep.selection import EventSelector
-from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
+from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 
 __all__ = ["ChangeLogSink"]
 
@@ -42,7 +42,7 @@ def _selector(peer: PeerConfig) -> tuple[EventSelector, str]:
     return selector, url
 
 
-class ChangeLogSink:
+class ChangeLogSink(Sink):
     """Writes batches of one subscription into its change log."""
 
     def __init__(self, peer: PeerConfig, context: SinkContext) -> None:

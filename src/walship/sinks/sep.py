@@ -26,7 +26,7 @@ from walship.sep.config import LISTENER_KEY, SepSettings
 from walship.sep.dispatch import RowDispatcher
 from walship.sep.listeners import Listener, load_listener
 from walship.sep.selection import EventSelector, load_hook
-from walship.sinks.base import ApplyStats, FilteredEntry, SinkContext
+from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 
 __all__ = ["SepSink"]
 
@@ -53,7 +53,7 @@ def _load(peer: PeerConfig) -> _Loaded:
     return _Loaded(EventSelector(settings, load_hook(settings)), settings.listener, listener)
 
 
-class SepSink:
+class SepSink(Sink):
     """Delivers batches of one subscription to its listener (constructed here, with no
     arguments)."""
 

@@ -38,7 +38,7 @@ from walship.zk.layout import check_znode_name
 from walship.zk.locks import Holder
 from walship.zk.records import JobStore
 
-__all__ = ["ShipJob", "plan_queues", "ship_group", "ship_partition", "ship_with_spark"]
+__all__ = ["ShipJob", "gather", "plan_queues", "ship_group", "ship_partition", "ship_with_spark"]
 
 log = logging.getLogger(__name__)
 
@@ -228,10 +228,11 @@ def record_summaries(job: ShipJob, summaries: list[PeerSummary], client: Any) ->
 
 def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None = None) -> list[PeerSummary]:
     """Plan on the driver while the executors' Python workers start (:class:`WorkerWarmUp`),
-    ship one group of queues per Spark task, gather and record the summaries (one per peer of
-    the job, in its order), over one ZooKeeper session of the driver's. ``timings`` gets the
-    seconds of each step (``plan``; ``workers``, the wait for the workers after the plan;
-    ``tasks``; ``record``)."""
+    ship one group of queues per Spark task (several groups a task beyond Spark's slots, at
+    most :data:`GROUPS_A_TASK`: each holds up to two batches in memory), gather and record the
+    summaries (one per peer of the job, in its order), over one ZooKeeper session of the
+    driver's. ``timings`` gets the seconds of each step (``plan``; ``workers``, the wait for the
+    workers after the plan; ``tasks``; ``record``)."""
     clock = timings if timings is not None else {}
     t0 = time.perf_counter()
     warm_up = WorkerWarmUp(spark)
@@ -242,32 +243,27 @@ def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None =
             clock["plan"] = t1 - t0
             if groups:
                 warm_up.wait()
-            clock["workers"] = time.perf_counter() - t1
-            clock |= _ship_and_record(spark, job, client, summaries, groups)
+                t2 = time.perf_counter()
+                slots = spark.sparkContext.defaultParallelism
+                slices = max(1, min(len(groups), max(slots, math.ceil(len(groups) / GROUPS_A_TASK))))
+                rdd = spark.sparkContext.parallelize(groups, numSlices=slices)
+                gather(summaries, rdd.mapPartitions(lambda it: ship_partition(job, it)).collect())
+            else:
+                t2 = time.perf_counter()
+            t3 = time.perf_counter()
+            clock["workers"], clock["tasks"] = t2 - t1, t3 - t2
+            record_summaries(job, summaries, client)
+            clock["record"] = time.perf_counter() - t3
     finally:
         warm_up.stop()  # nothing to ship, or a failed plan: no worker is waited for
     return summaries
 
 
-def _ship_and_record(
-    spark: Any, job: ShipJob, client: Any, summaries: list[PeerSummary], groups: list[list[tuple[str, str]]]
-) -> dict[str, float]:
-    """Ship the groups, one Spark task each (see :func:`ship_with_spark`), into ``summaries``,
-    and record them; the seconds of each step (``tasks``, ``record``)."""
-    t1 = time.perf_counter()
-    if groups:
-        # a task a group, or several groups a task (shipped at once) beyond Spark's slots,
-        # at most GROUPS_A_TASK (each holds up to two batches in memory)
-        slots = spark.sparkContext.defaultParallelism
-        slices = max(1, min(len(groups), max(slots, math.ceil(len(groups) / GROUPS_A_TASK))))
-        rdd = spark.sparkContext.parallelize(groups, numSlices=slices)
-        results = rdd.mapPartitions(lambda it: ship_partition(job, it)).collect()
-        by_peer = {s.peer_id: s for s in summaries}
-        for result in results:
-            qs = QueueSummary.from_json(result)
-            by_peer[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
-        for summary in summaries:
-            summary.settle()
-    t2 = time.perf_counter()
-    record_summaries(job, summaries, client)
-    return {"tasks": t2 - t1, "record": time.perf_counter() - t2}
+def gather(summaries: list[PeerSummary], results: list[dict[str, Any]]) -> None:
+    """Put the tasks' queue summaries (JSON) into their peers' summaries, and settle those."""
+    by_peer = {s.peer_id: s for s in summaries}
+    for result in results:
+        qs = QueueSummary.from_json(result)
+        by_peer[QueueId.parse(qs.queue_id).peer_id].queues.append(qs)
+    for summary in summaries:
+        summary.settle()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol, TCyBinaryProtocol
@@ -32,7 +32,6 @@ __all__ = [
     "encode_mutate_rows_ts",
     "encode_put_multiple",
     "put_encoder",
-    "sending",
 ]
 
 log = logging.getLogger(__name__)
@@ -164,9 +163,3 @@ class EncodingClient(TClient):
         transport.write(call.data)
         transport.flush()
         return self._recv(call.api)
-
-
-def sending(call: EncodedCall) -> Callable[[Any], Any]:
-    """The encoded call, sent on a sink's connection (whose ``client`` is an
-    :class:`EncodingClient`)."""
-    return lambda conn: conn.client.send_encoded(call)

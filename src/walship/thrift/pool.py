@@ -12,7 +12,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from thriftpy2.transport import TTransportException
 
@@ -28,12 +28,11 @@ from walship.thrift.conn import (
     ThriftOptions,
     describe_error,
 )
+from walship.thrift.encoded import EncodedCall
 
 __all__ = ["RetryCounts", "ServerPool"]
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 class RetryCounts(Protocol):
@@ -131,9 +130,9 @@ class ServerPool:
                 self._conn.close()
         self._conn = None
 
-    def call(self, func: Callable[[Any], T], what: str, stats: RetryCounts) -> T:
-        """``func(connection)`` on an answering server, retried on another after a transport
-        error, with backoff.
+    def send_call(self, call: EncodedCall, what: str, stats: RetryCounts) -> Any:
+        """Send the encoded call to an answering server and return its answer, retried on
+        another after a transport error, with backoff.
 
         :param what: what the call does, for a refusal's message (e.g. ``edits to table t``).
         :raises SinkError: the server refused (one of ``refusals``), or speaks another kind of
@@ -145,7 +144,7 @@ class ServerPool:
         last: Exception | None = None
         for attempt in range(self.retries * max(1, len(self.servers))):
             try:
-                return func(self.connection())
+                return self.connection().client.send_encoded(call)
             except self.refusals as exc:
                 raise SinkError(f"peer {self.peer_id} refused {what}: {describe_error(exc)}") from None
             except SaslAuthError as exc:  # not transient: the run fails with it

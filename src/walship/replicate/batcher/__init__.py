@@ -9,7 +9,7 @@ through its peer's filter chain (HBase's ``WALEntryBatch`` and ``ChainWALEntryFi
 """
 
 from walship.replicate.batcher.filters import EntryFilter, TableRule, table_rule
-from walship.replicate.batcher.member import Batch, Feed, KnownPositions, Member, Ramp, group_key, wal_order
+from walship.replicate.batcher.member import Batch, Feed, KnownPositions, Member, Ramp, group_key, wal_order, wanting
 
 __all__ = [
     "Batch",
@@ -22,4 +22,5 @@ __all__ = [
     "group_key",
     "table_rule",
     "wal_order",
+    "wanting",
 ]

@@ -26,7 +26,7 @@ from walship.wal.names import parse_wal_name, wal_group
 from walship.zk import QueueId, QueueInfo
 from walship.zk.queues import KnownQueue, WalPosition
 
-__all__ = ["Batch", "Feed", "KnownPositions", "Member", "Ramp", "group_key", "wal_order"]
+__all__ = ["Batch", "Feed", "KnownPositions", "Member", "Ramp", "group_key", "wal_order", "wanting"]
 
 #: the compiled run of Member.take (Member.take_run_py where it is not built)
 _take_run = COMPILED.take_run if COMPILED is not None else None
@@ -287,3 +287,8 @@ class Member:
         self.position = entry.end_offset
         self.last_write_time = entry.key.write_time
         return True
+
+
+def wanting(members: list[Member], wal: str) -> list[Member]:
+    """The queues of ``members`` the pass reads ``wal`` for (:meth:`Member.wants`), in order."""
+    return [m for m in members if m.wants(wal)]
