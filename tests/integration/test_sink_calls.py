@@ -15,8 +15,8 @@ from walship.errors import SinkError
 from walship.replicate.batcher.filters import EntryFilter
 from walship.sinks.base import FilteredEntry, SinkContext
 from walship.sinks.pooled import PooledSink
-from walship.sinks.streams import INLINE_CELLS, PeerStreams
 from walship.sinks.registry import create_sink
+from walship.sinks.streams import INLINE_CELLS, PeerStreams
 from walship.thrift.conn import THRIFT_CONNECTIONS_KEY
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
