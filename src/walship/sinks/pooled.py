@@ -14,6 +14,7 @@ from walship.peer import PeerConfig
 from walship.sinks.base import SinkContext
 from walship.sinks.streams import PeerStreams
 from walship.thrift.conn import ThriftOptions, connections_of
+from walship.thrift.pool import ServerPool
 
 __all__ = ["PooledSink"]
 
@@ -61,17 +62,26 @@ class PooledSink:
                 f"peer {peer.peer_id} has no {self.service} servers: set its {self.servers_key}=host:port[,host:port...] "
                 "configuration"
             )
-        options, opener = self.options, self.opener
+        options, opener, refusals, service = self.options, self.opener, self.refusals, self.service
+
+        def new_pool(first: int) -> ServerPool:
+            return ServerPool(
+                peer.peer_id,
+                servers,
+                options,
+                lambda host, port: opener(host, port, options, timeout_ms=timeout_ms),
+                refusals,
+                service=service,
+                retries=retries,
+                backoff=backoff,
+                first=first,
+            )
+
         self.streams = PeerStreams(
-            peer.peer_id,
-            servers,
-            options,
-            lambda host, port: opener(host, port, options, timeout_ms=timeout_ms),
+            new_pool,
+            servers=len(servers),
             connections=connections_of(peer, len(servers)),
-            service=self.service,
-            refusals=self.refusals,
-            retries=retries,
-            backoff=backoff,
+            name=f"walship-{service.lower()}-{peer.peer_id}",
         )
         self.configure(context)
 

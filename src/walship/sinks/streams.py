@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from walship.sinks.base import ApplyStats
 from walship.sinks.inorder import InOrderCalls, Sender
-from walship.thrift.conn import ThriftOptions
 from walship.thrift.encoded import EncodedCall
 from walship.thrift.pool import ServerPool
 
@@ -52,41 +51,22 @@ class StreamCall(NamedTuple):
 class PeerStreams:
     """The streams of one sink to one peer's servers, opened as batches need them.
 
-    :param opener: ``opener(host, port)`` -> an open connection whose ``client`` is an
-        :class:`~walship.thrift.encoded.EncodingClient`.
+    :param new_pool: ``new_pool(first)`` -> a :class:`~walship.thrift.pool.ServerPool` over the
+        peer's servers that connects first to server ``first`` (modulo their number).
+    :param servers: how many servers the peer has.
     :param connections: streams at most.
-    :param service: ``Thrift`` or ``Thrift2``, in messages and thread names.
-    :param refusals: the server's own exceptions: a call raising one is not retried.
-    :param retries: rounds over all servers before giving up.
+    :param name: the streams' sender threads are named after it (``walship-thrift-1``).
     """
 
-    def __init__(
-        self,
-        peer_id: str,
-        servers: Sequence[tuple[str, int]],
-        options: ThriftOptions,
-        opener: Callable[[str, int], Any],
-        *,
-        connections: int,
-        service: str,
-        refusals: tuple[type[BaseException], ...],
-        retries: int,
-        backoff: float,
-    ) -> None:
-        self.peer_id = peer_id
-        self.servers = list(servers)
-        self.options = options
-        self.opener = opener
+    def __init__(self, new_pool: Callable[[int], ServerPool], *, servers: int, connections: int, name: str) -> None:
+        self.new_pool = new_pool
         self.connections = connections
-        self.service = service
-        self.refusals = refusals
-        self.retries = retries
-        self.backoff = backoff
+        self.name = name
         #: the open streams: a server pool and the sender of its calls
         self._streams: list[tuple[ServerPool, Sender]] = []
         #: stream i connects first to server (first + i) of the list: the streams spread over the
         #: servers, and the sinks of many processes spread from a random start
-        self._first = random.randrange(len(self.servers))
+        self._first = random.randrange(servers)
 
     def streams_for(self, cells: int) -> int:
         """How many streams a batch of ``cells`` cells is spread over."""
@@ -100,19 +80,8 @@ class PeerStreams:
     def pool(self, i: int) -> ServerPool:
         """Stream ``i``'s server pool, opened (with its sender) on first use."""
         while len(self._streams) <= i:
-            pool = ServerPool(
-                self.peer_id,
-                self.servers,
-                self.options,
-                self.opener,
-                self.refusals,
-                service=self.service,
-                retries=self.retries,
-                backoff=self.backoff,
-                first=self._first + len(self._streams),
-            )
-            name = f"walship-{self.service.lower()}-{self.peer_id}-{len(self._streams)}"
-            self._streams.append((pool, Sender(pool.send_call, name)))
+            pool = self.new_pool(self._first + len(self._streams))
+            self._streams.append((pool, Sender(pool.send_call, f"{self.name}-{len(self._streams)}")))
         return self._streams[i][0]
 
     def sender(self, i: int) -> Sender:
