@@ -79,16 +79,21 @@ class GroupPass:
                     for m in part:
                         if not m.stopped:
                             self.applier.stop(m, exc)
-            for m in members:
-                if m.waited is not None and m.qs.status not in ("error", "moved"):
-                    m.qs.status = "waiting-serial"  # whatever its other WAL groups shipped
-                    m.qs.message = m.waited.describe()
-            for m in members:
-                if m.qs.status not in ("error", "moved", "waiting-serial") and m.queue.recovered:
-                    self.ends.drop_if_drained(m)
+            self._end_pass(members)
         finally:
             for m in members:
                 self.applier.uncount(m)  # a batch dropped: read again next time
+
+    def _end_pass(self, members: list[Member]) -> None:
+        """A serial peer's queue that waited says so, whatever its other WAL groups shipped; a
+        drained recovered queue is removed."""
+        for m in members:
+            if m.waited is not None and m.qs.status not in ("error", "moved"):
+                m.qs.status = "waiting-serial"
+                m.qs.message = m.waited.describe()
+        for m in members:
+            if m.qs.status not in ("error", "moved", "waiting-serial") and m.queue.recovered:
+                self.ends.drop_if_drained(m)
 
     def _enough(self, m: Member, max_batches: int | None) -> bool:
         """The queue has shipped what this pass may: ``max_batches``, or the pass halted."""

@@ -241,6 +241,7 @@ def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None =
             summaries, groups = plan_queues(job, client)
             t1 = time.perf_counter()
             clock["plan"] = t1 - t0
+            t2 = t1
             if groups:
                 warm_up.wait()
                 t2 = time.perf_counter()
@@ -248,8 +249,6 @@ def ship_with_spark(spark: Any, job: ShipJob, timings: dict[str, float] | None =
                 slices = max(1, min(len(groups), max(slots, math.ceil(len(groups) / GROUPS_A_TASK))))
                 rdd = spark.sparkContext.parallelize(groups, numSlices=slices)
                 gather(summaries, rdd.mapPartitions(lambda it: ship_partition(job, it)).collect())
-            else:
-                t2 = time.perf_counter()
             t3 = time.perf_counter()
             clock["workers"], clock["tasks"] = t2 - t1, t3 - t2
             record_summaries(job, summaries, client)
