@@ -30,6 +30,7 @@ from walship.replicate.batcher.member import group_key
 from walship.replicate.peerplan import split_peer_ids
 from walship.replicate.shipper import PeerSummary, QueueSummary, Shipper
 from walship.replicate.source import SourceSite
+from walship.replicate.summary import merge_passes
 from walship.security import kept_fresh
 from walship.spark.warmup import WorkerWarmUp
 from walship.zk import QueueId, ZnodeLayout
@@ -180,17 +181,12 @@ def ship_group(
         done: dict[tuple[str, str], QueueSummary] = {}
         quiet_since: float | None = None
         while todo:
-            read = 0
             by_peer: dict[str, list[tuple[str, str]]] = {}
             for task in todo:
                 by_peer.setdefault(_peer_of(task), []).append(task)
-            for qs in shipper.ship_queues_of([peers[pid] for pid in by_peer], by_peer, job.max_batches):
-                read += qs.entries_read
-                key = (qs.server, qs.queue_id)
-                if key in done:
-                    done[key].merge(qs)
-                else:
-                    done[key] = qs
+            passed = shipper.ship_queues_of([peers[pid] for pid in by_peer], by_peer, job.max_batches)
+            read = sum(qs.entries_read for qs in passed)
+            merge_passes(done, passed)
             todo = [
                 k for k in todo if done[k].status in ("shipped", "idle", "waiting-serial") and not done[k].queue_removed
             ]
