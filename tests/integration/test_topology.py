@@ -121,7 +121,7 @@ def topology(
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "20",
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
         # a task the killed worker had taken from the broker but not started yet stays queued
-        # (Celery acks late: the broker hands its message out again only after hours) until it
+        # (Celery acks late: the broker hands its message out again only after a day) until it
         # has been queued this long; checked every 10 s (defaults: 600 s, 120 s)
         "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "150",
         "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "10",
