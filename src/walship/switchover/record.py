@@ -233,6 +233,16 @@ class SwitchoverStore:
 
         return self.update(peer_id, change)
 
+    def keep_fenced(self, peer_id: str, table: str, state: dict[str, bool]) -> SwitchoverRecord:
+        """Record how ``table`` was before the fence (``read_only``, ``enabled``), added to the
+        tables recorded so far in the same versioned write; a table recorded already keeps its
+        first state."""
+
+        def change(r: SwitchoverRecord) -> None:
+            r.fenced.setdefault(table, state)
+
+        return self.update(peer_id, change)
+
     def add_change(self, peer_id: str, step: str, line: str) -> None:
         """What the step changed, one line, recorded at once."""
 

@@ -121,7 +121,7 @@ class Steps:
             before = record.fenced.get(table)
             if before is None:
                 before = {"read_only": tables.is_read_only(table), "enabled": tables.table_enabled(table)}
-                record = self.store.set(self.peer_id, fenced={**record.fenced, table: before})
+                record = self.store.keep_fenced(self.peer_id, table, before)
             self.fence_one("fence", table, {"read_only": True} if record.fence == "read_only" else {"enabled": False})
         how = "read-only" if record.fence == "read_only" else "disabled"
         return f"{', '.join(record.tables)} {how} on the source: writes to them are refused"
