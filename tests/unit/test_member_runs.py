@@ -21,6 +21,7 @@ from walship.replicate.progressbook import PendingProgress
 from walship.replicate.summary import QueueSummary
 from walship.sinks.base import FilteredEntry
 from walship.wal import Cell, CellType, WalEntry, WalKey, WalReader, WalWriter
+from walship.wal.entries import BATCH
 from walship.wal.markers import BULK_LOAD
 from walship.wal.model import METAFAMILY
 from walship.zk.queueid import QueueId, QueueInfo, WalPosition
@@ -144,7 +145,7 @@ def test_the_readers_lists_of_entries_are_its_entries(tmp_path: Path) -> None:
             lists.append(part)
             ends.append(reader.stop_offset)
     assert [e for part in lists for e in part] == every[100:]
-    assert len(lists) > 1 and all(0 < len(part) <= 32 for part in lists)
+    assert len(lists) > 1 and all(0 < len(part) <= BATCH for part in lists)
     assert ends == [part[-1].end_offset for part in lists]  # where a consumer of each list goes on from
 
 

@@ -312,6 +312,27 @@ def test_resume_from_every_end_offset() -> None:
         assert again == entries[i:]
 
 
+def test_stop_offset_follows_every_entry_handed_out_across_batches() -> None:
+    """``entries()`` hands out each decoded batch through the batch's own iterator: the
+    reader's ``stop_offset`` is the end of the last entry the caller got, inside a batch and
+    at its edges, and a read from it goes on with the next entry."""
+    batch = wal_entries.BATCH
+    data = wal_bytes(sample_raw(2 * batch + 5, cells=1), trailer=True)
+    reader = WalReader(io.BytesIO(data), "mem.wal")
+    entries = []
+    for entry in reader.entries():
+        assert reader.stop_offset == entry.end_offset, len(entries)
+        entries.append(entry)
+    assert len(entries) == 2 * batch + 5 and reader.stop_offset == entries[-1].end_offset
+    for cut in (1, batch - 1, batch, batch + 1, 2 * batch):
+        reader = WalReader(io.BytesIO(data), "mem.wal")
+        it = reader.entries()
+        got = [next(it) for _ in range(cut)]
+        assert reader.stop_offset == got[-1].end_offset, cut
+        got += reader.entries(reader.stop_offset)
+        assert got == entries, cut
+
+
 def test_start_inside_the_header_or_past_the_end_is_refused() -> None:
     data = wal_bytes(sample_raw(2), trailer=True)
     with pytest.raises(WalError, match="inside the WAL header"):

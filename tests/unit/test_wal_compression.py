@@ -9,6 +9,7 @@ HBase's ``LRUDictionary``, with dictionaries made small so that every one of the
 from __future__ import annotations
 
 import io
+import itertools
 import struct
 import uuid
 import zlib
@@ -24,6 +25,7 @@ from walship.errors import CorruptWalError, UnsupportedWalError, WalError
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
 from walship.wal import compressed as wal_compressed
 from walship.wal import dictionaries as wal_compression
+from walship.wal import entries as wal_entries
 from walship.wal.dictionaries import CompressionContext, LruDictionary
 from walship.wal.valuecodecs import ALGORITHMS, SUPPORTED, value_codec
 
@@ -273,6 +275,28 @@ def test_a_consumer_that_stops_early_goes_on_without_rebuilding(decoder: str, mo
             if n == 4:
                 break
     assert got == entries and resets == []
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_a_consumer_that_stops_at_a_batch_edge_goes_on_from_its_stop_offset(
+    decoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consumer that stops just before, at or just after the end of a decoded batch reads on
+    from ``stop_offset`` with the next entry, and the dictionaries are never rebuilt."""
+    small_dictionaries()
+    batch = wal_entries.BATCH
+    entries = workload(2 * batch + 3)
+    data = write(entries, tag_compression=True)
+    cuts = (batch - 1, batch, batch + 1)
+    readers = [WalReader(io.BytesIO(data), "mem.wal", decoder=decoder) for _ in cuts]
+    resets: list[int] = []
+    monkeypatch.setattr(wal_compressed.CompressedState, "reset", lambda self: resets.append(1))
+    for cut, reader in zip(cuts, readers, strict=True):
+        it = reader.entries()
+        got = [(e.key, list(e.cells)) for e in itertools.islice(it, cut)]
+        got += [(e.key, list(e.cells)) for e in reader.entries(reader.stop_offset)]
+        assert got == entries, cut
+    assert resets == []
 
 
 @pytest.mark.parametrize("decoder", DECODERS)

@@ -114,6 +114,36 @@ def test_common_entries_are_decoded_without_deferring() -> None:
 
 
 @needs_c
+@pytest.mark.parametrize("compression", [False, True], ids=["plain", "compressed"])
+def test_cells_stamped_at_the_write_time_share_its_int(compression: bool) -> None:
+    """HBase stamps a put's cells and its WALKey with one clock reading: the compiled decoders
+    hand out one int object for the key's write time and those cells' timestamps (a cell with
+    another timestamp, or one that is negative, gets its own), and decode what Python does."""
+    now = 1_700_000_000_000
+    entries = [
+        (
+            WalKey(b"5f2c1a8e9b7d4c3a2b1e0f9d8c7b6a59", b"t", i + 1, now + i, scopes={b"f": 1}),
+            [Cell(b"row%d" % i, b"f", b"q%d" % j, now + i if i < 3 else -1, CellType.Put, b"v") for j in range(3)],
+        )
+        for i in range(4)
+    ]
+    entries.append((WalKey(b"r", b"t", 9, 2**64 - 1), [Cell(b"row", b"f", b"q", -1, CellType.Put, b"v")]))
+    buf = io.BytesIO()
+    w = WalWriter(buf, compression=compression)
+    w.append_many(entries)
+    w.close()
+    got = list(WalReader(io.BytesIO(buf.getvalue()), "x", decoder="c").entries())
+    assert [(e.key, list(e.cells)) for e in got] == entries
+    assert got == list(WalReader(io.BytesIO(buf.getvalue()), "x", decoder="python").entries())
+    for e in got[:3]:
+        assert all(c.timestamp is e.key.write_time for c in e.cells), e.key.sequence_id
+    first, second = got[3].cells[:2]
+    assert first.timestamp == -1 and first.timestamp is not got[3].key.write_time
+    assert second.timestamp is first.timestamp
+    assert got[4].key.write_time == 2**64 - 1 and got[4].cells[0].timestamp == -1
+
+
+@needs_c
 def test_an_odd_key_is_left_to_protobuf_and_the_rest_decoded() -> None:
     good = WAL_pb2.WALKey(
         encoded_region_name=b"r", table_name=b"t", log_sequence_number=1, write_time=2, following_kv_count=1

@@ -249,9 +249,11 @@ static PyObject *new_record(PyTypeObject *type, Py_ssize_t n) {
     return (PyObject *)op;
 }
 
-/* The WalKey of `key`, sharing what equals the previous entry's; NULL with an exception set.
- * A DecodeError from a nested message is left set for the caller to turn into a deferral. */
-static PyObject *build_key(const uint8_t *buf, const Key *key, Previous *prev) {
+/* The WalKey of `key`, sharing what equals the previous entry's (its write time also the
+ * timestamp int of `last_cell`, whose timestamp is last_ts: HBase stamps a put's cells and its
+ * WALKey with the same clock reading); NULL with an exception set. A DecodeError from a nested
+ * message is left set for the caller to turn into a deferral. */
+static PyObject *build_key(const uint8_t *buf, const Key *key, Previous *prev, PyObject *last_cell, int64_t last_ts) {
     PyObject *pk = prev->entry != NULL ? PyTuple_GET_ITEM(prev->entry, 0) : NULL;
     PyObject *out = new_record(WalKey_t, 10);
     if (out == NULL) return NULL;
@@ -268,6 +270,8 @@ static PyObject *build_key(const uint8_t *buf, const Key *key, Previous *prev) {
     PyTuple_SET_ITEM(out, 2, v);
     if (pk != NULL && prev->write_time == key->write_time) {
         v = Py_NewRef(PyTuple_GET_ITEM(pk, 3));
+    } else if (last_cell != NULL && last_ts >= 0 && (uint64_t)last_ts == key->write_time) {
+        v = Py_NewRef(PyTuple_GET_ITEM(last_cell, 3));
     } else {
         v = PyLong_FromUnsignedLongLong(key->write_time);
         if (v == NULL) goto fail;
@@ -484,7 +488,8 @@ static int parse_entry(const uint8_t *buf, Py_ssize_t n, Py_ssize_t p, Py_ssize_
     PyObject *cells = parse_cells(buf, n, &c, (Py_ssize_t)key.count,
                                   prev->entry != NULL ? PyTuple_GET_ITEM(prev->entry, 1) : NULL, &last_ts, &defer);
     if (cells == NULL) return defer ? 0 : -1;
-    PyObject *wkey = build_key(buf, &key, prev);
+    Py_ssize_t ncells = PyTuple_GET_SIZE(cells);
+    PyObject *wkey = build_key(buf, &key, prev, ncells ? PyTuple_GET_ITEM(cells, ncells - 1) : NULL, last_ts);
     if (wkey == NULL) {
         Py_DECREF(cells);
         if (PyErr_ExceptionMatches(decode_error)) { /* a nested message: Python names it */

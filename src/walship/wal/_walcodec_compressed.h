@@ -116,8 +116,9 @@ static int build_scopes(Context *ctx, const uint8_t *buf, const Key *key, PyObje
 }
 
 /* The WalKey, its tokens decoded in readFieldsFromPb's order: region, table, scope families,
- * attribute values. */
-static int compressed_key(Context *ctx, const uint8_t *buf, const Key *key, PyObject **out) {
+ * attribute values. Its write time is the int of `prev_key` (the key of the entry before it in
+ * this call, whose write time is ctx->prev_write_time) when equal. */
+static int compressed_key(Context *ctx, const uint8_t *buf, const Key *key, PyObject *prev_key, PyObject **out) {
     PyObject *k = new_record(WalKey_t, 10), *v;
     if (k == NULL) return T_ERR;
     int r = key_token(ctx, &ctx->dicts[D_REGION], buf, key->region, key->region_len, &v);
@@ -129,7 +130,11 @@ static int compressed_key(Context *ctx, const uint8_t *buf, const Key *key, PyOb
     r = T_ERR;
     if ((v = PyLong_FromUnsignedLongLong(key->seq)) == NULL) goto done;
     PyTuple_SET_ITEM(k, 2, v);
-    if ((v = PyLong_FromUnsignedLongLong(key->write_time)) == NULL) goto done;
+    if (prev_key != NULL && ctx->prev_write_time == key->write_time) {
+        v = Py_NewRef(PyTuple_GET_ITEM(prev_key, 3));
+    } else if ((v = PyLong_FromUnsignedLongLong(key->write_time)) == NULL) {
+        goto done;
+    }
     PyTuple_SET_ITEM(k, 3, v);
     if (key->cluster_ids.n) {
         v = map_spans(buf, &key->cluster_ids, uuid_fn);
@@ -273,9 +278,10 @@ static int compressed_value(Context *ctx, const uint8_t *buf, Py_ssize_t n, Py_s
     return T_OK;
 }
 
-/* One cell (CompressedKvDecoder.parseCell) at buf[*c]: a new Cell in *out. `last` is the
- * cell before it, whose timestamp int it shares when equal. */
-static int compressed_cell(Context *ctx, const uint8_t *buf, Py_ssize_t n, Py_ssize_t *c, PyObject *last,
+/* One cell (CompressedKvDecoder.parseCell) at buf[*c]: a new Cell in *out. `ts_int` is an int
+ * whose value is *last_ts (the cell before it's timestamp, or the key's write time), shared
+ * when the cell's timestamp equals it; *last_ts becomes the cell's. */
+static int compressed_cell(Context *ctx, const uint8_t *buf, Py_ssize_t n, Py_ssize_t *c, PyObject *ts_int,
                            int64_t *last_ts, PyObject **out) {
     Py_ssize_t k = *c;
     uint32_t klen, vlen, tlen;
@@ -304,8 +310,8 @@ static int compressed_cell(Context *ctx, const uint8_t *buf, Py_ssize_t n, Py_ss
     if (!valid_type(type)) goto done;
     k += 9;
     r = T_ERR;
-    if (last != NULL && *last_ts == ts) {
-        v = Py_NewRef(PyTuple_GET_ITEM(last, 3));
+    if (ts_int != NULL && *last_ts == ts) {
+        v = Py_NewRef(ts_int);
     } else if ((v = PyLong_FromLongLong(ts)) == NULL) {
         goto done;
     }
@@ -352,7 +358,7 @@ static int compressed_entry(Context *ctx, const uint8_t *buf, Py_ssize_t n, Py_s
     Key key;
     if (!parse_key(buf, q, kend, &key)) return T_DEFER;
     PyObject *wkey = NULL, *cells = NULL, *out = NULL;
-    int r = compressed_key(ctx, buf, &key, &wkey);
+    int r = compressed_key(ctx, buf, &key, prev != NULL ? PyTuple_GET_ITEM(prev, 0) : NULL, &wkey);
     if (r != T_OK) goto fail;
     /* a cell takes at least 18 bytes (three varints, three tokens, timestamp, type): more cells
      * than the buffer can hold are decoded only until they run out (or are found corrupt), as
@@ -361,15 +367,20 @@ static int compressed_entry(Context *ctx, const uint8_t *buf, Py_ssize_t n, Py_s
     r = T_ERR;
     if (fits && (cells = PyTuple_New((Py_ssize_t)key.count)) == NULL) goto fail;
     Py_ssize_t c = kend;
-    int64_t last_ts = 0;
+    /* HBase stamps a put's cells and its WALKey with the same clock reading: the first cell
+     * shares the key's write time int when equal, the others the cell before's timestamp */
+    int64_t last_ts = (int64_t)key.write_time;
+    PyObject *ts_int = key.write_time <= INT64_MAX ? PyTuple_GET_ITEM(wkey, 3) : NULL;
     for (Py_ssize_t i = 0; i < (Py_ssize_t)key.count; i++) {
         PyObject *cell;
-        r = compressed_cell(ctx, buf, n, &c, fits && i ? PyTuple_GET_ITEM(cells, i - 1) : NULL, &last_ts, &cell);
+        r = compressed_cell(ctx, buf, n, &c, ts_int, &last_ts, &cell);
         if (r != T_OK) goto fail;
         if (fits) {
             PyTuple_SET_ITEM(cells, i, cell);
+            ts_int = PyTuple_GET_ITEM(cell, 3);
         } else {
             Py_DECREF(cell);
+            ts_int = NULL;
         }
     }
     r = T_MORE;
@@ -386,6 +397,7 @@ static int compressed_entry(Context *ctx, const uint8_t *buf, Py_ssize_t n, Py_s
     PyTuple_SET_ITEM(out, 1, cells);
     PyObject_GC_Track(out);
     ctx_commit(ctx);
+    ctx->prev_write_time = key.write_time;
     *entry = out;
     *end = c;
     return T_OK;

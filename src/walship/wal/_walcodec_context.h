@@ -41,6 +41,7 @@ typedef struct {
     PyObject *scopes_fn;  /* (family, scope) pairs -> shared mapping */
     Undo *journal;
     Py_ssize_t jlen, jcap;
+    uint64_t prev_write_time; /* the write time of the last entry decoded */
     /* the last key's decoded scopes, shared with the next key that has the same */
     PyObject *last_scopes;
     int n_last;
@@ -50,17 +51,20 @@ typedef struct {
 
 /* ---- dictionaries -------------------------------------------------------------------- */
 
-static int journal_push(Context *ctx, Lru *d, int32_t i, int kind, PyObject *old) {
-    if (ctx->jlen == ctx->jcap) {
-        Py_ssize_t cap = ctx->jcap ? ctx->jcap * 2 : 64;
-        Undo *grown = PyMem_Realloc(ctx->journal, cap * sizeof(Undo));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        ctx->journal = grown;
-        ctx->jcap = cap;
+static int journal_grow(Context *ctx) {
+    Py_ssize_t cap = ctx->jcap ? ctx->jcap * 2 : 64;
+    Undo *grown = PyMem_Realloc(ctx->journal, cap * sizeof(Undo));
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
+    ctx->journal = grown;
+    ctx->jcap = cap;
+    return 0;
+}
+
+static inline int journal_push(Context *ctx, Lru *d, int32_t i, int kind, PyObject *old) {
+    if (ctx->jlen == ctx->jcap && journal_grow(ctx) < 0) return -1;
     Undo *u = &ctx->journal[ctx->jlen++];
     u->d = d;
     u->idx = i;
@@ -178,8 +182,8 @@ static inline int varint32(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, 
     return T_DEFER;
 }
 
-/* One token of the cell stream at buf[*c] (ends at n): T_OK with *out a new reference. */
-static int stream_token(Context *ctx, Lru *d, const uint8_t *buf, Py_ssize_t n, Py_ssize_t *c, PyObject **out) {
+/* stream_token for any token: a literal, or an index that may be out of range or cut short. */
+static int any_token(Context *ctx, Lru *d, const uint8_t *buf, Py_ssize_t n, Py_ssize_t *c, PyObject **out) {
     Py_ssize_t k = *c;
     if (k >= n) return T_MORE;
     uint8_t status = buf[k];
@@ -206,6 +210,27 @@ static int stream_token(Context *ctx, Lru *d, const uint8_t *buf, Py_ssize_t n, 
     *out = Py_NewRef(v);
     *c = k + 2;
     return T_OK;
+}
+
+/* One token of the cell stream at buf[*c] (ends at n): T_OK with *out a new reference. The
+ * common one, an index of an entry the dictionary has, is looked up here; any_token does the
+ * rest. */
+static inline int stream_token(Context *ctx, Lru *d, const uint8_t *buf, Py_ssize_t n, Py_ssize_t *c,
+                               PyObject **out) {
+    Py_ssize_t k = *c;
+    if (k + 2 <= n && buf[k] < 0x80) {
+        int32_t i = ((int32_t)buf[k] << 8) | buf[k + 1];
+        if (i < d->size) {
+            if (i != d->head) {
+                if (journal_push(ctx, d, i, U_TOUCH, NULL) < 0) return T_ERR;
+                lru_to_head(d, i);
+            }
+            *out = Py_NewRef(d->entries[i]);
+            *c = k + 2;
+            return T_OK;
+        }
+    }
+    return any_token(ctx, d, buf, n, c, out);
 }
 
 /* One token held whole in buf[s:s+len] (a key field): T_OK with *out a new reference. */

@@ -48,8 +48,9 @@ _Regroup = Callable[[tuple[Any, ...]], tuple[Cell, ...]]
 _RUNS: dict[tuple[int, int, int, int, int, int], tuple[struct.Struct, _Regroup]] = {}
 _REGROUPERS: dict[int, _Regroup] = {}
 _SHAPES_MAX = 8192
-# Entries parsed per call: enough to spread the call's cost, few enough to stay in cache.
-BATCH = 32
+# Entries parsed per call: enough to spread the call's cost, few enough to stay in cache (64
+# entries of three 100-byte cells decode 4% faster than 32, 256 a third slower: wal_read.py).
+BATCH = 64
 _tuple_new = tuple.__new__
 _key_from_string = WAL_pb2.WALKeyRaw.FromString
 

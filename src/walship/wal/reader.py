@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
@@ -117,9 +118,10 @@ class WalReader:
         self.header: WAL_pb2.WALHeader | None = None
         #: Offset of the first entry (just after the header); 0 while there is no header.
         self.header_end = 0
-        #: Offset where reading stopped: the end of the last entry read, or the first byte of
-        #: an incomplete tail. Set by :meth:`entries`.
-        self.stop_offset = 0
+        self._stop_offset = 0
+        # the batch :meth:`entries` hands out now, and the iterator over it (how far it got)
+        self._shown: list[WalEntry] = []
+        self._unshown: Iterator[WalEntry] | None = None
         #: True when the last :meth:`entries` call stopped before an entry cut short by the
         #: end of a file that has no trailer.
         self.incomplete_tail = False
@@ -224,6 +226,22 @@ class WalReader:
 
     # -- entries -------------------------------------------------------------------------
 
+    @property
+    def stop_offset(self) -> int:
+        """Offset where reading stopped: the end of the last entry handed out, or the first
+        byte of an incomplete tail."""
+        it = self._unshown
+        if it is None:
+            return self._stop_offset
+        shown = self._shown
+        seen = len(shown) - it.__length_hint__()  # type: ignore[attr-defined]
+        return shown[seen - 1].end_offset if seen else shown[0].offset
+
+    @stop_offset.setter
+    def stop_offset(self, offset: int) -> None:
+        self._stop_offset = offset
+        self._unshown = None
+
     def _entries_run_to_eof(self, start: int) -> bool:
         """The bytes from ``start`` to the end of the file are whole entries, ending exactly
         at EOF (so what looked like a trailer is the tail of the last one)."""
@@ -242,11 +260,18 @@ class WalReader:
     def entries(self, start: int | None = None) -> Iterator[WalEntry]:
         """Yield the entries from ``start`` (an entry boundary; default: the first entry), as
         :meth:`batches` reads them, one at a time (:attr:`stop_offset` the end of the last one
-        yielded)."""
+        yielded).
+
+        The entries of a batch are handed out by the batch's own iterator, with no Python
+        frame between it and the caller; :attr:`stop_offset` reads how far that iterator got.
+        """
+        return itertools.chain.from_iterable(self._iterators(start))
+
+    def _iterators(self, start: int | None) -> Iterator[Iterator[WalEntry]]:
         for batch in self.batches(start):
-            for entry in batch:
-                self.stop_offset = entry.end_offset
-                yield entry
+            self._shown = batch
+            self._unshown = it = iter(batch)
+            yield it
 
     def batches(self, start: int | None = None) -> Iterator[list[WalEntry]]:
         """Yield the entries from ``start`` (an entry boundary; default: the first entry) in
