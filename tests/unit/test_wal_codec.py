@@ -333,6 +333,19 @@ def test_stop_offset_follows_every_entry_handed_out_across_batches() -> None:
         assert got == entries, cut
 
 
+def test_a_decoded_batch_holds_about_batch_bytes_of_the_wal() -> None:
+    """The decoder hands out as many entries at a time as fit in about BATCH_BYTES of the WAL
+    (at most BATCH): entries of 12 KB come two at a time, small ones BATCH at a time."""
+    big = [RawEntry(b"r" * 32, b"t", i + 1, 5, [(b"row", b"f", b"q", 7, 4, b"v" * 12_000, [])]) for i in range(20)]
+    small = sample_raw(3 * wal_entries.BATCH, cells=1)
+    for raws, sizes in ((big, {1, 2}), (small, {1, wal_entries.BATCH})):
+        data = wal_bytes(raws, trailer=True)
+        reader = WalReader(io.BytesIO(data), "mem.wal")
+        lists = list(reader.batches())
+        assert [e for part in lists for e in part] == read_all(data)[0]
+        assert {len(part) for part in lists[:-1]} == sizes, [len(part) for part in lists]
+
+
 def test_start_inside_the_header_or_past_the_end_is_refused() -> None:
     data = wal_bytes(sample_raw(2), trailer=True)
     with pytest.raises(WalError, match="inside the WAL header"):

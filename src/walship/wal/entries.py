@@ -25,9 +25,11 @@ from walship.wal.readahead import Buffer, on_bytes
 
 __all__ = [
     "BATCH",
+    "BATCH_BYTES",
     "C_UNAVAILABLE",
     "DECODERS",
     "NeedMore",
+    "batch_limit",
     "c_parse",
     "default_decoder",
     "parse_entries_c",
@@ -48,9 +50,21 @@ _Regroup = Callable[[tuple[Any, ...]], tuple[Cell, ...]]
 _RUNS: dict[tuple[int, int, int, int, int, int], tuple[struct.Struct, _Regroup]] = {}
 _REGROUPERS: dict[int, _Regroup] = {}
 _SHAPES_MAX = 8192
-# Entries parsed per call: enough to spread the call's cost, few enough to stay in cache (64
-# entries of three 100-byte cells decode 4% faster than 32, 256 a third slower: wal_read.py).
+# Entries parsed per call: enough to spread the call's cost, few enough to stay in cache. A
+# call decodes up to BATCH entries, fewer when the entries before took more than about
+# BATCH_BYTES of the WAL between them (see batch_limit): 64 entries of three 100-byte cells
+# decode 4% faster than 32 and 256 a third slower (wal_read.py), and a shipper of entries of
+# thousands of cells goes through one at a time.
 BATCH = 64
+BATCH_BYTES = 32 << 10
+
+
+def batch_limit(nbytes: int, entries: int) -> int:
+    """How many entries to decode in the next call, after ``entries`` took ``nbytes``: as many
+    of their size as BATCH_BYTES holds, at least 1 and at most BATCH."""
+    return max(1, min(BATCH, BATCH_BYTES * entries // max(nbytes, 1)))
+
+
 _tuple_new = tuple.__new__
 _key_from_string = WAL_pb2.WALKeyRaw.FromString
 

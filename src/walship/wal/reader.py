@@ -56,6 +56,7 @@ from walship.wal.entries import (
     BATCH,
     DECODERS,
     NeedMore,
+    batch_limit,
     default_decoder,
     parse_entries_c,
     parse_entries_py,
@@ -275,7 +276,8 @@ class WalReader:
 
     def batches(self, start: int | None = None) -> Iterator[list[WalEntry]]:
         """Yield the entries from ``start`` (an entry boundary; default: the first entry) in
-        lists of up to :data:`~walship.wal.entries.BATCH`, as the decoder hands them out
+        lists of up to :data:`~walship.wal.entries.BATCH` (fewer of large entries:
+        :func:`~walship.wal.entries.batch_limit`), as the decoder hands them out
         (:attr:`stop_offset` the end of the last list yielded). A corrupt entry is raised after
         the list of those before it.
 
@@ -366,10 +368,12 @@ class WalReader:
         # the compiled decoders read a reused buffer; the Python parser slices bytes
         window = ReadAhead(f, pos, reuse=self.decoder == "c")
         p = 0
+        entries_wanted = 1  # then as many of its size as BATCH_BYTES holds (batch_limit)
         while True:
             buf, buf_off, n = window.view, window.offset, len(window)
             while p < n:
-                batch, p, error = self._parse(buf, p, buf_off, self.path, BATCH)
+                at = p
+                batch, p, error = self._parse(buf, p, buf_off, self.path, entries_wanted)
                 if compressed:
                     self.context_offset = buf_off + p
                     self._pending = batch
@@ -381,8 +385,9 @@ class WalReader:
                     yield shown
                 if error is not None:
                     raise error
-                if len(batch) < BATCH:
+                if len(batch) < entries_wanted:
                     break  # the buffer ends inside an entry, or at its end
+                entries_wanted = batch_limit(p - at, len(batch))
             read_to = buf_off + n
             if read_to >= limit and p == n and self.has_trailer and self._entries_run_to_eof(limit):
                 # an open WAL whose last entries happen to end like a trailer (``<int32>LAWP``,
