@@ -331,3 +331,42 @@ class RegionServerInfo(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RegionServerInfo: _TypeAlias = RegionServerInfo  # noqa: Y015
+
+@_typing.final
+class RegionSpecifier(_message.Message):
+    """Which region a call is for: its full name (``<table>,<start key>,<region id>.<encoded name>.``),
+    which region servers look up by its encoded name, or the encoded name itself.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _RegionSpecifierType:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _RegionSpecifierTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[RegionSpecifier._RegionSpecifierType.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        REGION_NAME: RegionSpecifier._RegionSpecifierType.ValueType  # 1
+        ENCODED_REGION_NAME: RegionSpecifier._RegionSpecifierType.ValueType  # 2
+
+    class RegionSpecifierType(_RegionSpecifierType, metaclass=_RegionSpecifierTypeEnumTypeWrapper): ...
+    REGION_NAME: RegionSpecifier.RegionSpecifierType.ValueType  # 1
+    ENCODED_REGION_NAME: RegionSpecifier.RegionSpecifierType.ValueType  # 2
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    type: Global___RegionSpecifier.RegionSpecifierType.ValueType
+    value: _builtins.bytes
+    def __init__(
+        self,
+        *,
+        type: Global___RegionSpecifier.RegionSpecifierType.ValueType | None = ...,
+        value: _builtins.bytes | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["type", b"type", "value", b"value"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["type", b"type", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegionSpecifier: _TypeAlias = RegionSpecifier  # noqa: Y015

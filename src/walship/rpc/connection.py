@@ -72,16 +72,26 @@ def remote_error(exception: RPC_pb2.ExceptionResponse, server: str, call: str) -
 
 
 class RpcConnection:
-    """A connection to ``host:port`` for ``service`` (``MasterService``), opened at once.
+    """A connection to ``host:port`` for ``service`` (``MasterService``, or a region server's
+    ``ClientService``), opened at once.
 
     Calls are serialized by a lock: one in flight at a time, each answer matched to its call id.
 
     :param timeout: seconds a connect or a call's answer may take.
+    :param cell_codec: the Java class of the codec the calls' cell blocks are in (the
+        ``ConnectionHeader``'s ``cell_block_codec_class``), for a connection that sends cells.
     :raises MasterUnavailableError: the connection cannot be made or set up.
     """
 
     def __init__(
-        self, host: str, port: int, service: str, auth: Authentication, *, timeout: float = DEFAULT_TIMEOUT
+        self,
+        host: str,
+        port: int,
+        service: str,
+        auth: Authentication,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        cell_codec: str | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -104,6 +114,8 @@ class RpcConnection:
             self._sock.sendall(preamble(auth.auth_byte))
             self._channel = auth.negotiate(self._sock, self.server)
             header = RPC_pb2.ConnectionHeader(service_name=service)
+            if cell_codec is not None:
+                header.cell_block_codec_class = cell_codec
             user = auth.user_info()
             if user is not None:
                 header.user_info.CopyFrom(user)
@@ -121,8 +133,9 @@ class RpcConnection:
             raise
         log.debug("connected to %s at %s (%s)", service, self.server, auth.name)
 
-    def call(self, method: str, request: Message, response_type: type[M]) -> M:
-        """Call ``method`` with ``request`` and wait for its answer.
+    def call(self, method: str, request: Message, response_type: type[M], *, cellblock: bytes = b"") -> M:
+        """Call ``method`` with ``request`` (and the cells of ``cellblock``, in the connection's
+        ``cell_codec``) and wait for its answer.
 
         :raises RemoteHBaseError: the server answered with an exception.
         :raises MasterUnavailableError: the connection broke (it is closed: make a new one).
@@ -136,12 +149,14 @@ class RpcConnection:
             header = RPC_pb2.RequestHeader(
                 call_id=call_id, method_name=method, request_param=True, timeout=int(self.timeout * 1000)
             )
+            if cellblock:
+                header.cell_block_meta.length = len(cellblock)
             channel = self._channel
             assert channel is not None
             send_error: OSError | None = None
             try:
                 try:
-                    channel.sendall(request_frame(header, request))
+                    channel.sendall(request_frame(header, request, cellblock))
                 except (BrokenPipeError, ConnectionResetError) as exc:
                     # a server that refused the connection (HBase answers a refused preamble with an
                     # error, then closes) may have answered before reading the call: read its answer

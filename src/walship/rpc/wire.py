@@ -6,7 +6,8 @@ A connection opens with a six-byte preamble, ``HBas``, the RPC version (0) and t
 authentication method's byte (80 SIMPLE, 81 KERBEROS, 82 DIGEST); a SASL exchange, when the
 method has one, comes next; then the ``ConnectionHeader``: a 4-byte big-endian length and the
 message. Each call is a frame: a 4-byte big-endian length, then the varint-delimited
-``RequestHeader`` and the varint-delimited request. Each answer is a frame of the
+``RequestHeader`` and the varint-delimited request, and for a call with cells (a region
+server's ``Multi``) their cell block, its length in the header's ``cell_block_meta``. Each answer is a frame of the
 varint-delimited ``ResponseHeader`` and, unless the header carries an exception, the
 varint-delimited response.
 
@@ -134,10 +135,11 @@ def connection_header(header: RPC_pb2.ConnectionHeader) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
-def request_frame(header: RPC_pb2.RequestHeader, request: Message) -> bytes:
-    """One call: its length, the delimited header, the delimited request."""
+def request_frame(header: RPC_pb2.RequestHeader, request: Message, cellblock: bytes = b"") -> bytes:
+    """One call: its length, the delimited header, the delimited request, then its cell block
+    (whose length the header's ``cell_block_meta`` must give)."""
     body = delimited(header) + delimited(request)
-    return struct.pack(">I", len(body)) + body
+    return struct.pack(">I", len(body) + len(cellblock)) + body + cellblock
 
 
 def response_frame(header: RPC_pb2.ResponseHeader, response: Message | None) -> bytes:

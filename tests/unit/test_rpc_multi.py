@@ -1,0 +1,75 @@
+"""Multi calls' bytes (walship.rpc.multi) against the WAL writer's cell encoding and HBase's
+answer shapes; the calls themselves run against real HBase in
+tests/integration/test_real_region_multi.py."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+from walship.clusterids import encode_cluster_ids
+from walship.protos import Client_pb2, HBase_pb2
+from walship.rpc.multi import CONSUMED_CLUSTER_IDS, ActionFailure, RowMutation, failures, keyvalue, multi_call
+from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
+from walship.wal.writer import encode_cell
+
+CELLS = [
+    Cell(b"row", b"f", b"q", 5, int(CellType.Put), b"value"),
+    Cell(b"r" * 300, b"family", b"", -1, int(CellType.DeleteFamily), b""),
+    Cell(b"", b"f", b"q" * 70_000, 2**62, int(CellType.DeleteColumn), b"v" * 100_000),
+]
+
+
+def test_a_cell_is_the_keyvalue_a_wal_holds_without_tags() -> None:
+    for cell in CELLS:
+        assert keyvalue(cell) == encode_cell(cell)
+    tagged = CELLS[0]._replace(tags=(Tag(1, b"acl"),))
+    assert keyvalue(tagged) == encode_cell(CELLS[0])
+
+
+def test_a_call_holds_each_row_and_its_cells_in_order() -> None:
+    mutations = [RowMutation(b"a", False, CELLS[:1]), RowMutation(b"b", True, CELLS[1:])]
+    ids = encode_cluster_ids((uuid.UUID(int=3),))
+    request, block = multi_call(b"t,,1.abc.", mutations, ids)
+    (action,) = request.regionAction
+    assert action.region == HBase_pb2.RegionSpecifier(type=HBase_pb2.RegionSpecifier.REGION_NAME, value=b"t,,1.abc.")
+    assert [
+        (a.index, a.mutation.row, a.mutation.mutate_type, a.mutation.associated_cell_count) for a in action.action
+    ] == [
+        (0, b"a", Client_pb2.MutationProto.PUT, 1),
+        (1, b"b", Client_pb2.MutationProto.DELETE, 2),
+    ]
+    assert all(
+        [(p.name, p.value) for p in a.mutation.attribute] == [(CONSUMED_CLUSTER_IDS, ids)] for a in action.action
+    )
+    # the cell block reads back, cell by cell, as a WAL entry's cells
+    wal = io.BytesIO()
+    writer = WalWriter(wal)
+    writer.append(WalKey(b"r" * 32, b"t", 1, 1), CELLS)
+    head = wal.getvalue()
+    entry_start = len(head) - sum(len(encode_cell(c)) for c in CELLS)
+    data = head[:entry_start] + block
+    (entry,) = WalReader(io.BytesIO(data), "x").entries()
+    assert list(entry.cells) == CELLS
+
+
+def test_failures_name_each_failed_mutation() -> None:
+    ok = Client_pb2.MultiResponse()
+    result = ok.regionActionResult.add()
+    for i in range(3):
+        result.resultOrException.add(index=i, result=Client_pb2.Result())
+    assert failures(ok, 3) == []
+    result.resultOrException[1].exception.name = "org.apache.hadoop.hbase.RegionTooBusyException"
+    result.resultOrException[
+        1
+    ].exception.value = b"org.apache.hadoop.hbase.RegionTooBusyException: over memstore limit\n\tat x"
+    assert failures(ok, 3) == [
+        ActionFailure(1, "org.apache.hadoop.hbase.RegionTooBusyException", "over memstore limit")
+    ]
+    assert failures(ok, 4)[-1] == ActionFailure(3, "", "the region server did not answer for it")
+    gone = Client_pb2.MultiResponse()
+    gone.regionActionResult.add().exception.name = "org.apache.hadoop.hbase.NotServingRegionException"
+    assert [(f.index, f.short_class) for f in failures(gone, 2)] == [
+        (0, "NotServingRegionException"),
+        (1, "NotServingRegionException"),
+    ]
