@@ -12,10 +12,12 @@ from real_hbase import all_wal_entries, cluster, create_table, thrift2_client, u
 
 from walship.clusterids import encode_cluster_ids
 from walship.rpc.auth import SimpleAuth
+from walship.rpc.meta import locate, read_meta_location, table_regions
 from walship.rpc.multi import RegionServerClient, RowMutation
 from walship.thrift.hbase2 import hbase2
 from walship.wal import Cell, CellType
 from walship.wal.model import METAFAMILY
+from walship.zk import ZnodeLayout, zk_client
 from walship_testing.harness import HBaseProcess
 
 pytestmark = pytest.mark.integration
@@ -111,3 +113,32 @@ def test_a_region_the_server_does_not_hold_fails_every_mutation_by_name(
     assert [(f.index, f.short_class) for f in failed] == [(i, "NotServingRegionException") for i in range(3)]
     assert all("0" * 32 in f.message for f in failed), failed
     assert cluster(b, table).table().row(b"k0") == {}
+
+
+def test_a_tables_regions_are_read_from_hbase_meta_as_hbase_has_them(
+    real_hbase: tuple[HBaseProcess, HBaseProcess],
+) -> None:
+    """hbase:meta's region server from ZooKeeper, then the table's rows of hbase:meta: every
+    region of a table split in four, with its keys and server, as HBase's Admin lists them;
+    another table's regions (one whose name the first one's starts with) are not among them."""
+    a, _ = real_hbase
+    table = unique("meta")
+    create_table(a, table, splits=[b"g", b"n", b"t"])
+    create_table(a, table + "x")
+    with zk_client(a.zk_hosts) as zk:
+        location = read_meta_location(zk, ZnodeLayout(a.znode_parent))
+    assert location is not None
+    with RegionServerClient(*location, SimpleAuth()) as meta:
+        regions = table_regions(meta, table.encode())
+    admin = a.call("regions", table=table)
+    assert [(r.encoded, r.start.hex(), r.end.hex(), f"{r.host},{r.port},{r.start_code}") for r in regions] == [
+        (r["region"], r["start"], r["end"], r["server"]) for r in admin
+    ]
+    assert [r.start for r in regions] == [b"", b"g", b"n", b"t"]
+    assert [locate(regions, row).start for row in (b"", b"f", b"g", b"m", b"zz")] == [b"", b"", b"g", b"g", b"t"]
+    # the full name is what a region server takes: a put into each region lands
+    for r in regions:
+        with RegionServerClient(r.host, r.port, SimpleAuth()) as rs:
+            row = r.start + b"-row"
+            assert rs.multi(r.name, [RowMutation(row, False, [put(row, b"r:q", 1, b"v")])]) == []
+    assert sorted(k for k, _ in cluster(a, table).table().scan()) == [b"-row", b"g-row", b"n-row", b"t-row"]

@@ -7,9 +7,13 @@ from __future__ import annotations
 import io
 import uuid
 
+import pytest
+
 from walship.clusterids import encode_cluster_ids
 from walship.protos import Client_pb2, HBase_pb2
-from walship.rpc.multi import CONSUMED_CLUSTER_IDS, ActionFailure, RowMutation, failures, keyvalue, multi_call
+from walship.rpc.cellblock import cells_of, keyvalue
+from walship.rpc.multi import CONSUMED_CLUSTER_IDS, ActionFailure, RowMutation, failures, multi_call
+from walship.rpc.wire import RpcProtocolError
 from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
 from walship.wal.writer import encode_cell
 
@@ -73,3 +77,16 @@ def test_failures_name_each_failed_mutation() -> None:
         (0, "NotServingRegionException"),
         (1, "NotServingRegionException"),
     ]
+
+
+def test_a_cell_block_reads_back_and_a_broken_one_is_named() -> None:
+    block = b"".join(map(keyvalue, CELLS))
+    assert cells_of(block, "a scan") == CELLS
+    starts = [0, len(keyvalue(CELLS[0])), len(keyvalue(CELLS[0])) + len(keyvalue(CELLS[1]))]
+    for cut, start in ((1, 0), (13, 0), (starts[1] + 20, starts[1]), (len(block) - 1, starts[2])):
+        with pytest.raises(RpcProtocolError, match=f"a scan: a cell .* at byte {start} of the cell block"):
+            cells_of(block[:cut], "a scan")
+    bad = bytearray(block)
+    bad[3] ^= 0x01  # the first cell's length no longer matches its key and value
+    with pytest.raises(RpcProtocolError, match="does not parse at byte 0"):
+        cells_of(bytes(bad), "a scan")

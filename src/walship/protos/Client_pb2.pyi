@@ -3,8 +3,9 @@
 isort:skip_file
 The part of HBase 2.x's ClientService (hbase-protocol-shaded/src/main/protobuf/Client.proto)
 that walship calls: Multi, mutations of rows whose cells travel in the call's cell block
-(``MutationProto.associated_cell_count`` of them each). Field numbers and types are HBase's;
-the fields walship never sets are left out (a server skips what it does not send back).
+(``MutationProto.associated_cell_count`` of them each), and Scan, whose results' cells come
+back in the answer's cell block (``ScanResponse.cells_per_result``). Field numbers and types
+are HBase's; the fields walship never sets or reads are left out.
 """
 
 from collections import abc as _abc
@@ -286,3 +287,149 @@ class MultiResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MultiResponse: _TypeAlias = MultiResponse  # noqa: Y015
+
+@_typing.final
+class Column(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FAMILY_FIELD_NUMBER: _builtins.int
+    QUALIFIER_FIELD_NUMBER: _builtins.int
+    family: _builtins.bytes
+    @_builtins.property
+    def qualifier(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]: ...
+    def __init__(
+        self,
+        *,
+        family: _builtins.bytes | None = ...,
+        qualifier: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["family", b"family"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["family", b"family", "qualifier", b"qualifier"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Column: _TypeAlias = Column  # noqa: Y015
+
+@_typing.final
+class Scan(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COLUMN_FIELD_NUMBER: _builtins.int
+    START_ROW_FIELD_NUMBER: _builtins.int
+    STOP_ROW_FIELD_NUMBER: _builtins.int
+    MAX_VERSIONS_FIELD_NUMBER: _builtins.int
+    CACHE_BLOCKS_FIELD_NUMBER: _builtins.int
+    CACHING_FIELD_NUMBER: _builtins.int
+    start_row: _builtins.bytes
+    stop_row: _builtins.bytes
+    max_versions: _builtins.int
+    cache_blocks: _builtins.bool
+    caching: _builtins.int
+    @_builtins.property
+    def column(self) -> _containers.RepeatedCompositeFieldContainer[Global___Column]: ...
+    def __init__(
+        self,
+        *,
+        column: _abc.Iterable[Global___Column] | None = ...,
+        start_row: _builtins.bytes | None = ...,
+        stop_row: _builtins.bytes | None = ...,
+        max_versions: _builtins.int | None = ...,
+        cache_blocks: _builtins.bool | None = ...,
+        caching: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cache_blocks", b"cache_blocks", "caching", b"caching", "max_versions", b"max_versions", "start_row", b"start_row", "stop_row", b"stop_row"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_blocks", b"cache_blocks", "caching", b"caching", "column", b"column", "max_versions", b"max_versions", "start_row", b"start_row", "stop_row", b"stop_row"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Scan: _TypeAlias = Scan  # noqa: Y015
+
+@_typing.final
+class ScanRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGION_FIELD_NUMBER: _builtins.int
+    SCAN_FIELD_NUMBER: _builtins.int
+    SCANNER_ID_FIELD_NUMBER: _builtins.int
+    NUMBER_OF_ROWS_FIELD_NUMBER: _builtins.int
+    CLOSE_SCANNER_FIELD_NUMBER: _builtins.int
+    NEXT_CALL_SEQ_FIELD_NUMBER: _builtins.int
+    CLIENT_HANDLES_PARTIALS_FIELD_NUMBER: _builtins.int
+    CLIENT_HANDLES_HEARTBEATS_FIELD_NUMBER: _builtins.int
+    scanner_id: _builtins.int
+    number_of_rows: _builtins.int
+    close_scanner: _builtins.bool
+    next_call_seq: _builtins.int
+    client_handles_partials: _builtins.bool
+    client_handles_heartbeats: _builtins.bool
+    @_builtins.property
+    def region(self) -> _HBase_pb2.RegionSpecifier: ...
+    @_builtins.property
+    def scan(self) -> Global___Scan: ...
+    def __init__(
+        self,
+        *,
+        region: _HBase_pb2.RegionSpecifier | None = ...,
+        scan: Global___Scan | None = ...,
+        scanner_id: _builtins.int | None = ...,
+        number_of_rows: _builtins.int | None = ...,
+        close_scanner: _builtins.bool | None = ...,
+        next_call_seq: _builtins.int | None = ...,
+        client_handles_partials: _builtins.bool | None = ...,
+        client_handles_heartbeats: _builtins.bool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["client_handles_heartbeats", b"client_handles_heartbeats", "client_handles_partials", b"client_handles_partials", "close_scanner", b"close_scanner", "next_call_seq", b"next_call_seq", "number_of_rows", b"number_of_rows", "region", b"region", "scan", b"scan", "scanner_id", b"scanner_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_handles_heartbeats", b"client_handles_heartbeats", "client_handles_partials", b"client_handles_partials", "close_scanner", b"close_scanner", "next_call_seq", b"next_call_seq", "number_of_rows", b"number_of_rows", "region", b"region", "scan", b"scan", "scanner_id", b"scanner_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScanRequest: _TypeAlias = ScanRequest  # noqa: Y015
+
+@_typing.final
+class ScanResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CELLS_PER_RESULT_FIELD_NUMBER: _builtins.int
+    SCANNER_ID_FIELD_NUMBER: _builtins.int
+    MORE_RESULTS_FIELD_NUMBER: _builtins.int
+    TTL_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    STALE_FIELD_NUMBER: _builtins.int
+    PARTIAL_FLAG_PER_RESULT_FIELD_NUMBER: _builtins.int
+    MORE_RESULTS_IN_REGION_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_MESSAGE_FIELD_NUMBER: _builtins.int
+    scanner_id: _builtins.int
+    more_results: _builtins.bool
+    ttl: _builtins.int
+    stale: _builtins.bool
+    more_results_in_region: _builtins.bool
+    heartbeat_message: _builtins.bool
+    @_builtins.property
+    def cells_per_result(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___Result]: ...
+    @_builtins.property
+    def partial_flag_per_result(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bool]: ...
+    def __init__(
+        self,
+        *,
+        cells_per_result: _abc.Iterable[_builtins.int] | None = ...,
+        scanner_id: _builtins.int | None = ...,
+        more_results: _builtins.bool | None = ...,
+        ttl: _builtins.int | None = ...,
+        results: _abc.Iterable[Global___Result] | None = ...,
+        stale: _builtins.bool | None = ...,
+        partial_flag_per_result: _abc.Iterable[_builtins.bool] | None = ...,
+        more_results_in_region: _builtins.bool | None = ...,
+        heartbeat_message: _builtins.bool | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_message", b"heartbeat_message", "more_results", b"more_results", "more_results_in_region", b"more_results_in_region", "scanner_id", b"scanner_id", "stale", b"stale", "ttl", b"ttl"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cells_per_result", b"cells_per_result", "heartbeat_message", b"heartbeat_message", "more_results", b"more_results", "more_results_in_region", b"more_results_in_region", "partial_flag_per_result", b"partial_flag_per_result", "results", b"results", "scanner_id", b"scanner_id", "stale", b"stale", "ttl", b"ttl"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ScanResponse: _TypeAlias = ScanResponse  # noqa: Y015

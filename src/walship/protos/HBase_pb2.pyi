@@ -370,3 +370,43 @@ class RegionSpecifier(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RegionSpecifier: _TypeAlias = RegionSpecifier  # noqa: Y015
+
+@_typing.final
+class RegionInfo(_message.Message):
+    """A region as hbase:meta's info:regioninfo holds it (after PBUF)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REGION_ID_FIELD_NUMBER: _builtins.int
+    TABLE_NAME_FIELD_NUMBER: _builtins.int
+    START_KEY_FIELD_NUMBER: _builtins.int
+    END_KEY_FIELD_NUMBER: _builtins.int
+    OFFLINE_FIELD_NUMBER: _builtins.int
+    SPLIT_FIELD_NUMBER: _builtins.int
+    REPLICA_ID_FIELD_NUMBER: _builtins.int
+    region_id: _builtins.int
+    start_key: _builtins.bytes
+    end_key: _builtins.bytes
+    offline: _builtins.bool
+    split: _builtins.bool
+    replica_id: _builtins.int
+    @_builtins.property
+    def table_name(self) -> Global___TableName: ...
+    def __init__(
+        self,
+        *,
+        region_id: _builtins.int | None = ...,
+        table_name: Global___TableName | None = ...,
+        start_key: _builtins.bytes | None = ...,
+        end_key: _builtins.bytes | None = ...,
+        offline: _builtins.bool | None = ...,
+        split: _builtins.bool | None = ...,
+        replica_id: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_key", b"end_key", "offline", b"offline", "region_id", b"region_id", "replica_id", b"replica_id", "split", b"split", "start_key", b"start_key", "table_name", b"table_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_key", b"end_key", "offline", b"offline", "region_id", b"region_id", "replica_id", b"replica_id", "split", b"split", "start_key", b"start_key", "table_name", b"table_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RegionInfo: _TypeAlias = RegionInfo  # noqa: Y015

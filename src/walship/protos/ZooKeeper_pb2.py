@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from walship.protos import HBase_pb2 as walship_dot_protos_dot_HBase__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ewalship/protos/ZooKeeper.proto\x12\x08hbase.pb\x1a\x1awalship/protos/HBase.proto\"V\n\x06Master\x12$\n\x06master\x18\x01 \x02(\x0b\x32\x14.hbase.pb.ServerName\x12\x13\n\x0brpc_version\x18\x02 \x01(\r\x12\x11\n\tinfo_port\x18\x03 \x01(\r')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ewalship/protos/ZooKeeper.proto\x12\x08hbase.pb\x1a\x1awalship/protos/HBase.proto\"V\n\x06Master\x12$\n\x06master\x18\x01 \x02(\x0b\x32\x14.hbase.pb.ServerName\x12\x13\n\x0brpc_version\x18\x02 \x01(\r\x12\x11\n\tinfo_port\x18\x03 \x01(\r\"\\\n\x10MetaRegionServer\x12$\n\x06server\x18\x01 \x02(\x0b\x32\x14.hbase.pb.ServerName\x12\x13\n\x0brpc_version\x18\x02 \x01(\r\x12\r\n\x05state\x18\x03 \x01(\x05')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,4 +34,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MASTER']._serialized_start=72
   _globals['_MASTER']._serialized_end=158
+  _globals['_METAREGIONSERVER']._serialized_start=160
+  _globals['_METAREGIONSERVER']._serialized_end=252
 # @@protoc_insertion_point(module_scope)

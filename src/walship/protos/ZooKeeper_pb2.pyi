@@ -44,3 +44,34 @@ class Master(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Master: _TypeAlias = Master  # noqa: Y015
+
+@_typing.final
+class MetaRegionServer(_message.Message):
+    """Where hbase:meta is (<parent>/meta-region-server, after the metadata header and PBUF): the
+    region server holding it, the RPC version it speaks and the region's state (RegionState.State,
+    OPEN = 3, kept as its number here).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVER_FIELD_NUMBER: _builtins.int
+    RPC_VERSION_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    rpc_version: _builtins.int
+    state: _builtins.int
+    @_builtins.property
+    def server(self) -> _HBase_pb2.ServerName: ...
+    def __init__(
+        self,
+        *,
+        server: _HBase_pb2.ServerName | None = ...,
+        rpc_version: _builtins.int | None = ...,
+        state: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["rpc_version", b"rpc_version", "server", b"server", "state", b"state"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["rpc_version", b"rpc_version", "server", b"server", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MetaRegionServer: _TypeAlias = MetaRegionServer  # noqa: Y015

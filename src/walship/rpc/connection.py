@@ -36,6 +36,7 @@ from walship.rpc.wire import (
     read_frame,
     request_frame,
     split_response,
+    split_response_cells,
 )
 
 __all__ = ["RpcConnection", "remote_error"]
@@ -140,6 +141,16 @@ class RpcConnection:
         :raises RemoteHBaseError: the server answered with an exception.
         :raises MasterUnavailableError: the connection broke (it is closed: make a new one).
         """
+        return self.call_cells(method, request, response_type, cellblock=cellblock)[0]
+
+    def call_cells(
+        self, method: str, request: Message, response_type: type[M], *, cellblock: bytes = b""
+    ) -> tuple[M, bytes]:
+        """:meth:`call`, with the cell block of the answer (a scan's results' cells).
+
+        :raises RemoteHBaseError: the server answered with an exception.
+        :raises MasterUnavailableError: the connection broke (it is closed: make a new one).
+        """
         what = f"{self.service} at {self.server}"
         with self._lock:
             if self._closed:
@@ -164,7 +175,7 @@ class RpcConnection:
                     send_error = exc
                 while True:
                     frame = read_frame(channel, what)
-                    reply, body = split_response(frame, what)
+                    reply, body, cells = split_response_cells(frame, what)
                     if reply.call_id == call_id:
                         break
                     if reply.HasField("exception") and reply.call_id in _CONNECTION_IDS:
@@ -187,7 +198,7 @@ class RpcConnection:
             response.ParseFromString(body or b"")
         except DecodeError as exc:
             raise RpcProtocolError(f"{method} on {what}: the answer is not a {response_type.__name__}: {exc}") from None
-        return response
+        return response, cells
 
     def _read_refusal(self) -> Exception | None:
         """The answer of a server that refused the connection and closed it while we were still

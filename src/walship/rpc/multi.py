@@ -21,13 +21,16 @@ Example::
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TypeVar
+
+from google.protobuf.message import Message
 
 from walship.protos import Client_pb2, HBase_pb2
 from walship.rpc.auth import Authentication
+from walship.rpc.cellblock import keyvalue
 from walship.rpc.connection import DEFAULT_TIMEOUT, RpcConnection
 from walship.wal.model import Cell
 
@@ -38,11 +41,12 @@ __all__ = [
     "RegionServerClient",
     "RowMutation",
     "failures",
-    "keyvalue",
     "multi_call",
 ]
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=Message)
 
 #: The cell block codec of the calls (the client's ``hbase.client.rpc.codec`` when it has no tags).
 KEYVALUE_CODEC = "org.apache.hadoop.hbase.codec.KeyValueCodec"
@@ -52,8 +56,6 @@ CONSUMED_CLUSTER_IDS = "_cs.id"
 _PUT = Client_pb2.MutationProto.PUT
 _DELETE = Client_pb2.MutationProto.DELETE
 _REGION_NAME = HBase_pb2.RegionSpecifier.REGION_NAME
-_KV_HEAD = struct.Struct(">iiih")  # the cell's length, the key's, the value's, the row's
-_TS_TYPE = struct.Struct(">qB")
 
 
 @dataclass(frozen=True)
@@ -77,26 +79,6 @@ class ActionFailure:
     @property
     def short_class(self) -> str:
         return self.exception_class.rsplit(".", 1)[-1]
-
-
-def keyvalue(cell: Cell) -> bytes:
-    """The cell as ``KeyValueCodec`` writes it: its length, then the KeyValue (key length, value
-    length, row length and row, family length and family, qualifier, timestamp, type; the
-    value), without tags. A cell HBase cannot hold (a family of more than 127 bytes, a row of
-    more than 32,767) is refused by the region server, which names it."""
-    row, family, qualifier, ts, ctype, value, _ = cell
-    klen = 12 + len(row) + len(family) + len(qualifier)
-    return b"".join(
-        (
-            _KV_HEAD.pack(8 + klen + len(value), klen, len(value), len(row)),
-            row,
-            bytes((len(family),)),
-            family,
-            qualifier,
-            _TS_TYPE.pack(ts, ctype),
-            value,
-        )
-    )
 
 
 def multi_call(
@@ -178,6 +160,10 @@ class RegionServerClient:
         if failed:
             log.debug("%s: %d of %d mutations failed (%s)", self.server, len(failed), len(mutations), failed[0])
         return failed
+
+    def call(self, method: str, request: Message, response_type: type[M]) -> tuple[M, bytes]:
+        """Any ``ClientService`` call: its answer and the answer's cell block."""
+        return self._conn.call_cells(method, request, response_type)
 
     def close(self) -> None:
         self._conn.close()

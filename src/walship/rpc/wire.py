@@ -50,6 +50,7 @@ __all__ = [
     "response_frame",
     "split_request",
     "split_response",
+    "split_response_cells",
 ]
 
 log = logging.getLogger(__name__)
@@ -161,13 +162,28 @@ def split_request(frame: bytes, what: str) -> tuple[RPC_pb2.RequestHeader, bytes
 
 def split_response(frame: bytes, what: str) -> tuple[RPC_pb2.ResponseHeader, bytes | None]:
     """An answer's header and, unless it carries an exception, its response's bytes."""
+    header, body, _ = split_response_cells(frame, what)
+    return header, body
+
+
+def split_response_cells(frame: bytes, what: str) -> tuple[RPC_pb2.ResponseHeader, bytes | None, bytes]:
+    """An answer's header, its response's bytes (``None`` with an exception) and its cell block
+    (the bytes after the response; as many as the header's ``cell_block_meta`` says).
+
+    :raises RpcProtocolError: a cell block of another length than the header gives.
+    """
     data, end = read_delimited(frame, 0, what)
     header = RPC_pb2.ResponseHeader()
     _parse(header, data, what)
     if header.HasField("exception") or end == len(frame):
-        return header, None
-    body, _ = read_delimited(frame, end, what)
-    return header, body
+        return header, None, b""
+    body, end = read_delimited(frame, end, what)
+    cells = frame[end:]
+    if len(cells) != header.cell_block_meta.length:
+        raise RpcProtocolError(
+            f"{what}: a cell block of {len(cells)} bytes after the response, the header says {header.cell_block_meta.length}"
+        )
+    return header, body, cells
 
 
 def read_exact(sock: Readable, count: int, what: str) -> bytes:

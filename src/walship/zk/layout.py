@@ -76,6 +76,11 @@ class ZnodeLayout:
         return f"{self.parent}/master"
 
     @property
+    def meta_region_server(self) -> str:
+        """Where hbase:meta is (``zookeeper.znode.metaserver``, the default replica's)."""
+        return f"{self.parent}/meta-region-server"
+
+    @property
     def backup_masters(self) -> str:
         """Backup masters, one ephemeral znode each (``zookeeper.znode.backup.masters``)."""
         return f"{self.parent}/backup-masters"

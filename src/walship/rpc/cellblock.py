@@ -1,0 +1,76 @@
+"""Cells in an RPC cell block, in ``KeyValueCodec`` (HBase's client codec for cells without
+tags): each is its length (four bytes, big-endian), then the KeyValue: the key's length and the
+value's, the row's length and the row, the family's length and the family, the qualifier, the
+timestamp and the type; then the value. A WAL holds a cell without tags the same way.
+
+Example::
+
+    block = b"".join(map(keyvalue, cells))
+    assert cells_of(block, "a scan of t") == cells
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from walship.rpc.wire import RpcProtocolError
+from walship.wal.model import Cell
+
+__all__ = ["block_of", "cells_of", "keyvalue"]
+
+_KV_HEAD = struct.Struct(">iiih")  # the cell's length, the key's, the value's, the row's
+_TS_TYPE = struct.Struct(">qB")
+
+
+def keyvalue(cell: Cell) -> bytes:
+    """The cell in ``KeyValueCodec``, its tags left out. A cell HBase cannot hold (a family of
+    more than 127 bytes, a row of more than 32,767) is refused by the region server, which
+    names it."""
+    row, family, qualifier, ts, ctype, value, _ = cell
+    klen = 12 + len(row) + len(family) + len(qualifier)
+    return b"".join(
+        (
+            _KV_HEAD.pack(8 + klen + len(value), klen, len(value), len(row)),
+            row,
+            bytes((len(family),)),
+            family,
+            qualifier,
+            _TS_TYPE.pack(ts, ctype),
+            value,
+        )
+    )
+
+
+def cells_of(block: bytes, what: str) -> list[Cell]:
+    """The cells of a ``KeyValueCodec`` block.
+
+    :raises RpcProtocolError: bytes that are not whole cells (names ``what`` and the offset).
+    """
+    out = []
+    pos, n = 0, len(block)
+    while pos < n:
+        if n - pos < 14:
+            raise RpcProtocolError(f"{what}: a cell cut short at byte {pos} of the cell block")
+        total, klen, vlen, rowlen = _KV_HEAD.unpack_from(block, pos)
+        end = pos + 4 + total
+        if total != 8 + klen + vlen or klen < 12 + rowlen or rowlen < 0 or vlen < 0 or end > n:
+            raise RpcProtocolError(f"{what}: a cell that does not parse at byte {pos} of the cell block")
+        k = pos + 14
+        row = block[k : k + rowlen]
+        k += rowlen
+        flen = block[k]
+        family = block[k + 1 : k + 1 + flen]
+        kend = pos + 12 + klen
+        qualifier = block[k + 1 + flen : kend - 9]
+        if k + 1 + flen > kend - 9:
+            raise RpcProtocolError(f"{what}: a cell whose family runs past its key at byte {pos} of the cell block")
+        ts, ctype = _TS_TYPE.unpack_from(block, kend - 9)
+        out.append(Cell(row, family, qualifier, ts, ctype, block[kend:end]))
+        pos = end
+    return out
+
+
+def block_of(cells: Iterable[Cell]) -> bytes:
+    """The cells, one after another, as a cell block."""
+    return b"".join(map(keyvalue, cells))
