@@ -51,7 +51,7 @@ LAYERS: dict[str, set[str]] = {
     "zk": {"errors", "defaults", "protos", "servername", "wal", "peer", "security"},
     "hbaseshell": {"peer"},
     # HBase's RPC (the master's replication calls): beside zk, whose znodes name the master
-    "rpc": {"errors", "protos", "zk", "peer", "security"},
+    "rpc": {"errors", "protos", "zk", "peer", "security", "wal"},
     "serial": {"errors", "thrift", "wal", "zk", "peer"},
     "sep": {"errors", "defaults", "entrypoints", "files", "wal", "zk", "rpc", "servername", "peer"},
     "sinks": {
