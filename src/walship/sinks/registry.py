@@ -53,6 +53,12 @@ def _thrift2() -> SinkFactory:
     return Thrift2Sink
 
 
+def _hbase() -> SinkFactory:
+    from walship.sinks.regionservers import RegionServerSink
+
+    return RegionServerSink
+
+
 def _sep() -> SinkFactory:
     from walship.sinks.sep import SepSink
 
@@ -68,6 +74,7 @@ def _changelog() -> SinkFactory:
 _BUILTIN: dict[str, Callable[[], SinkFactory]] = {
     "thrift1": _thrift1,
     "thrift2": _thrift2,
+    "hbase": _hbase,
     "sep": _sep,
     "changelog": _changelog,
 }

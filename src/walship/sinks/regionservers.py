@@ -1,0 +1,280 @@
+"""Apply filtered edits straight into a peer HBase cluster's region servers (sink ``hbase``), as
+HBase's own replication sink and client write: no Thrift server on the peer.
+
+* The peer is its cluster key (``host[,host...]:port:/parent``): hbase:meta's region server comes
+  from the peer's ZooKeeper, each table's regions from hbase:meta (:mod:`walship.rpc.meta`),
+  kept until a region server says a region is not there.
+* A WAL entry's cells become mutations as HBase's ``ReplicationSink`` makes them: consecutive
+  cells of one row and one kind (puts, or deletes) are one mutation. Cells keep their own
+  timestamp and type, so every kind of delete reaches the peer as written; tags are dropped
+  (``KeyValueCodec``) and counted.
+* Mutations go in WAL order, a ``Multi`` call per region (of up to 1,000 rows or about 2 MiB),
+  from one thread per region server, one call at a time. A server's calls stop at its first failure; the mutations of that call and of the calls
+  after it go again, in order, once the regions are looked up again (a region that moved or
+  split) or after a backoff (a server that is busy), for up to ``RETRY_SECONDS``.
+* Every mutation carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer
+  writes them into its own WAL and the edit never comes back (no loops).
+* Connections authenticate as walship's connections to a master do
+  (:func:`walship.rpc.auth.default_auth`: Kerberos when the process logged in).
+
+A mutation the peer refuses for what it is (a family the table does not have, say) fails the
+batch with a :class:`~walship.errors.SinkError` naming the table, row and HBase's exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from walship.clusterids import encode_cluster_ids
+from walship.errors import MasterUnavailableError, RemoteHBaseError, SinkError, SinkUnavailableError
+from walship.peer import PeerConfig, parse_cluster_key
+from walship.rpc.auth import Authentication, default_auth
+from walship.rpc.meta import RegionLocation, locate, read_meta_location, table_regions
+from walship.rpc.multi import ActionFailure, RegionServerClient, RowMutation
+from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
+from walship.wal.model import CellType
+from walship.zk import ZnodeLayout, zk_client
+
+__all__ = ["RETRY_SECONDS", "RegionServerSink", "row_mutations"]
+
+log = logging.getLogger(__name__)
+
+ROWS_PER_CALL = 1000
+CALL_BYTES = 2 << 20
+#: How long a batch keeps going again after regions moved or servers were busy.
+RETRY_SECONDS = 120.0
+_BACKOFF = (0.05, 2.0)
+_PUT = int(CellType.Put)
+#: HBase's answers that mean "look the region up again"
+_RELOCATE = frozenset(
+    {
+        "NotServingRegionException",
+        "RegionMovedException",
+        "RegionOpeningException",
+        "RegionServerStoppedException",
+        "ServerNotRunningYetException",
+        "RegionServerAbortedException",
+    }
+)
+#: HBase's answers that mean "the same again, a little later"
+_BUSY = frozenset(
+    {"RegionTooBusyException", "CallQueueTooBigException", "RetryImmediatelyException", "CallDroppedException"}
+)
+
+
+@dataclass
+class _Pending:
+    """A mutation of the batch: its table, the mutation and its ``_cs.id``."""
+
+    table: bytes
+    mutation: RowMutation
+    cluster_ids: bytes
+
+
+@dataclass
+class _Call:
+    region: RegionLocation
+    cluster_ids: bytes
+    items: list[_Pending] = field(default_factory=list)
+    size: int = 0
+
+
+@dataclass
+class _Outcome:
+    """What a server's sender did: the first call that failed (``None``: all were applied), its
+    failures, and the calls after it that were not sent."""
+
+    failed: _Call | None = None
+    failures: list[ActionFailure] = field(default_factory=list)
+    error: str = ""
+    unsent: list[_Call] = field(default_factory=list)
+    calls: int = 0
+
+
+def row_mutations(fe: FilteredEntry) -> Iterator[RowMutation]:
+    """The entry's cells as HBase's ``ReplicationSink`` groups them: consecutive cells of one
+    row and of one kind (puts, or deletes) are one mutation."""
+    cells = fe.cells
+    start = 0
+    for i in range(1, len(cells) + 1):
+        if (
+            i == len(cells)
+            or cells[i].row != cells[start].row
+            or (cells[i].type == _PUT) != (cells[start].type == _PUT)
+        ):
+            yield RowMutation(cells[start].row, cells[start].type != _PUT, cells[start:i])
+            start = i
+
+
+class RegionServerSink(Sink):
+    """Sink ``hbase``: the peer's region servers, found through its ZooKeeper and hbase:meta."""
+
+    def __init__(self, peer: PeerConfig, context: SinkContext, *, auth: Authentication | None = None) -> None:
+        hosts, port, parent = parse_cluster_key(peer.cluster_key)
+        self.peer = peer
+        self._zk_hosts = ",".join(f"{h}:{port}" for h in hosts)
+        self._layout = ZnodeLayout(parent)
+        self._auth = auth or default_auth()
+        self._regions: dict[bytes, list[RegionLocation]] = {}
+        self._servers: dict[str, RegionServerClient] = {}
+
+    # -- where rows go ----------------------------------------------------------------------
+
+    def _meta(self) -> RegionServerClient:
+        try:
+            with zk_client(self._zk_hosts) as zk:
+                location = read_meta_location(zk, self._layout)
+        except Exception as exc:  # ZooKeeper's own errors: the peer is not reachable now
+            raise SinkUnavailableError(f"peer {self.peer.peer_id}: ZooKeeper {self._zk_hosts}: {exc}") from None
+        if location is None:
+            raise SinkUnavailableError(
+                f"peer {self.peer.peer_id}: no hbase:meta location at {self._layout.meta_region_server} on "
+                f"{self._zk_hosts} (a cluster still starting, or one without region servers' RPC, as the "
+                "minicluster, which takes sink thrift1 or thrift2)"
+            )
+        return self._server(*location)
+
+    def _server(self, host: str, port: int) -> RegionServerClient:
+        address = f"{host}:{port}"
+        client = self._servers.get(address)
+        if client is None:
+            client = self._servers[address] = RegionServerClient(host, port, self._auth)
+        return client
+
+    def _drop_server(self, address: str) -> None:
+        client = self._servers.pop(address, None)
+        if client is not None:
+            client.close()
+
+    def _table(self, table: bytes) -> list[RegionLocation]:
+        regions = self._regions.get(table)
+        if regions is None:
+            meta = self._meta()
+            try:
+                regions = table_regions(meta, table)
+            except (RemoteHBaseError, MasterUnavailableError) as exc:
+                self._drop_server(meta.server)
+                raise SinkUnavailableError(f"peer {self.peer.peer_id}: reading hbase:meta: {exc}") from None
+            if not regions:
+                raise SinkError(f"peer {self.peer.peer_id}: table {table.decode(errors='replace')} does not exist")
+            self._regions[table] = regions
+        return regions
+
+    # -- applying ---------------------------------------------------------------------------
+
+    def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
+        stats = ApplyStats()
+        pending: list[_Pending] = []
+        for fe in entries:
+            if not fe.cells:
+                continue
+            stats.cells += len(fe.cells)
+            stats.tags_dropped += sum(1 for c in fe.cells if c.tags)
+            ids = encode_cluster_ids(fe.cluster_ids)
+            pending += (_Pending(fe.entry.key.table, m, ids) for m in row_mutations(fe))
+        deadline = time.monotonic() + RETRY_SECONDS
+        backoff = _BACKOFF[0]
+        while pending:
+            pending, why = self._send(pending, stats)
+            if not pending:
+                break
+            if time.monotonic() + backoff > deadline:
+                raise SinkUnavailableError(
+                    f"peer {self.peer.peer_id}: {len(pending)} mutations of {wal} not applied after "
+                    f"{RETRY_SECONDS:g} s: {why}"
+                )
+            stats.retries += 1
+            stats.last_backoff = (backoff, why)
+            log.info("peer %s: %d mutations go again in %.2f s: %s", self.peer.peer_id, len(pending), backoff, why)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _BACKOFF[1])
+        return stats
+
+    def _calls(self, pending: Sequence[_Pending]) -> dict[str, list[_Call]]:
+        """The mutations as calls, by server address, each server's in WAL order."""
+        by_server: dict[str, list[_Call]] = {}
+        open_calls: dict[bytes, _Call] = {}  # region name -> the call taking its mutations
+        for item in pending:
+            region = locate(self._table(item.table), item.mutation.row)
+            if not region.host:
+                raise SinkUnavailableError(
+                    f"peer {self.peer.peer_id}: region {region.encoded} of {item.table.decode(errors='replace')} "
+                    "is not assigned"
+                )
+            call = open_calls.get(region.name)
+            if (
+                call is None
+                or call.cluster_ids != item.cluster_ids
+                or len(call.items) >= ROWS_PER_CALL
+                or call.size >= CALL_BYTES
+            ):
+                call = open_calls[region.name] = _Call(region, item.cluster_ids)
+                by_server.setdefault(region.address, []).append(call)
+            call.items.append(item)
+            call.size += sum(len(c.value) + len(c.row) + 32 for c in item.mutation.cells)
+        return by_server
+
+    def _send(self, pending: Sequence[_Pending], stats: ApplyStats) -> tuple[list[_Pending], str]:
+        """Send the mutations; the ones to send again (in WAL order) and why."""
+        by_server = self._calls(pending)
+        outcomes: dict[str, _Outcome] = {}
+        threads = []
+        for address, calls in by_server.items():
+            outcome = outcomes[address] = _Outcome()
+            client = self._server(calls[0].region.host, calls[0].region.port)
+            if len(by_server) == 1:
+                self._run_server(client, calls, outcome, stats)
+            else:
+                t = threading.Thread(target=self._run_server, args=(client, calls, outcome, stats), daemon=True)
+                t.start()
+                threads.append(t)
+        for t in threads:
+            t.join()
+        again: list[_Pending] = []
+        reasons = []
+        for address, outcome in outcomes.items():
+            stats.calls += outcome.calls
+            if outcome.failed is None:
+                continue
+            call = outcome.failed
+            kinds = {f.short_class for f in outcome.failures}
+            for f in outcome.failures:
+                if f.short_class not in _RELOCATE | _BUSY and f.exception_class:
+                    item = call.items[f.index]
+                    raise SinkError(
+                        f"peer {self.peer.peer_id}: table {item.table.decode(errors='replace')} row "
+                        f"{item.mutation.row!r}: {f.short_class}: {f.message}"
+                    )
+            if outcome.error or kinds & _RELOCATE or "" in kinds:
+                for c in (call, *outcome.unsent):
+                    self._regions.pop(c.items[0].table, None)
+                if outcome.error:
+                    self._drop_server(address)
+            reasons.append(f"{address}: {outcome.error or ', '.join(sorted(kinds))}")
+            again += [item for c in (call, *outcome.unsent) for item in c.items]
+        if not again:
+            return [], ""
+        order = {id(item): i for i, item in enumerate(pending)}
+        again.sort(key=lambda item: order[id(item)])
+        return again, "; ".join(reasons)
+
+    def _run_server(self, client: RegionServerClient, calls: list[_Call], outcome: _Outcome, stats: ApplyStats) -> None:
+        """Send one server's calls in order; stop at the first that fails."""
+        for k, call in enumerate(calls):
+            try:
+                failed = client.multi(call.region.name, [item.mutation for item in call.items], call.cluster_ids)
+            except (RemoteHBaseError, MasterUnavailableError) as exc:
+                outcome.failed, outcome.error, outcome.unsent = call, str(exc), calls[k + 1 :]
+                return
+            outcome.calls += 1
+            if failed:
+                outcome.failed, outcome.failures, outcome.unsent = call, failed, calls[k + 1 :]
+                return
+
+    def close(self) -> None:
+        for address in list(self._servers):
+            self._drop_server(address)

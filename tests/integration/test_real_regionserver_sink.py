@@ -1,0 +1,112 @@
+"""Sink ``hbase`` (walship.sinks.regionservers) against real HBase 2.6: a batch reaches every
+region of a table spread over three region servers, in WAL order; a region that moved between
+batches is looked up again; a family the table lacks fails the batch by name; a peer without
+hbase:meta in its ZooKeeper (the minicluster) is named, not guessed at."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from real_hbase import cluster, create_table, unique
+from replication_helpers import Cluster
+
+from walship.errors import SinkError, SinkUnavailableError
+from walship.peer import PeerConfig
+from walship.sinks.base import FilteredEntry, SinkContext
+from walship.sinks.regionservers import RegionServerSink, row_mutations
+from walship.sinks.registry import create_sink
+from walship.wal import Cell, CellType, WalEntry, WalKey
+from walship_testing.harness import HBaseProcess
+from walship_testing.minicluster.process import MiniClusterProcess
+
+pytestmark = pytest.mark.integration
+
+ORIGIN = (uuid.UUID(int=21),)
+
+
+def entry(table: str, seq: int, *cells: Cell) -> FilteredEntry:
+    key = WalKey(b"0" * 32, table.encode(), seq, 1_000)
+    return FilteredEntry(WalEntry(key, cells, 0, 40 * len(cells)), cells, ORIGIN)
+
+
+def put(row: bytes, qualifier: bytes, ts: int, value: bytes) -> Cell:
+    return Cell(row, b"r", qualifier, ts, int(CellType.Put), value)
+
+
+def peer_of(hb: HBaseProcess) -> PeerConfig:
+    return PeerConfig("1", hb.cluster_key, configuration={"walship.sink.protocol": "hbase"})
+
+
+def test_row_mutations_are_hbases_replication_sinks() -> None:
+    cells = (
+        put(b"a", b"q", 1, b"1"),
+        put(b"a", b"p", 1, b"2"),
+        Cell(b"a", b"r", b"q", 1, int(CellType.Delete)),
+        Cell(b"a", b"r", b"", 1, int(CellType.DeleteFamily)),
+        put(b"a", b"q", 2, b"3"),
+        put(b"b", b"q", 1, b"4"),
+    )
+    got = [(m.row, m.delete, len(m.cells)) for m in row_mutations(entry("t", 1, *cells))]
+    assert got == [(b"a", False, 2), (b"a", True, 2), (b"a", False, 1), (b"b", False, 1)]
+
+
+def test_a_batch_reaches_every_region_in_wal_order(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
+    a, _ = real_hbase
+    table = unique("hsink")
+    create_table(a, table, splits=[b"g", b"p"])
+    assert len({r["server"] for r in a.call("regions", table=table)}) > 1  # several servers, a thread each
+    rows = [b"a1", b"h1", b"q1", b"a2", b"z9"]
+    batch = [entry(table, i + 1, put(row, b"q", 5, b"first")) for i, row in enumerate(rows)]
+    # the same cell again at the same timestamp: the later write is the one HBase keeps
+    batch += [entry(table, 10 + i, put(row, b"q", 5, b"second")) for i, row in enumerate(rows)]
+    batch.append(entry(table, 20, Cell(b"h1", b"r", b"", 9, int(CellType.DeleteFamily))))
+    sink = create_sink(peer_of(a), SinkContext(wal_root=""))
+    assert isinstance(sink, RegionServerSink)
+    try:
+        stats = sink.apply(batch, "a batch")
+    finally:
+        sink.close()
+    assert stats.cells == 11 and stats.retries == 0 and stats.calls >= 3
+    t = cluster(a, table).table()
+    assert dict(t.scan()) == {row: {b"r:q": b"second"} for row in rows if row != b"h1"}
+
+
+def test_a_region_that_moved_is_looked_up_again(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
+    a, _ = real_hbase
+    table = unique("hmove")
+    create_table(a, table)
+    sink = create_sink(peer_of(a), SinkContext(wal_root=""))
+    try:
+        assert sink.apply([entry(table, 1, put(b"k", b"q", 1, b"before"))], "one").retries == 0
+        (region,) = a.call("regions", table=table)
+        target = next(s for s in a.servers() if s != region["server"])
+        a.call("move_region", region=region["region"], server=target)
+        stats = sink.apply([entry(table, 2, put(b"k", b"q", 2, b"after"))], "two")
+    finally:
+        sink.close()
+    assert stats.retries >= 1 and stats.last_backoff is not None
+    assert cluster(a, table).table().row(b"k") == {b"r:q": b"after"}
+
+
+def test_a_family_the_table_lacks_fails_the_batch_by_name(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
+    a, _ = real_hbase
+    table = unique("hfam")
+    create_table(a, table)
+    sink = create_sink(peer_of(a), SinkContext(wal_root=""))
+    try:
+        with pytest.raises(SinkError, match=rf"table {table} row b'k': NoSuchColumnFamilyException"):
+            sink.apply([entry(table, 1, Cell(b"k", b"nosuch", b"q", 1, int(CellType.Put), b"v"))], "one")
+    finally:
+        sink.close()
+
+
+def test_a_peer_without_hbase_meta_in_zookeeper_is_named(minicluster: MiniClusterProcess, zk_hosts: str) -> None:
+    key = Cluster(minicluster, zk_hosts).cluster_key
+    peer = PeerConfig("1", key, configuration={"walship.sink.protocol": "hbase"})
+    sink = create_sink(peer, SinkContext(wal_root=""))
+    try:
+        with pytest.raises(SinkUnavailableError, match="no hbase:meta location at .*/meta-region-server"):
+            sink.apply([entry("t", 1, put(b"k", b"q", 1, b"v"))], "one")
+    finally:
+        sink.close()
