@@ -289,6 +289,8 @@ def create_tables(a: HBaseProcess, b: HBaseProcess, rows: int) -> list[str]:
 
 
 def sink_config(b: HBaseProcess, sink: str) -> dict[str, str]:
+    if sink == "hbase":  # B's region servers, found through its ZooKeeper (the peer's cluster key)
+        return {"walship.sink.protocol": "hbase"}
     if sink == "thrift2":
         host, port = b.thrift2
         return {"walship.sink.protocol": "thrift2", "walship.sink.thrift2": f"{host}:{port}"}

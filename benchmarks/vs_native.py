@@ -9,7 +9,9 @@ queue and both queues hold the same WALs. Two peers replicate A to B:
   ReplicationSource on A reads the WALs and pushes batches to B's ReplicationSink over RPC),
   table-cfs ``native``;
 * ``w``: walship's (added through the Admin DISABLED for HBase, ``walship.managed=true``, adopted
-  by walship), shipped through B's Thrift2 server, table-cfs ``walship``.
+  by walship), shipped through B's Thrift2 server (``--sink thrift2``, the default) or straight
+  into B's region server (``--sink hbase``: ``Multi`` calls, as HBase's own sink writes),
+  table-cfs ``walship``.
 
 Figures, each round (``--rounds``; medians printed, each round's ratio beside):
 
@@ -28,6 +30,7 @@ Figures, each round (``--rounds``; medians printed, each round's ratio beside):
   an edit beside A's JVM's CPU an edit while HBase's source tails.
 
     .venv/bin/python benchmarks/vs_native.py [--rows 100000] [--rounds 3] [--rate 5000] [--seconds 30]
+                                             [--sink thrift2|hbase]
 """
 
 from __future__ import annotations
@@ -65,14 +68,14 @@ DRAIN_TARGET = 2.0
 LAG_TARGET = 0.25
 
 
-def add_peers(a: HBaseProcess, b: HBaseProcess) -> None:
+def add_peers(a: HBaseProcess, b: HBaseProcess, sink: str) -> None:
     """``n`` (HBase's, disabled) and ``w`` (walship's); returns once A's server queues its WALs
     for both."""
     for table in TABLES.values():
         for hb in (a, b):
             hb.call("create_table", table=table, families=FAMILY)
     a.call("add_peer", peer=NATIVE, cluster_key=b.cluster_key, state="DISABLED", table_cfs={TABLES[NATIVE]: []})
-    add_managed(a, b, WALSHIP, TABLES[WALSHIP])
+    add_managed(a, b, WALSHIP, TABLES[WALSHIP], sink)
     with zk_client(a.zk_hosts) as client:
         queues = ReplicationQueues(client, ZnodeLayout(a.znode_parent))
         deadline = time.monotonic() + 60
@@ -267,13 +270,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=5000, help="edits a second of the lag phase")
     parser.add_argument("--seconds", type=float, default=30, help="seconds of the lag phase (0: none)")
+    parser.add_argument(
+        "--sink",
+        choices=("thrift2", "hbase"),
+        default="thrift2",
+        help="how walship writes into B: its Thrift2 server, or straight into its region server (sink hbase)",
+    )
     args = parser.parse_args(argv)
     if args.rows < 1000 or args.rounds < 1 or args.rate < 100 or args.seconds < 0:
         parser.error("--rows must be >= 1000, --rounds >= 1, --rate >= 100, --seconds >= 0")
     rounds: list[dict[str, Step]] = []
     lag = None
     with real_pair("parallel", a_servers=1) as (_root, a, b):
-        add_peers(a, b)
+        add_peers(a, b, args.sink)
+        print(f"walship writes into B with sink {args.sink}", flush=True)
         drain_round(a, b, 0, min(args.rows, 20_000))  # unmeasured: the JVMs' compilers warm up
         for r in range(args.rounds):
             rounds.append(drain_round(a, b, (r + 1) * args.rows, args.rows))

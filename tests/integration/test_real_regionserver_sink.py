@@ -89,6 +89,25 @@ def test_a_region_that_moved_is_looked_up_again(real_hbase: tuple[HBaseProcess, 
     assert cluster(a, table).table().row(b"k") == {b"r:q": b"after"}
 
 
+def test_a_region_that_split_is_looked_up_again(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
+    """The sink's regions were read before the split: its calls to the parent fail, and the
+    daughters, found in hbase:meta, take the rows on each side of the split key."""
+    a, _ = real_hbase
+    table = unique("hsplit")
+    create_table(a, table)
+    sink = create_sink(peer_of(a), SinkContext(wal_root=""))
+    try:
+        sink.apply([entry(table, 1, put(b"a", b"q", 1, b"1"), put(b"z", b"q", 1, b"1"))], "one")
+        (region,) = a.call("regions", table=table)
+        a.call("split_region", region=region["region"], split_key=b"m".hex())
+        stats = sink.apply([entry(table, 2, put(b"a", b"q", 2, b"2"), put(b"z", b"q", 2, b"2"))], "two")
+    finally:
+        sink.close()
+    assert [r["start"] for r in a.call("regions", table=table)] == ["", b"m".hex()]
+    assert stats.retries >= 1
+    assert dict(cluster(a, table).table().scan()) == {b"a": {b"r:q": b"2"}, b"z": {b"r:q": b"2"}}
+
+
 def test_a_family_the_table_lacks_fails_the_batch_by_name(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
     a, _ = real_hbase
     table = unique("hfam")

@@ -155,10 +155,19 @@ class RegionServerClient:
         :raises MasterUnavailableError: the connection broke.
         """
         request, block = multi_call(region_name, mutations, cluster_ids)
+        return self.send(request, block)
+
+    def send(self, request: Client_pb2.MultiRequest, block: bytes) -> list[ActionFailure]:
+        """Send a call :func:`multi_call` made; the mutations that failed.
+
+        :raises RemoteHBaseError: the server refused the call itself.
+        :raises MasterUnavailableError: the connection broke.
+        """
+        actions = len(request.regionAction[0].action) if request.regionAction else 0
         response = self._conn.call("Multi", request, Client_pb2.MultiResponse, cellblock=block)
-        failed = failures(response, len(mutations))
+        failed = failures(response, actions)
         if failed:
-            log.debug("%s: %d of %d mutations failed (%s)", self.server, len(failed), len(mutations), failed[0])
+            log.debug("%s: %d of %d mutations failed (%s)", self.server, len(failed), actions, failed[0])
         return failed
 
     def call(self, method: str, request: Message, response_type: type[M]) -> tuple[M, bytes]:

@@ -9,7 +9,9 @@ HBase's own replication sink and client write: no Thrift server on the peer.
   timestamp and type, so every kind of delete reaches the peer as written; tags are dropped
   (``KeyValueCodec``) and counted.
 * Mutations go in WAL order, a ``Multi`` call per region (of up to 1,000 rows or about 2 MiB),
-  from one thread per region server, one call at a time. A server's calls stop at its first failure; the mutations of that call and of the calls
+  from a thread per region server, one call at a time, the next one encoded while one is at
+  the server. A region that is not assigned (a split's daughters opening) is looked up again
+  after a backoff. A server's calls stop at its first failure; the mutations of that call and of the calls
   after it go again, in order, once the regions are looked up again (a region that moved or
   split) or after a backoff (a server that is busy), for up to ``RETRY_SECONDS``.
 * Every mutation carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer
@@ -24,6 +26,7 @@ batch with a :class:`~walship.errors.SinkError` naming the table, row and HBase'
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -32,9 +35,10 @@ from dataclasses import dataclass, field
 from walship.clusterids import encode_cluster_ids
 from walship.errors import MasterUnavailableError, RemoteHBaseError, SinkError, SinkUnavailableError
 from walship.peer import PeerConfig, parse_cluster_key
+from walship.protos import Client_pb2
 from walship.rpc.auth import Authentication, default_auth
 from walship.rpc.meta import RegionLocation, locate, read_meta_location, table_regions
-from walship.rpc.multi import ActionFailure, RegionServerClient, RowMutation
+from walship.rpc.multi import ActionFailure, RegionServerClient, RowMutation, multi_call
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.wal.model import CellType
 from walship.zk import ZnodeLayout, zk_client
@@ -200,11 +204,6 @@ class RegionServerSink(Sink):
         open_calls: dict[bytes, _Call] = {}  # region name -> the call taking its mutations
         for item in pending:
             region = locate(self._table(item.table), item.mutation.row)
-            if not region.host:
-                raise SinkUnavailableError(
-                    f"peer {self.peer.peer_id}: region {region.encoded} of {item.table.decode(errors='replace')} "
-                    "is not assigned"
-                )
             call = open_calls.get(region.name)
             if (
                 call is None
@@ -222,18 +221,21 @@ class RegionServerSink(Sink):
         """Send the mutations; the ones to send again (in WAL order) and why."""
         by_server = self._calls(pending)
         outcomes: dict[str, _Outcome] = {}
-        threads = []
-        for address, calls in by_server.items():
-            outcome = outcomes[address] = _Outcome()
-            client = self._server(calls[0].region.host, calls[0].region.port)
-            if len(by_server) == 1:
-                self._run_server(client, calls, outcome, stats)
-            else:
-                t = threading.Thread(target=self._run_server, args=(client, calls, outcome, stats), daemon=True)
-                t.start()
-                threads.append(t)
-        for t in threads:
-            t.join()
+        unassigned = by_server.pop(":0", [])
+        if unassigned:  # no server to send to yet: after a backoff, with the regions read again
+            outcomes[":0"] = _Outcome(unassigned[0], error="a region is not assigned", unsent=unassigned[1:])
+        senders = {
+            address: _Sender(
+                self._server(calls[0].region.host, calls[0].region.port), outcomes.setdefault(address, _Outcome())
+            )
+            for address, calls in by_server.items()
+        }
+        try:
+            for address, call in _in_order(by_server):
+                senders[address].put(call)
+        finally:
+            for sender in senders.values():
+                sender.finish()
         again: list[_Pending] = []
         reasons = []
         for address, outcome in outcomes.items():
@@ -252,7 +254,7 @@ class RegionServerSink(Sink):
             if outcome.error or kinds & _RELOCATE or "" in kinds:
                 for c in (call, *outcome.unsent):
                     self._regions.pop(c.items[0].table, None)
-                if outcome.error:
+                if outcome.error and address in self._servers:
                     self._drop_server(address)
             reasons.append(f"{address}: {outcome.error or ', '.join(sorted(kinds))}")
             again += [item for c in (call, *outcome.unsent) for item in c.items]
@@ -262,19 +264,59 @@ class RegionServerSink(Sink):
         again.sort(key=lambda item: order[id(item)])
         return again, "; ".join(reasons)
 
-    def _run_server(self, client: RegionServerClient, calls: list[_Call], outcome: _Outcome, stats: ApplyStats) -> None:
-        """Send one server's calls in order; stop at the first that fails."""
-        for k, call in enumerate(calls):
-            try:
-                failed = client.multi(call.region.name, [item.mutation for item in call.items], call.cluster_ids)
-            except (RemoteHBaseError, MasterUnavailableError) as exc:
-                outcome.failed, outcome.error, outcome.unsent = call, str(exc), calls[k + 1 :]
-                return
-            outcome.calls += 1
-            if failed:
-                outcome.failed, outcome.failures, outcome.unsent = call, failed, calls[k + 1 :]
-                return
-
     def close(self) -> None:
         for address in list(self._servers):
             self._drop_server(address)
+
+
+def _in_order(by_server: dict[str, list[_Call]]) -> Iterator[tuple[str, _Call]]:
+    """Every server's calls, taken in turn (each server's in order)."""
+    iters = [(address, iter(calls)) for address, calls in by_server.items()]
+    while iters:
+        alive = []
+        for address, it in iters:
+            call = next(it, None)
+            if call is not None:
+                yield address, call
+                alive.append((address, it))
+        iters = alive
+
+
+class _Sender:
+    """A region server's calls, encoded by the caller's thread (:meth:`put`) and sent one at a
+    time by a thread of their own, which stops at the first that fails (the calls after it are
+    kept unsent)."""
+
+    def __init__(self, client: RegionServerClient, outcome: _Outcome) -> None:
+        self._client = client
+        self._outcome = outcome
+        self._queue: queue.Queue[tuple[_Call, Client_pb2.MultiRequest, bytes] | None] = queue.Queue(maxsize=2)
+        self._thread = threading.Thread(target=self._run, name=f"sink-hbase-{client.server}", daemon=True)
+        self._thread.start()
+
+    def put(self, call: _Call) -> None:
+        if self._outcome.failed is not None:
+            self._outcome.unsent.append(call)
+            return
+        request, block = multi_call(call.region.name, [item.mutation for item in call.items], call.cluster_ids)
+        self._queue.put((call, request, block))
+
+    def finish(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _run(self) -> None:
+        outcome = self._outcome
+        while (item := self._queue.get()) is not None:
+            call, request, block = item
+            if outcome.failed is not None:
+                outcome.unsent.append(call)
+                continue
+            try:
+                failed = self._client.send(request, block)
+            except (RemoteHBaseError, MasterUnavailableError) as exc:
+                outcome.failed, outcome.error = call, str(exc)
+                continue
+            outcome.calls += 1
+            if failed:
+                outcome.failed, outcome.failures = call, failed
