@@ -136,7 +136,7 @@ if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   apt_install python3-venv
 fi
 PYTHON_REAL=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-stamp_of() { { cat pyproject.toml constraints.txt src/walship/wal/_walcodec.c src/walship/wal/_walcodec_context.h src/walship/wal/_walcodec_compressed.h src/walship/thrift/_putencoder.c src/walship/wal/_tuples.h src/walship/replicate/batcher/_batcher.c src/walship/sinks/_fastpath.c; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
+stamp_of() { { cat pyproject.toml constraints.txt src/walship/wal/_walcodec.c src/walship/wal/_walcodec_context.h src/walship/wal/_walcodec_compressed.h src/walship/thrift/_putencoder.c src/walship/wal/_tuples.h src/walship/replicate/batcher/_batcher.c src/walship/sinks/_fastpath.c src/walship/sinks/_multicall.h; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.walship-python" 2>/dev/null || true)" != "$PYTHON_REAL" ]; then
   say "recreating $VENV for $PYTHON_REAL"
   rm -rf "$VENV"

@@ -353,3 +353,29 @@ def test_a_compiled_run_counts_into_its_tally_and_refuses_another_shape() -> Non
         _batcher.take_run(run, 0, args, [], [0, 0, 0], (2, 1, 1))
     with pytest.raises(TypeError, match="Tally.read must be an int"):
         _batcher.take_run(run, 0, args, [], [0, "0", 0, 0, 0, None], (2, 1, 1))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_multi_calls_are_the_protobuf_runtimes_bytes(seed: int) -> None:
+    """Sink hbase's compiled Multi call is, byte for byte, what walship.rpc.multi.multi_call
+    builds with Google's protobuf runtime: the request serialized, and the cell block."""
+    from walship.clusterids import encode_cluster_ids
+    from walship.rpc.multi import RowMutation, multi_call
+
+    rng = random.Random(seed)
+    mutations = []
+    for entry in random_entries(rng, 200):  # more than 127 mutations: two-byte indexes
+        cells = entry.cells
+        if cells:
+            mutations.append(RowMutation(cells[0].row, rng.random() < 0.3, cells))
+    mutations.append(
+        RowMutation(b"r" * 300, False, (Cell(b"r" * 300, b"f", b"", -5, int(CellType.Put), b"v" * 70_000),))
+    )
+    for ids in (None, encode_cluster_ids((SOURCE, PEER))):
+        request, block = multi_call(b"t,,1700000000000.0123456789abcdef.", mutations, ids)
+        assert _fastpath.multi_call(b"t,,1700000000000.0123456789abcdef.", mutations, ids) == (
+            request.SerializeToString(),
+            block,
+        )
+    with pytest.raises(TypeError, match="multi_call: a mutation must be"):
+        _fastpath.multi_call(b"r", [RowMutation(b"r", False, list(mutations[0].cells))], None)

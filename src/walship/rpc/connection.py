@@ -134,7 +134,7 @@ class RpcConnection:
             raise
         log.debug("connected to %s at %s (%s)", service, self.server, auth.name)
 
-    def call(self, method: str, request: Message, response_type: type[M], *, cellblock: bytes = b"") -> M:
+    def call(self, method: str, request: Message | bytes, response_type: type[M], *, cellblock: bytes = b"") -> M:
         """Call ``method`` with ``request`` (and the cells of ``cellblock``, in the connection's
         ``cell_codec``) and wait for its answer.
 
@@ -144,9 +144,10 @@ class RpcConnection:
         return self.call_cells(method, request, response_type, cellblock=cellblock)[0]
 
     def call_cells(
-        self, method: str, request: Message, response_type: type[M], *, cellblock: bytes = b""
+        self, method: str, request: Message | bytes, response_type: type[M], *, cellblock: bytes = b""
     ) -> tuple[M, bytes]:
-        """:meth:`call`, with the cell block of the answer (a scan's results' cells).
+        """:meth:`call`, with the cell block of the answer (a scan's results' cells); ``request``
+        may be serialized already.
 
         :raises RemoteHBaseError: the server answered with an exception.
         :raises MasterUnavailableError: the connection broke (it is closed: make a new one).

@@ -136,10 +136,12 @@ def connection_header(header: RPC_pb2.ConnectionHeader) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
-def request_frame(header: RPC_pb2.RequestHeader, request: Message, cellblock: bytes = b"") -> bytes:
-    """One call: its length, the delimited header, the delimited request, then its cell block
-    (whose length the header's ``cell_block_meta`` must give)."""
-    body = delimited(header) + delimited(request)
+def request_frame(header: RPC_pb2.RequestHeader, request: Message | bytes, cellblock: bytes = b"") -> bytes:
+    """One call: its length, the delimited header, the delimited request (a message, or one
+    already serialized), then its cell block (whose length the header's ``cell_block_meta``
+    must give)."""
+    param = _varint(len(request)) + request if isinstance(request, bytes) else delimited(request)
+    body = delimited(header) + param
     return struct.pack(">I", len(body) + len(cellblock)) + body + cellblock
 
 

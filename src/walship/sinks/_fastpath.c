@@ -23,12 +23,18 @@
  *     (a Delete or a DeleteFamilyVersion), which is left whole to Python. Returns (i, cells,
  *     tags): where it stopped, the cells grouped and those of them with tags.
  *
+ * multi_call(region_name, mutations, cluster_ids)
+ *     sink hbase's Multi call, serialized, and its cell block (_multicall.h).
+ *
  * Entries, keys and cells are walship's named tuples, read by position (the layout in LAYOUT,
  * see ../wal/_tuples.h). tests/unit/test_fastpath.py checks both against the Python code on
  * the same entries.
  *
  * Plain CPython C API, no dependency; an optional ext-module declared in pyproject.toml.
  */
+#include <stdint.h>
+#include <string.h>
+
 #include "../wal/_tuples.h"
 
 /* walship.wal.model.CellType's values */
@@ -259,6 +265,8 @@ fail:
     return NULL;
 }
 
+#include "_multicall.h"
+
 static PyMethodDef methods[] = {
     {"group_rows", group_rows, METH_VARARGS,
      "group_rows(entries, i, groups) -> (i, cells, tags)\n\n"
@@ -268,6 +276,9 @@ static PyMethodDef methods[] = {
      "put_rows(entries, i, ci, table, ids, mutations, size, max_mutations, max_bytes)\n"
      "    -> (i, ci, size, cells, tags, full)\n\n"
      "Thrift2Sink.calls' rows of put cells for one stream, into the open call's mutations."},
+    {"multi_call", multi_call, METH_VARARGS,
+     "multi_call(region_name, mutations, cluster_ids) -> (request, block)\n\n"
+     "walship.rpc.multi.multi_call for sink hbase, the MultiRequest serialized (_multicall.h)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,6 +40,7 @@ from walship.rpc.auth import Authentication, default_auth
 from walship.rpc.meta import RegionLocation, locate, read_meta_location, table_regions
 from walship.rpc.multi import ActionFailure, RegionServerClient, RowMutation, multi_call
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
+from walship.sinks.compiled import FASTPATH
 from walship.wal.model import CellType
 from walship.zk import ZnodeLayout, zk_client
 
@@ -290,7 +291,7 @@ class _Sender:
     def __init__(self, client: RegionServerClient, outcome: _Outcome) -> None:
         self._client = client
         self._outcome = outcome
-        self._queue: queue.Queue[tuple[_Call, Client_pb2.MultiRequest, bytes] | None] = queue.Queue(maxsize=2)
+        self._queue: queue.Queue[tuple[_Call, Client_pb2.MultiRequest | bytes, bytes] | None] = queue.Queue(maxsize=2)
         self._thread = threading.Thread(target=self._run, name=f"sink-hbase-{client.server}", daemon=True)
         self._thread.start()
 
@@ -298,7 +299,12 @@ class _Sender:
         if self._outcome.failed is not None:
             self._outcome.unsent.append(call)
             return
-        request, block = multi_call(call.region.name, [item.mutation for item in call.items], call.cluster_ids)
+        mutations = [item.mutation for item in call.items]
+        if FASTPATH is not None:
+            request: Client_pb2.MultiRequest | bytes
+            request, block = FASTPATH.multi_call(call.region.name, mutations, call.cluster_ids)
+        else:
+            request, block = multi_call(call.region.name, mutations, call.cluster_ids)
         self._queue.put((call, request, block))
 
     def finish(self) -> None:
@@ -313,7 +319,7 @@ class _Sender:
                 outcome.unsent.append(call)
                 continue
             try:
-                failed = self._client.send(request, block)
+                failed = self._client.send(request, block, len(call.items))
             except (RemoteHBaseError, MasterUnavailableError) as exc:
                 outcome.failed, outcome.error = call, str(exc)
                 continue

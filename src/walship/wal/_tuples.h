@@ -15,7 +15,7 @@
 /* walship.wal.model.WalEntry, WalKey, Cell; walship.sinks.base.FilteredEntry */
 enum { ENTRY_KEY = 0, ENTRY_CELLS = 1, ENTRY_OFFSET = 2, ENTRY_END = 3, ENTRY_SIZE = 4 };
 enum { KEY_TABLE = 1, KEY_WRITE_TIME = 3, KEY_CLUSTER_IDS = 4, KEY_SCOPES = 5, KEY_SIZE = 6 };
-enum { CELL_ROW = 0, CELL_FAMILY = 1, CELL_TIMESTAMP = 3, CELL_TYPE = 4, CELL_VALUE = 5, CELL_TAGS = 6, CELL_SIZE = 7 };
+enum { CELL_ROW = 0, CELL_FAMILY = 1, CELL_QUALIFIER = 2, CELL_TIMESTAMP = 3, CELL_TYPE = 4, CELL_VALUE = 5, CELL_TAGS = 6, CELL_SIZE = 7 };
 enum { FE_ENTRY = 0, FE_CELLS = 1, FE_IDS = 2, FE_SIZE = 3 };
 
 /* one field of a named tuple and the position the code reads it at */
@@ -29,7 +29,7 @@ typedef struct {
     {"WalEntry.key", ENTRY_KEY}, {"WalEntry.cells", ENTRY_CELLS}, {"WalEntry.offset", ENTRY_OFFSET},             \
         {"WalEntry.end_offset", ENTRY_END}, {"WalKey.table", KEY_TABLE}, {"WalKey.write_time", KEY_WRITE_TIME},   \
         {"WalKey.cluster_ids", KEY_CLUSTER_IDS}, {"WalKey.scopes", KEY_SCOPES}, {"Cell.row", CELL_ROW},           \
-        {"Cell.family", CELL_FAMILY}, {"Cell.timestamp", CELL_TIMESTAMP}, {"Cell.type", CELL_TYPE},               \
+        {"Cell.family", CELL_FAMILY}, {"Cell.qualifier", CELL_QUALIFIER}, {"Cell.timestamp", CELL_TIMESTAMP}, {"Cell.type", CELL_TYPE},               \
         {"Cell.value", CELL_VALUE}, {"Cell.tags", CELL_TAGS}, {"FilteredEntry.entry", FE_ENTRY},                  \
         {"FilteredEntry.cells", FE_CELLS}, {"FilteredEntry.cluster_ids", FE_IDS}
 
