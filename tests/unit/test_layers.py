@@ -65,6 +65,9 @@ LAYERS: dict[str, set[str]] = {
         "servername",
         "sep",
         "peer",
+        "protos",
+        "rpc",
+        "zk",
     },
     "replicate": {
         "errors",
