@@ -47,7 +47,7 @@ def test_row_mutations_are_hbases_replication_sinks() -> None:
         put(b"a", b"q", 2, b"3"),
         put(b"b", b"q", 1, b"4"),
     )
-    got = [(m.row, m.delete, len(m.cells)) for m in row_mutations(entry("t", 1, *cells))]
+    got = [(row, delete, len(run)) for row, delete, run in row_mutations(entry("t", 1, *cells))]
     assert got == [(b"a", False, 2), (b"a", True, 2), (b"a", False, 1), (b"b", False, 1)]
 
 

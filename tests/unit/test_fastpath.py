@@ -379,3 +379,16 @@ def test_multi_calls_are_the_protobuf_runtimes_bytes(seed: int) -> None:
         )
     with pytest.raises(TypeError, match="multi_call: a mutation must be"):
         _fastpath.multi_call(b"r", [RowMutation(b"r", False, list(mutations[0].cells))], None)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_row_runs_are_the_sinks_row_mutations(seed: int) -> None:
+    """Sink hbase's compiled grouping of an entry's cells into mutations gives the Python one's
+    rows, kinds and cells."""
+    from walship.sinks import regionservers
+
+    rng = random.Random(seed)
+    for entry in random_entries(rng, 100, puts_share=0.5):
+        fe = FilteredEntry(entry, entry.cells, ())
+        python = [tuple(m) for m in regionservers._row_mutations(fe)]
+        assert _fastpath.row_runs(entry.cells) == python

@@ -92,14 +92,14 @@ def multi_call(
     action.region.type = _REGION_NAME
     action.region.value = region_name
     block: list[bytes] = []
-    for index, m in enumerate(mutations):
+    for index, (row, delete, cells) in enumerate(mutations):  # (plain tuples too)
         proto = action.action.add(index=index).mutation
-        proto.row = m.row
-        proto.mutate_type = _DELETE if m.delete else _PUT
-        proto.associated_cell_count = len(m.cells)
+        proto.row = row
+        proto.mutate_type = _DELETE if delete else _PUT
+        proto.associated_cell_count = len(cells)
         if cluster_ids is not None:
             proto.attribute.add(name=CONSUMED_CLUSTER_IDS, value=cluster_ids)
-        block += map(keyvalue, m.cells)
+        block += map(keyvalue, cells)
     return request, b"".join(block)
 
 

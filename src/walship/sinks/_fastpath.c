@@ -23,8 +23,9 @@
  *     (a Delete or a DeleteFamilyVersion), which is left whole to Python. Returns (i, cells,
  *     tags): where it stopped, the cells grouped and those of them with tags.
  *
- * multi_call(region_name, mutations, cluster_ids)
- *     sink hbase's Multi call, serialized, and its cell block (_multicall.h).
+ * multi_call(region_name, mutations, cluster_ids), row_runs(cells)
+ *     sink hbase's Multi call, serialized, and its cell block; an entry's cells as its
+ *     mutations (_multicall.h).
  *
  * Entries, keys and cells are walship's named tuples, read by position (the layout in LAYOUT,
  * see ../wal/_tuples.h). tests/unit/test_fastpath.py checks both against the Python code on
@@ -276,6 +277,9 @@ static PyMethodDef methods[] = {
      "put_rows(entries, i, ci, table, ids, mutations, size, max_mutations, max_bytes)\n"
      "    -> (i, ci, size, cells, tags, full)\n\n"
      "Thrift2Sink.calls' rows of put cells for one stream, into the open call's mutations."},
+    {"row_runs", row_runs, METH_O,
+     "row_runs(cells) -> [(row, delete, cells), ...]\n\n"
+     "sink hbase's mutations of an entry's cells: runs of one row and one kind (_multicall.h)."},
     {"multi_call", multi_call, METH_VARARGS,
      "multi_call(region_name, mutations, cluster_ids) -> (request, block)\n\n"
      "walship.rpc.multi.multi_call for sink hbase, the MultiRequest serialized (_multicall.h)."},

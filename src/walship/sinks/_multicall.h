@@ -1,5 +1,6 @@
 /*
- * multi_call(region_name, mutations, cluster_ids) -> (request, block), for sink hbase
+ * multi_call(region_name, mutations, cluster_ids) -> (request, block) and row_runs(cells) (below),
+ * for sink hbase
  * (walship.sinks.regionservers): walship.rpc.multi.multi_call compiled, its request already
  * serialized. Included by _fastpath.c.
  *
@@ -159,5 +160,57 @@ static PyObject *multi_call(PyObject *module, PyObject *args) {
 fail:
     Py_XDECREF(request);
     Py_XDECREF(block);
+    return NULL;
+}
+
+/* row_runs(cells) -> [(row, delete, cells), ...]: walship.sinks.regionservers.row_mutations
+ * compiled, for a tuple of cells: each run of consecutive cells of one row and of one kind
+ * (puts, or deletes) is one (row, delete, the run's cells as a tuple). */
+static PyObject *row_runs(PyObject *module, PyObject *cells) {
+    if (!PyTuple_Check(cells)) {
+        PyErr_SetString(PyExc_TypeError, "row_runs: cells must be a tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(cells), start = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    PyObject *row = NULL;
+    int put = 0;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        PyObject *r = NULL;
+        int p = 0;
+        if (i < n) {
+            PyObject *cell = PyTuple_GET_ITEM(cells, i);
+            if (check_tuple(cell, CELL_SIZE, "row_runs: a cell") < 0) goto fail;
+            r = PyTuple_GET_ITEM(cell, CELL_ROW);
+            long t = PyLong_AsLong(PyTuple_GET_ITEM(cell, CELL_TYPE));
+            if (t == -1 && PyErr_Occurred()) goto fail;
+            if (!PyBytes_Check(r)) {
+                PyErr_SetString(PyExc_TypeError, "row_runs: a cell's row must be bytes");
+                goto fail;
+            }
+            p = t == CELL_PUT;
+            if (i > 0 && p == put &&
+                (r == row || (PyBytes_GET_SIZE(r) == PyBytes_GET_SIZE(row) &&
+                              memcmp(PyBytes_AS_STRING(r), PyBytes_AS_STRING(row), PyBytes_GET_SIZE(r)) == 0)))
+                continue;
+        }
+        if (i > 0) {
+            PyObject *run = PyTuple_GetSlice(cells, start, i);
+            PyObject *item = run != NULL ? PyTuple_Pack(3, row, put ? Py_False : Py_True, run) : NULL;
+            Py_XDECREF(run);
+            if (item == NULL || PyList_Append(out, item) < 0) {
+                Py_XDECREF(item);
+                goto fail;
+            }
+            Py_DECREF(item);
+        }
+        start = i;
+        row = r;
+        put = p;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
     return NULL;
 }

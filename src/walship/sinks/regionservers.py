@@ -25,19 +25,21 @@ batch with a :class:`~walship.errors.SinkError` naming the table, row and HBase'
 
 from __future__ import annotations
 
+import bisect
 import logging
 import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import MasterUnavailableError, RemoteHBaseError, SinkError, SinkUnavailableError
 from walship.peer import PeerConfig, parse_cluster_key
 from walship.protos import Client_pb2
 from walship.rpc.auth import Authentication, default_auth
-from walship.rpc.meta import RegionLocation, locate, read_meta_location, table_regions
+from walship.rpc.meta import RegionLocation, read_meta_location, table_regions
 from walship.rpc.multi import ActionFailure, RegionServerClient, RowMutation, multi_call
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.sinks.compiled import FASTPATH
@@ -71,13 +73,13 @@ _BUSY = frozenset(
 )
 
 
-@dataclass
-class _Pending:
-    """A mutation of the batch: its table, the mutation and its ``_cs.id``."""
-
-    table: bytes
-    mutation: RowMutation
-    cluster_ids: bytes
+#: A mutation of the batch: its table, the mutation, its ``_cs.id`` and its share of its entry's
+#: WAL bytes (a plain tuple: a batch makes one for every row).
+_Pending = tuple[bytes, RowMutation, bytes, float]
+_TABLE: Final = 0
+_MUTATION: Final = 1
+_IDS: Final = 2
+_SIZE: Final = 3
 
 
 @dataclass
@@ -85,7 +87,7 @@ class _Call:
     region: RegionLocation
     cluster_ids: bytes
     items: list[_Pending] = field(default_factory=list)
-    size: int = 0
+    size: float = 0.0
 
 
 @dataclass
@@ -100,9 +102,17 @@ class _Outcome:
     calls: int = 0
 
 
-def row_mutations(fe: FilteredEntry) -> Iterator[RowMutation]:
+def row_mutations(fe: FilteredEntry) -> list[RowMutation]:
     """The entry's cells as HBase's ``ReplicationSink`` groups them: consecutive cells of one
-    row and of one kind (puts, or deletes) are one mutation."""
+    row and of one kind (puts, or deletes) are one mutation (the compiled ``row_runs`` gives the
+    same as plain tuples)."""
+    if FASTPATH is not None:
+        runs: list[RowMutation] = FASTPATH.row_runs(fe.cells)
+        return runs
+    return list(_row_mutations(fe))
+
+
+def _row_mutations(fe: FilteredEntry) -> Iterator[RowMutation]:
     cells = fe.cells
     start = 0
     for i in range(1, len(cells) + 1):
@@ -125,6 +135,7 @@ class RegionServerSink(Sink):
         self._layout = ZnodeLayout(parent)
         self._auth = auth or default_auth()
         self._regions: dict[bytes, list[RegionLocation]] = {}
+        self._starts: dict[bytes, list[bytes]] = {}
         self._servers: dict[str, RegionServerClient] = {}
 
     # -- where rows go ----------------------------------------------------------------------
@@ -167,7 +178,12 @@ class RegionServerSink(Sink):
             if not regions:
                 raise SinkError(f"peer {self.peer.peer_id}: table {table.decode(errors='replace')} does not exist")
             self._regions[table] = regions
+            self._starts[table] = [r.start for r in regions]
         return regions
+
+    def _forget(self, table: bytes) -> None:
+        self._regions.pop(table, None)
+        self._starts.pop(table, None)
 
     # -- applying ---------------------------------------------------------------------------
 
@@ -180,7 +196,9 @@ class RegionServerSink(Sink):
             stats.cells += len(fe.cells)
             stats.tags_dropped += sum(1 for c in fe.cells if c.tags)
             ids = encode_cluster_ids(fe.cluster_ids)
-            pending += (_Pending(fe.entry.key.table, m, ids) for m in row_mutations(fe))
+            mutations = row_mutations(fe)
+            table, share = fe.entry.key.table, (fe.entry.end_offset - fe.entry.offset) / len(mutations)
+            pending += [(table, m, ids, share) for m in mutations]
         deadline = time.monotonic() + RETRY_SECONDS
         backoff = _BACKOFF[0]
         while pending:
@@ -204,18 +222,23 @@ class RegionServerSink(Sink):
         by_server: dict[str, list[_Call]] = {}
         open_calls: dict[bytes, _Call] = {}  # region name -> the call taking its mutations
         for item in pending:
-            region = locate(self._table(item.table), item.mutation.row)
+            table = item[_TABLE]
+            regions = self._table(table)
+            if len(regions) == 1:
+                region = regions[0]
+            else:
+                region = regions[max(0, bisect.bisect_right(self._starts[table], item[_MUTATION][0]) - 1)]
             call = open_calls.get(region.name)
             if (
                 call is None
-                or call.cluster_ids != item.cluster_ids
+                or call.cluster_ids != item[_IDS]
                 or len(call.items) >= ROWS_PER_CALL
                 or call.size >= CALL_BYTES
             ):
-                call = open_calls[region.name] = _Call(region, item.cluster_ids)
+                call = open_calls[region.name] = _Call(region, item[_IDS])
                 by_server.setdefault(region.address, []).append(call)
             call.items.append(item)
-            call.size += sum(len(c.value) + len(c.row) + 32 for c in item.mutation.cells)
+            call.size += item[_SIZE]
         return by_server
 
     def _send(self, pending: Sequence[_Pending], stats: ApplyStats) -> tuple[list[_Pending], str]:
@@ -247,14 +270,14 @@ class RegionServerSink(Sink):
             kinds = {f.short_class for f in outcome.failures}
             for f in outcome.failures:
                 if f.short_class not in _RELOCATE | _BUSY and f.exception_class:
-                    item = call.items[f.index]
+                    table, mutation, _, _ = call.items[f.index]
                     raise SinkError(
-                        f"peer {self.peer.peer_id}: table {item.table.decode(errors='replace')} row "
-                        f"{item.mutation.row!r}: {f.short_class}: {f.message}"
+                        f"peer {self.peer.peer_id}: table {table.decode(errors='replace')} row "
+                        f"{mutation[0]!r}: {f.short_class}: {f.message}"
                     )
             if outcome.error or kinds & _RELOCATE or "" in kinds:
                 for c in (call, *outcome.unsent):
-                    self._regions.pop(c.items[0].table, None)
+                    self._forget(c.items[0][_TABLE])
                 if outcome.error and address in self._servers:
                     self._drop_server(address)
             reasons.append(f"{address}: {outcome.error or ', '.join(sorted(kinds))}")
@@ -299,7 +322,7 @@ class _Sender:
         if self._outcome.failed is not None:
             self._outcome.unsent.append(call)
             return
-        mutations = [item.mutation for item in call.items]
+        mutations = [item[_MUTATION] for item in call.items]
         if FASTPATH is not None:
             request: Client_pb2.MultiRequest | bytes
             request, block = FASTPATH.multi_call(call.region.name, mutations, call.cluster_ids)
