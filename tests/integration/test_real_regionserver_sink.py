@@ -11,11 +11,11 @@ import pytest
 from real_hbase import cluster, create_table, unique
 from replication_helpers import Cluster
 
-from walship.errors import SinkError, SinkUnavailableError
+from walship.errors import InvalidPeerConfigError, SinkError, SinkUnavailableError
 from walship.peer import PeerConfig
 from walship.sinks.base import FilteredEntry, SinkContext
-from walship.sinks.regionservers import RegionServerSink, row_mutations
-from walship.sinks.registry import create_sink
+from walship.sinks.regionservers import STREAMS_KEY, RegionServerSink, row_mutations
+from walship.sinks.registry import create_sink, validate_sink_config
 from walship.wal import Cell, CellType, WalEntry, WalKey
 from walship_testing.harness import HBaseProcess
 from walship_testing.minicluster.process import MiniClusterProcess
@@ -70,6 +70,30 @@ def test_a_batch_reaches_every_region_in_wal_order(real_hbase: tuple[HBaseProces
     assert stats.cells == 11 and stats.retries == 0 and stats.calls >= 3
     t = cluster(a, table).table()
     assert dict(t.scan()) == {row: {b"r:q": b"second"} for row in rows if row != b"h1"}
+
+
+def test_rows_spread_over_two_streams_keep_their_order(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:
+    """With two connections to the server, each row's mutations still arrive in WAL order: the
+    later of two puts of one cell at one timestamp is the one kept, for every row."""
+    a, _ = real_hbase
+    table = unique("hstreams")
+    create_table(a, table)
+    peer = PeerConfig("1", a.cluster_key, configuration={"walship.sink.protocol": "hbase", STREAMS_KEY: "2"})
+    rows = [b"row%03d" % i for i in range(200)]
+    batch = [entry(table, 1, *(put(row, b"q", 5, b"first") for row in rows))]
+    batch += [entry(table, 2, *(put(row, b"q", 5, b"second") for row in rows))]
+    sink = create_sink(peer, SinkContext(wal_root=""))
+    try:
+        stats = sink.apply(batch, "a batch")
+    finally:
+        sink.close()
+    assert stats.calls >= 2  # both streams carried calls
+    assert dict(cluster(a, table).table().scan()) == {row: {b"r:q": b"second"} for row in rows}
+    for bad in ("0", "17", "two"):
+        with pytest.raises(InvalidPeerConfigError, match=f"{STREAMS_KEY} must be a whole number from 1 to 16"):
+            validate_sink_config(
+                PeerConfig("1", a.cluster_key, configuration={"walship.sink.protocol": "hbase", STREAMS_KEY: bad})
+            )
 
 
 def test_a_region_that_moved_is_looked_up_again(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:

@@ -9,8 +9,11 @@ HBase's own replication sink and client write: no Thrift server on the peer.
   timestamp and type, so every kind of delete reaches the peer as written; tags are dropped
   (``KeyValueCodec``) and counted.
 * Mutations go in WAL order, a ``Multi`` call per region (of up to 1,000 rows or about 2 MiB),
-  from a thread per region server, one call at a time, the next one encoded while one is at
-  the server. A region that is not assigned (a split's daughters opening) is looked up again
+  over ``walship.sink.hbase.streams`` connections to each region server (default 1), a thread each sending one call at a
+  time, the next one encoded while one is at the server. A row always goes by the same
+  connection (its hash picks it), so its mutations are applied in WAL order; rows are
+  independent of each other, as in HBase's own replication, which ships a batch's regions in
+  parallel. A region that is not assigned (a split's daughters opening) is looked up again
   after a backoff. A server's calls stop at its first failure; the mutations of that call and of the calls
   after it go again, in order, once the regions are looked up again (a region that moved or
   split) or after a backoff (a server that is busy), for up to ``RETRY_SECONDS``.
@@ -35,7 +38,13 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from walship.clusterids import encode_cluster_ids
-from walship.errors import MasterUnavailableError, RemoteHBaseError, SinkError, SinkUnavailableError
+from walship.errors import (
+    InvalidPeerConfigError,
+    MasterUnavailableError,
+    RemoteHBaseError,
+    SinkError,
+    SinkUnavailableError,
+)
 from walship.peer import PeerConfig, parse_cluster_key
 from walship.protos import Client_pb2
 from walship.rpc.auth import Authentication, default_auth
@@ -46,11 +55,16 @@ from walship.sinks.compiled import FASTPATH
 from walship.wal.model import CellType
 from walship.zk import ZnodeLayout, zk_client
 
-__all__ = ["RETRY_SECONDS", "RegionServerSink", "row_mutations"]
+__all__ = ["RETRY_SECONDS", "STREAMS_KEY", "RegionServerSink", "row_mutations"]
 
 log = logging.getLogger(__name__)
 
 ROWS_PER_CALL = 1000
+#: The peer key of the calls in flight at each region server at once, each on a connection of
+#: its own (a row always by the same one): 1 to 16, default 1 (on a peer short of cores, one
+#: call at a time applies a backlog as fast as two: benchmarks/vs_native.py --sink hbase).
+STREAMS_KEY = "walship.sink.hbase.streams"
+MAX_STREAMS = 16
 CALL_BYTES = 2 << 20
 #: How long a batch keeps going again after regions moved or servers were busy.
 RETRY_SECONDS = 120.0
@@ -136,7 +150,27 @@ class RegionServerSink(Sink):
         self._auth = auth or default_auth()
         self._regions: dict[bytes, list[RegionLocation]] = {}
         self._starts: dict[bytes, list[bytes]] = {}
+        self._streams = self.streams_of(peer)
         self._servers: dict[str, RegionServerClient] = {}
+
+    @staticmethod
+    def streams_of(peer: PeerConfig) -> int:
+        """The peer's ``walship.sink.hbase.streams``.
+
+        :raises InvalidPeerConfigError: not a whole number from 1 to 16.
+        """
+        text = peer.configuration.get(STREAMS_KEY, "1").strip()
+        if not text.isdigit() or not 1 <= int(text) <= MAX_STREAMS:
+            raise InvalidPeerConfigError(
+                f"peer {peer.peer_id}: {STREAMS_KEY} must be a whole number from 1 to {MAX_STREAMS}, got {text!r}"
+            )
+        return int(text)
+
+    @classmethod
+    def validate_config(cls, peer: PeerConfig) -> None:
+        """:raises InvalidPeerConfigError: the cluster key or the streams setting does not parse."""
+        parse_cluster_key(peer.cluster_key)
+        cls.streams_of(peer)
 
     # -- where rows go ----------------------------------------------------------------------
 
@@ -154,11 +188,12 @@ class RegionServerSink(Sink):
             )
         return self._server(*location)
 
-    def _server(self, host: str, port: int) -> RegionServerClient:
-        address = f"{host}:{port}"
-        client = self._servers.get(address)
+    def _server(self, host: str, port: int, stream: int = 0) -> RegionServerClient:
+        """The connection of ``stream`` to ``host:port`` (opened when there is none)."""
+        key = f"{host}:{port}" if stream == 0 else f"{host}:{port}#{stream}"
+        client = self._servers.get(key)
         if client is None:
-            client = self._servers[address] = RegionServerClient(host, port, self._auth)
+            client = self._servers[key] = RegionServerClient(host, port, self._auth)
         return client
 
     def _drop_server(self, address: str) -> None:
@@ -217,52 +252,57 @@ class RegionServerSink(Sink):
             backoff = min(backoff * 2, _BACKOFF[1])
         return stats
 
-    def _calls(self, pending: Sequence[_Pending]) -> dict[str, list[_Call]]:
-        """The mutations as calls, by server address, each server's in WAL order."""
-        by_server: dict[str, list[_Call]] = {}
-        open_calls: dict[bytes, _Call] = {}  # region name -> the call taking its mutations
+    def _calls(self, pending: Sequence[_Pending]) -> dict[tuple[str, int], list[_Call]]:
+        """The mutations as calls, by (server address, stream), each stream's in WAL order. A
+        row always goes by the same stream of its server (its hash picks it), so its mutations
+        stay in order; rows of other streams may be applied before or after it, as HBase's own
+        sink applies rows of other regions."""
+        by_stream: dict[tuple[str, int], list[_Call]] = {}
+        open_calls: dict[tuple[bytes, int], _Call] = {}  # (region, stream) -> the call taking its mutations
+        streams = self._streams
         for item in pending:
-            table = item[_TABLE]
+            table, mutation = item[_TABLE], item[_MUTATION]
             regions = self._table(table)
             if len(regions) == 1:
                 region = regions[0]
             else:
-                region = regions[max(0, bisect.bisect_right(self._starts[table], item[_MUTATION][0]) - 1)]
-            call = open_calls.get(region.name)
+                region = regions[max(0, bisect.bisect_right(self._starts[table], mutation[0]) - 1)]
+            stream = hash(mutation[0]) % streams if streams > 1 and region.host else 0
+            call = open_calls.get((region.name, stream))
             if (
                 call is None
                 or call.cluster_ids != item[_IDS]
                 or len(call.items) >= ROWS_PER_CALL
                 or call.size >= CALL_BYTES
             ):
-                call = open_calls[region.name] = _Call(region, item[_IDS])
-                by_server.setdefault(region.address, []).append(call)
+                call = open_calls[region.name, stream] = _Call(region, item[_IDS])
+                by_stream.setdefault((region.address, stream), []).append(call)
             call.items.append(item)
             call.size += item[_SIZE]
-        return by_server
+        return by_stream
 
     def _send(self, pending: Sequence[_Pending], stats: ApplyStats) -> tuple[list[_Pending], str]:
         """Send the mutations; the ones to send again (in WAL order) and why."""
-        by_server = self._calls(pending)
-        outcomes: dict[str, _Outcome] = {}
-        unassigned = by_server.pop(":0", [])
+        by_stream = self._calls(pending)
+        outcomes: dict[tuple[str, int], _Outcome] = {}
+        unassigned = by_stream.pop((":0", 0), [])
         if unassigned:  # no server to send to yet: after a backoff, with the regions read again
-            outcomes[":0"] = _Outcome(unassigned[0], error="a region is not assigned", unsent=unassigned[1:])
+            outcomes[":0", 0] = _Outcome(unassigned[0], error="a region is not assigned", unsent=unassigned[1:])
         senders = {
-            address: _Sender(
-                self._server(calls[0].region.host, calls[0].region.port), outcomes.setdefault(address, _Outcome())
+            key: _Sender(
+                self._server(calls[0].region.host, calls[0].region.port, key[1]), outcomes.setdefault(key, _Outcome())
             )
-            for address, calls in by_server.items()
+            for key, calls in by_stream.items()
         }
         try:
-            for address, call in _in_order(by_server):
-                senders[address].put(call)
+            for key, call in _in_order(by_stream):
+                senders[key].put(call)
         finally:
             for sender in senders.values():
                 sender.finish()
         again: list[_Pending] = []
         reasons = []
-        for address, outcome in outcomes.items():
+        for (address, stream), outcome in outcomes.items():
             stats.calls += outcome.calls
             if outcome.failed is None:
                 continue
@@ -278,8 +318,8 @@ class RegionServerSink(Sink):
             if outcome.error or kinds & _RELOCATE or "" in kinds:
                 for c in (call, *outcome.unsent):
                     self._forget(c.items[0][_TABLE])
-                if outcome.error and address in self._servers:
-                    self._drop_server(address)
+                if outcome.error:
+                    self._drop_server(address if stream == 0 else f"{address}#{stream}")
             reasons.append(f"{address}: {outcome.error or ', '.join(sorted(kinds))}")
             again += [item for c in (call, *outcome.unsent) for item in c.items]
         if not again:
@@ -293,16 +333,16 @@ class RegionServerSink(Sink):
             self._drop_server(address)
 
 
-def _in_order(by_server: dict[str, list[_Call]]) -> Iterator[tuple[str, _Call]]:
-    """Every server's calls, taken in turn (each server's in order)."""
-    iters = [(address, iter(calls)) for address, calls in by_server.items()]
+def _in_order(by_stream: dict[tuple[str, int], list[_Call]]) -> Iterator[tuple[tuple[str, int], _Call]]:
+    """Every stream's calls, taken in turn (each stream's in order)."""
+    iters = [(key, iter(calls)) for key, calls in by_stream.items()]
     while iters:
         alive = []
-        for address, it in iters:
+        for key, it in iters:
             call = next(it, None)
             if call is not None:
-                yield address, call
-                alive.append((address, it))
+                yield key, call
+                alive.append((key, it))
         iters = alive
 
 
