@@ -30,12 +30,8 @@ from __future__ import annotations
 
 import bisect
 import logging
-import queue
-import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Final
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import (
@@ -46,12 +42,12 @@ from walship.errors import (
     SinkUnavailableError,
 )
 from walship.peer import PeerConfig, parse_cluster_key
-from walship.protos import Client_pb2
 from walship.rpc.auth import Authentication, default_auth
 from walship.rpc.meta import RegionLocation, read_meta_location, table_regions
-from walship.rpc.multi import ActionFailure, RegionServerClient, RowMutation, multi_call
+from walship.rpc.multi import RegionServerClient, RowMutation
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.sinks.compiled import FASTPATH
+from walship.sinks.regioncalls import IDS, MUTATION, SIZE, TABLE, Call, Outcome, Pending, Sender, in_order
 from walship.wal.model import CellType
 from walship.zk import ZnodeLayout, zk_client
 
@@ -85,35 +81,6 @@ _RELOCATE = frozenset(
 _BUSY = frozenset(
     {"RegionTooBusyException", "CallQueueTooBigException", "RetryImmediatelyException", "CallDroppedException"}
 )
-
-
-#: A mutation of the batch: its table, the mutation, its ``_cs.id`` and its share of its entry's
-#: WAL bytes (a plain tuple: a batch makes one for every row).
-_Pending = tuple[bytes, RowMutation, bytes, float]
-_TABLE: Final = 0
-_MUTATION: Final = 1
-_IDS: Final = 2
-_SIZE: Final = 3
-
-
-@dataclass
-class _Call:
-    region: RegionLocation
-    cluster_ids: bytes
-    items: list[_Pending] = field(default_factory=list)
-    size: float = 0.0
-
-
-@dataclass
-class _Outcome:
-    """What a server's sender did: the first call that failed (``None``: all were applied), its
-    failures, and the calls after it that were not sent."""
-
-    failed: _Call | None = None
-    failures: list[ActionFailure] = field(default_factory=list)
-    error: str = ""
-    unsent: list[_Call] = field(default_factory=list)
-    calls: int = 0
 
 
 def row_mutations(fe: FilteredEntry) -> list[RowMutation]:
@@ -224,7 +191,7 @@ class RegionServerSink(Sink):
 
     def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
         stats = ApplyStats()
-        pending: list[_Pending] = []
+        pending: list[Pending] = []
         for fe in entries:
             if not fe.cells:
                 continue
@@ -252,16 +219,16 @@ class RegionServerSink(Sink):
             backoff = min(backoff * 2, _BACKOFF[1])
         return stats
 
-    def _calls(self, pending: Sequence[_Pending]) -> dict[tuple[str, int], list[_Call]]:
+    def _calls(self, pending: Sequence[Pending]) -> dict[tuple[str, int], list[Call]]:
         """The mutations as calls, by (server address, stream), each stream's in WAL order. A
         row always goes by the same stream of its server (its hash picks it), so its mutations
         stay in order; rows of other streams may be applied before or after it, as HBase's own
         sink applies rows of other regions."""
-        by_stream: dict[tuple[str, int], list[_Call]] = {}
-        open_calls: dict[tuple[bytes, int], _Call] = {}  # (region, stream) -> the call taking its mutations
+        by_stream: dict[tuple[str, int], list[Call]] = {}
+        open_calls: dict[tuple[bytes, int], Call] = {}  # (region, stream) -> the call taking its mutations
         streams = self._streams
         for item in pending:
-            table, mutation = item[_TABLE], item[_MUTATION]
+            table, mutation = item[TABLE], item[MUTATION]
             regions = self._table(table)
             if len(regions) == 1:
                 region = regions[0]
@@ -271,36 +238,40 @@ class RegionServerSink(Sink):
             call = open_calls.get((region.name, stream))
             if (
                 call is None
-                or call.cluster_ids != item[_IDS]
+                or call.cluster_ids != item[IDS]
                 or len(call.items) >= ROWS_PER_CALL
                 or call.size >= CALL_BYTES
             ):
-                call = open_calls[region.name, stream] = _Call(region, item[_IDS])
+                call = open_calls[region.name, stream] = Call(region, item[IDS])
                 by_stream.setdefault((region.address, stream), []).append(call)
             call.items.append(item)
-            call.size += item[_SIZE]
+            call.size += item[SIZE]
         return by_stream
 
-    def _send(self, pending: Sequence[_Pending], stats: ApplyStats) -> tuple[list[_Pending], str]:
+    def _send(self, pending: Sequence[Pending], stats: ApplyStats) -> tuple[list[Pending], str]:
         """Send the mutations; the ones to send again (in WAL order) and why."""
         by_stream = self._calls(pending)
-        outcomes: dict[tuple[str, int], _Outcome] = {}
+        outcomes: dict[tuple[str, int], Outcome] = {}
         unassigned = by_stream.pop((":0", 0), [])
         if unassigned:  # no server to send to yet: after a backoff, with the regions read again
-            outcomes[":0", 0] = _Outcome(unassigned[0], error="a region is not assigned", unsent=unassigned[1:])
+            outcomes[":0", 0] = Outcome(unassigned[0], error="a region is not assigned", unsent=unassigned[1:])
+        # one call in all (a tailer's small batches): sent from this thread, no thread started
+        inline = sum(len(calls) for calls in by_stream.values()) == 1
         senders = {
-            key: _Sender(
-                self._server(calls[0].region.host, calls[0].region.port, key[1]), outcomes.setdefault(key, _Outcome())
+            key: Sender(
+                self._server(calls[0].region.host, calls[0].region.port, key[1]),
+                outcomes.setdefault(key, Outcome()),
+                inline=inline,
             )
             for key, calls in by_stream.items()
         }
         try:
-            for key, call in _in_order(by_stream):
+            for key, call in in_order(by_stream):
                 senders[key].put(call)
         finally:
             for sender in senders.values():
                 sender.finish()
-        again: list[_Pending] = []
+        again: list[Pending] = []
         reasons = []
         for (address, stream), outcome in outcomes.items():
             stats.calls += outcome.calls
@@ -317,7 +288,7 @@ class RegionServerSink(Sink):
                     )
             if outcome.error or kinds & _RELOCATE or "" in kinds:
                 for c in (call, *outcome.unsent):
-                    self._forget(c.items[0][_TABLE])
+                    self._forget(c.items[0][TABLE])
                 if outcome.error:
                     self._drop_server(address if stream == 0 else f"{address}#{stream}")
             reasons.append(f"{address}: {outcome.error or ', '.join(sorted(kinds))}")
@@ -331,61 +302,3 @@ class RegionServerSink(Sink):
     def close(self) -> None:
         for address in list(self._servers):
             self._drop_server(address)
-
-
-def _in_order(by_stream: dict[tuple[str, int], list[_Call]]) -> Iterator[tuple[tuple[str, int], _Call]]:
-    """Every stream's calls, taken in turn (each stream's in order)."""
-    iters = [(key, iter(calls)) for key, calls in by_stream.items()]
-    while iters:
-        alive = []
-        for key, it in iters:
-            call = next(it, None)
-            if call is not None:
-                yield key, call
-                alive.append((key, it))
-        iters = alive
-
-
-class _Sender:
-    """A region server's calls, encoded by the caller's thread (:meth:`put`) and sent one at a
-    time by a thread of their own, which stops at the first that fails (the calls after it are
-    kept unsent)."""
-
-    def __init__(self, client: RegionServerClient, outcome: _Outcome) -> None:
-        self._client = client
-        self._outcome = outcome
-        self._queue: queue.Queue[tuple[_Call, Client_pb2.MultiRequest | bytes, bytes] | None] = queue.Queue(maxsize=2)
-        self._thread = threading.Thread(target=self._run, name=f"sink-hbase-{client.server}", daemon=True)
-        self._thread.start()
-
-    def put(self, call: _Call) -> None:
-        if self._outcome.failed is not None:
-            self._outcome.unsent.append(call)
-            return
-        mutations = [item[_MUTATION] for item in call.items]
-        if FASTPATH is not None:
-            request: Client_pb2.MultiRequest | bytes
-            request, block = FASTPATH.multi_call(call.region.name, mutations, call.cluster_ids)
-        else:
-            request, block = multi_call(call.region.name, mutations, call.cluster_ids)
-        self._queue.put((call, request, block))
-
-    def finish(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-
-    def _run(self) -> None:
-        outcome = self._outcome
-        while (item := self._queue.get()) is not None:
-            call, request, block = item
-            if outcome.failed is not None:
-                outcome.unsent.append(call)
-                continue
-            try:
-                failed = self._client.send(request, block, len(call.items))
-            except (RemoteHBaseError, MasterUnavailableError) as exc:
-                outcome.failed, outcome.error = call, str(exc)
-                continue
-            outcome.calls += 1
-            if failed:
-                outcome.failed, outcome.failures = call, failed
