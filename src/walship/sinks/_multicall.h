@@ -12,7 +12,7 @@
  */
 
 /* the bytes of a varint */
-static inline Py_ssize_t varint_len(uint64_t v) {
+static inline Py_ssize_t pb_varint_len(uint64_t v) {
     Py_ssize_t n = 1;
     while (v >= 0x80) {
         v >>= 7;
@@ -21,7 +21,7 @@ static inline Py_ssize_t varint_len(uint64_t v) {
     return n;
 }
 
-static inline char *put_varint(char *p, uint64_t v) {
+static inline char *pb_varint(char *p, uint64_t v) {
     while (v >= 0x80) {
         *p++ = (char)(v | 0x80);
         v >>= 7;
@@ -30,14 +30,14 @@ static inline char *put_varint(char *p, uint64_t v) {
     return p;
 }
 
-static inline char *put_bytes(char *p, int tag, const char *data, Py_ssize_t len) {
+static inline char *pb_bytes(char *p, int tag, const char *data, Py_ssize_t len) {
     *p++ = (char)tag;
-    p = put_varint(p, (uint64_t)len);
+    p = pb_varint(p, (uint64_t)len);
     memcpy(p, data, len);
     return p + len;
 }
 
-static inline char *put_be(char *p, uint64_t v, int n) {
+static inline char *kv_be(char *p, uint64_t v, int n) {
     for (int i = n - 1; i >= 0; i--) *p++ = (char)(v >> (8 * i));
     return p;
 }
@@ -46,8 +46,8 @@ static const char CS_ID[] = "_cs.id";
 
 /* one mutation's MutationProto size */
 static Py_ssize_t mutation_size(Py_ssize_t rowlen, Py_ssize_t cells, Py_ssize_t attr) {
-    Py_ssize_t n = 1 + varint_len(rowlen) + rowlen + 2 + 1 + varint_len((uint64_t)cells);
-    return attr ? n + 1 + varint_len(attr) + attr : n;
+    Py_ssize_t n = 1 + pb_varint_len(rowlen) + rowlen + 2 + 1 + pb_varint_len((uint64_t)cells);
+    return attr ? n + 1 + pb_varint_len(attr) + attr : n;
 }
 
 static PyObject *multi_call(PyObject *module, PyObject *args) {
@@ -59,11 +59,11 @@ static PyObject *multi_call(PyObject *module, PyObject *args) {
     }
     Py_ssize_t nmut = PyList_GET_SIZE(mutations), idlen = ids == Py_None ? 0 : PyBytes_GET_SIZE(ids);
     /* NameBytesPair {1: "_cs.id", 2: ids} */
-    Py_ssize_t attr = ids == Py_None ? 0 : 2 + (Py_ssize_t)(sizeof CS_ID - 1) + 1 + varint_len(idlen) + idlen;
+    Py_ssize_t attr = ids == Py_None ? 0 : 2 + (Py_ssize_t)(sizeof CS_ID - 1) + 1 + pb_varint_len(idlen) + idlen;
     /* first pass: sizes, and a check of every item read */
     Py_ssize_t rlen = PyBytes_GET_SIZE(region);
-    Py_ssize_t spec = 2 + 1 + varint_len(rlen) + rlen; /* RegionSpecifier {1: REGION_NAME, 2: name} */
-    Py_ssize_t action_bytes = 1 + varint_len(spec) + spec, block_len = 0;
+    Py_ssize_t spec = 2 + 1 + pb_varint_len(rlen) + rlen; /* RegionSpecifier {1: REGION_NAME, 2: name} */
+    Py_ssize_t action_bytes = 1 + pb_varint_len(spec) + spec, block_len = 0;
     for (Py_ssize_t i = 0; i < nmut; i++) {
         PyObject *m = PyList_GET_ITEM(mutations, i);
         if (check_tuple(m, 3, "multi_call: a mutation") < 0) return NULL;
@@ -74,8 +74,8 @@ static PyObject *multi_call(PyObject *module, PyObject *args) {
         }
         Py_ssize_t nc = PyTuple_GET_SIZE(cells);
         Py_ssize_t mp = mutation_size(PyBytes_GET_SIZE(row), nc, attr);
-        Py_ssize_t action = 1 + varint_len((uint64_t)i) + 1 + varint_len(mp) + mp;
-        action_bytes += 1 + varint_len(action) + action;
+        Py_ssize_t action = 1 + pb_varint_len((uint64_t)i) + 1 + pb_varint_len(mp) + mp;
+        action_bytes += 1 + pb_varint_len(action) + action;
         for (Py_ssize_t c = 0; c < nc; c++) {
             PyObject *cell = PyTuple_GET_ITEM(cells, c);
             if (check_tuple(cell, CELL_SIZE, "multi_call: a cell") < 0) return NULL;
@@ -90,17 +90,17 @@ static PyObject *multi_call(PyObject *module, PyObject *args) {
                          PyBytes_GET_SIZE(v);
         }
     }
-    Py_ssize_t total = 1 + varint_len(action_bytes) + action_bytes;
+    Py_ssize_t total = 1 + pb_varint_len(action_bytes) + action_bytes;
     PyObject *request = PyBytes_FromStringAndSize(NULL, total), *block = PyBytes_FromStringAndSize(NULL, block_len);
     if (request == NULL || block == NULL) goto fail;
     char *p = PyBytes_AS_STRING(request), *b = PyBytes_AS_STRING(block);
     *p++ = 0x0A; /* MultiRequest.regionAction */
-    p = put_varint(p, (uint64_t)action_bytes);
+    p = pb_varint(p, (uint64_t)action_bytes);
     *p++ = 0x0A; /* RegionAction.region */
-    p = put_varint(p, (uint64_t)spec);
+    p = pb_varint(p, (uint64_t)spec);
     *p++ = 0x08; /* RegionSpecifier.type = REGION_NAME */
     *p++ = 0x01;
-    p = put_bytes(p, 0x12, PyBytes_AS_STRING(region), rlen);
+    p = pb_bytes(p, 0x12, PyBytes_AS_STRING(region), rlen);
     for (Py_ssize_t i = 0; i < nmut; i++) {
         PyObject *m = PyList_GET_ITEM(mutations, i);
         PyObject *row = PyTuple_GET_ITEM(m, 0), *cells = PyTuple_GET_ITEM(m, 2);
@@ -108,24 +108,24 @@ static PyObject *multi_call(PyObject *module, PyObject *args) {
         if (delete < 0) goto fail;
         Py_ssize_t nc = PyTuple_GET_SIZE(cells);
         Py_ssize_t mp = mutation_size(PyBytes_GET_SIZE(row), nc, attr);
-        Py_ssize_t action = 1 + varint_len((uint64_t)i) + 1 + varint_len(mp) + mp;
+        Py_ssize_t action = 1 + pb_varint_len((uint64_t)i) + 1 + pb_varint_len(mp) + mp;
         *p++ = 0x1A; /* RegionAction.action */
-        p = put_varint(p, (uint64_t)action);
+        p = pb_varint(p, (uint64_t)action);
         *p++ = 0x08; /* Action.index */
-        p = put_varint(p, (uint64_t)i);
+        p = pb_varint(p, (uint64_t)i);
         *p++ = 0x12; /* Action.mutation */
-        p = put_varint(p, (uint64_t)mp);
-        p = put_bytes(p, 0x0A, PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)); /* MutationProto.row */
+        p = pb_varint(p, (uint64_t)mp);
+        p = pb_bytes(p, 0x0A, PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row)); /* MutationProto.row */
         *p++ = 0x10;                                                            /* mutate_type */
         *p++ = delete ? 3 : 2;                                                  /* DELETE : PUT */
         if (attr) {
             *p++ = 0x2A; /* attribute */
-            p = put_varint(p, (uint64_t)attr);
-            p = put_bytes(p, 0x0A, CS_ID, sizeof CS_ID - 1);
-            p = put_bytes(p, 0x12, PyBytes_AS_STRING(ids), idlen);
+            p = pb_varint(p, (uint64_t)attr);
+            p = pb_bytes(p, 0x0A, CS_ID, sizeof CS_ID - 1);
+            p = pb_bytes(p, 0x12, PyBytes_AS_STRING(ids), idlen);
         }
         *p++ = 0x40; /* associated_cell_count */
-        p = put_varint(p, (uint64_t)nc);
+        p = pb_varint(p, (uint64_t)nc);
         for (Py_ssize_t c = 0; c < nc; c++) {
             PyObject *cell = PyTuple_GET_ITEM(cells, c);
             PyObject *r = PyTuple_GET_ITEM(cell, CELL_ROW), *f = PyTuple_GET_ITEM(cell, CELL_FAMILY),
@@ -135,10 +135,10 @@ static PyObject *multi_call(PyObject *module, PyObject *args) {
             if ((ts == -1 || type == -1) && PyErr_Occurred()) goto fail;
             Py_ssize_t rl = PyBytes_GET_SIZE(r), fl = PyBytes_GET_SIZE(f), ql = PyBytes_GET_SIZE(q),
                        vl = PyBytes_GET_SIZE(v), kl = 12 + rl + fl + ql;
-            b = put_be(b, (uint64_t)(8 + kl + vl), 4);
-            b = put_be(b, (uint64_t)kl, 4);
-            b = put_be(b, (uint64_t)vl, 4);
-            b = put_be(b, (uint64_t)rl, 2);
+            b = kv_be(b, (uint64_t)(8 + kl + vl), 4);
+            b = kv_be(b, (uint64_t)kl, 4);
+            b = kv_be(b, (uint64_t)vl, 4);
+            b = kv_be(b, (uint64_t)rl, 2);
             memcpy(b, PyBytes_AS_STRING(r), rl);
             b += rl;
             *b++ = (char)fl;
@@ -146,7 +146,7 @@ static PyObject *multi_call(PyObject *module, PyObject *args) {
             b += fl;
             memcpy(b, PyBytes_AS_STRING(q), ql);
             b += ql;
-            b = put_be(b, (uint64_t)ts, 8);
+            b = kv_be(b, (uint64_t)ts, 8);
             *b++ = (char)type;
             memcpy(b, PyBytes_AS_STRING(v), vl);
             b += vl;
