@@ -69,8 +69,8 @@ class Cluster:
     def sink_config(self, protocol: str = "thrift1") -> dict[str, str]:
         """A peer's sink settings to ship into this cluster over ``protocol``."""
         config = {"walship.sink.thrift": self.thrift_address()}
-        if protocol == "thrift2":
-            config |= {"walship.sink.protocol": "thrift2", "walship.sink.thrift2": self.thrift2_address()}
+        if protocol in ("thrift2", "hbase"):  # hbase: the region servers, found through the cluster key
+            config |= {"walship.sink.protocol": protocol, "walship.sink.thrift2": self.thrift2_address()}
         elif protocol != "thrift1":
             raise ValueError(f"no sink protocol {protocol!r} in the tests")
         return config
