@@ -23,8 +23,9 @@ __all__ = ["PROTOCOLS", "differences", "different", "fail", "flag", "number", "p
 
 log = logging.getLogger(__name__)
 
-#: The sink protocols a peer is onboarded with.
-PROTOCOLS = ("thrift1", "thrift2")
+#: The sink protocols a peer is onboarded with (``hbase``: straight into the peer's region
+#: servers, real HBase only).
+PROTOCOLS = ("thrift1", "thrift2", "hbase")
 #: Configuration keys the Params set themselves (not through ``configuration``).
 _OWN_KEYS = {
     "walship.managed": "(always true here)",
@@ -88,7 +89,7 @@ def peer_config(params: Mapping[str, Any]) -> PeerConfig:
     """The peer the Params describe: walship-managed, DISABLED (walship's switch), checked as
     ``walship peer add`` checks one. The same Params always give the same peer.
 
-    Params: ``peer_id``, ``cluster_key``, ``protocol`` (``thrift1`` or ``thrift2``),
+    Params: ``peer_id``, ``cluster_key``, ``protocol`` (``thrift1``, ``thrift2`` or ``hbase``),
     ``sink_thrift2`` (always: the copy and the verify use the peer's Thrift2 servers),
     ``sink_thrift`` (with ``protocol`` thrift1), ``table_cfs`` (HBase's ``ns.t:cf1,cf2;t2``),
     ``namespaces`` (``a,b``; neither: every table), ``serial``, ``bandwidth`` (bytes a second,

@@ -77,8 +77,9 @@ def build(source: Source) -> DAG:
             "protocol": Param(
                 "thrift2",
                 type="string",
-                enum=["thrift2", "thrift1"],
-                description="how walship ships to the peer (walship.sink.protocol)",
+                enum=["thrift2", "thrift1", "hbase"],
+                description="how walship ships to the peer (walship.sink.protocol): its Thrift2 or Thrift1 servers, or "
+                "hbase: straight into its region servers, found through the cluster key (real HBase only)",
             ),
             "sink_thrift2": Param(
                 "",
