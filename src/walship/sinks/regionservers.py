@@ -9,14 +9,15 @@ HBase's own replication sink and client write: no Thrift server on the peer.
   timestamp and type, so every kind of delete reaches the peer as written; tags are dropped
   (``KeyValueCodec``) and counted.
 * Mutations go in WAL order, a ``Multi`` call per region (of up to 1,000 rows or about 2 MiB),
-  over ``walship.sink.hbase.streams`` connections to each region server (default 1), a thread each sending one call at a
-  time, the next one encoded while one is at the server. A row always goes by the same
-  connection (its hash picks it), so its mutations are applied in WAL order; rows are
-  independent of each other, as in HBase's own replication, which ships a batch's regions in
-  parallel. A region that is not assigned (a split's daughters opening) is looked up again
-  after a backoff. A server's calls stop at its first failure; the mutations of that call and of the calls
+  over ``walship.sink.hbase.streams`` connections to each region server (default 1), a thread
+  each sending one call at a time, the next one encoded while one is at the server (a batch of
+  one call is sent from the caller's thread). A row always goes by the same connection (its
+  hash picks it), so its mutations are applied in WAL order; rows are independent of each
+  other, as in HBase's own replication, which ships a batch's regions in parallel.
+* A connection's calls stop at its first failure; the mutations of that call and of the calls
   after it go again, in order, once the regions are looked up again (a region that moved or
-  split) or after a backoff (a server that is busy), for up to ``RETRY_SECONDS``.
+  split, or one not assigned yet) or after a backoff (a server that is busy), for up to
+  ``RETRY_SECONDS``.
 * Every mutation carries ``_cs.id`` = the edit's cluster ids plus the source's, so the peer
   writes them into its own WAL and the edit never comes back (no loops).
 * Connections authenticate as walship's connections to a master do
