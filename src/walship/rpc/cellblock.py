@@ -12,34 +12,22 @@ Example::
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
 
 from walship.rpc.wire import RpcProtocolError
 from walship.wal.model import Cell
+from walship.wal.writer import encode_cell
 
-__all__ = ["block_of", "cells_of", "keyvalue"]
+__all__ = ["cells_of", "keyvalue"]
 
 _KV_HEAD = struct.Struct(">iiih")  # the cell's length, the key's, the value's, the row's
 _TS_TYPE = struct.Struct(">qB")
 
 
 def keyvalue(cell: Cell) -> bytes:
-    """The cell in ``KeyValueCodec``, its tags left out. A cell HBase cannot hold (a family of
-    more than 127 bytes, a row of more than 32,767) is refused by the region server, which
-    names it."""
-    row, family, qualifier, ts, ctype, value, _ = cell
-    klen = 12 + len(row) + len(family) + len(qualifier)
-    return b"".join(
-        (
-            _KV_HEAD.pack(8 + klen + len(value), klen, len(value), len(row)),
-            row,
-            bytes((len(family),)),
-            family,
-            qualifier,
-            _TS_TYPE.pack(ts, ctype),
-            value,
-        )
-    )
+    """The cell in ``KeyValueCodec``, its tags left out: the WAL writer's encoding of the cell
+    without its tags (:func:`walship.wal.writer.encode_cell`, which refuses a cell HBase cannot
+    hold)."""
+    return encode_cell(cell._replace(tags=()) if cell.tags else cell)
 
 
 def cells_of(block: bytes, what: str) -> list[Cell]:
@@ -69,8 +57,3 @@ def cells_of(block: bytes, what: str) -> list[Cell]:
         out.append(Cell(row, family, qualifier, ts, ctype, block[kend:end]))
         pos = end
     return out
-
-
-def block_of(cells: Iterable[Cell]) -> bytes:
-    """The cells, one after another, as a cell block."""
-    return b"".join(map(keyvalue, cells))

@@ -70,9 +70,6 @@ class RegionLocation:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def holds(self, row: bytes) -> bool:
-        return self.start <= row and (not self.end or row < self.end)
-
 
 @zk_call("hbase:meta's location")
 def read_meta_location(client: KazooClient, layout: ZnodeLayout) -> tuple[str, int] | None:
@@ -162,8 +159,9 @@ def _region(cells: Sequence[Cell], what: str) -> RegionLocation | None:
     return RegionLocation(name, info.start_key, info.end_key, host, port, start_code)
 
 
-def locate(regions: Sequence[RegionLocation], row: bytes) -> RegionLocation:
+def locate(regions: Sequence[RegionLocation], row: bytes, starts: Sequence[bytes] | None = None) -> RegionLocation:
     """The region of ``regions`` (a table's, in key order, as :func:`table_regions` gives them)
-    that holds ``row``."""
-    starts = [r.start for r in regions]
+    that holds ``row``; ``starts``, their start keys, when the caller keeps them."""
+    if starts is None:
+        starts = [r.start for r in regions]
     return regions[max(0, bisect.bisect_right(starts, row) - 1)]

@@ -7,9 +7,9 @@ authentication method's byte (80 SIMPLE, 81 KERBEROS, 82 DIGEST); a SASL exchang
 method has one, comes next; then the ``ConnectionHeader``: a 4-byte big-endian length and the
 message. Each call is a frame: a 4-byte big-endian length, then the varint-delimited
 ``RequestHeader`` and the varint-delimited request, and for a call with cells (a region
-server's ``Multi``) their cell block, its length in the header's ``cell_block_meta``. Each answer is a frame of the
-varint-delimited ``ResponseHeader`` and, unless the header carries an exception, the
-varint-delimited response.
+server's ``Multi``) their cell block, its length in the header's ``cell_block_meta``. Each
+answer is a frame of the varint-delimited ``ResponseHeader`` and, unless the header carries an
+exception, the varint-delimited response (and the cells of a scan's results).
 
 Example::
 

@@ -29,7 +29,6 @@ batch with a :class:`~walship.errors.SinkError` naming the table, row and HBase'
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -44,7 +43,7 @@ from walship.errors import (
 )
 from walship.peer import PeerConfig, parse_cluster_key
 from walship.rpc.auth import Authentication, default_auth
-from walship.rpc.meta import RegionLocation, read_meta_location, table_regions
+from walship.rpc.meta import RegionLocation, locate, read_meta_location, table_regions
 from walship.rpc.multi import RegionServerClient, RowMutation
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.sinks.compiled import FASTPATH
@@ -231,10 +230,7 @@ class RegionServerSink(Sink):
         for item in pending:
             table, mutation = item[TABLE], item[MUTATION]
             regions = self._table(table)
-            if len(regions) == 1:
-                region = regions[0]
-            else:
-                region = regions[max(0, bisect.bisect_right(self._starts[table], mutation[0]) - 1)]
+            region = regions[0] if len(regions) == 1 else locate(regions, mutation[0], self._starts[table])
             stream = hash(mutation[0]) % streams if streams > 1 and region.host else 0
             call = open_calls.get((region.name, stream))
             if (
