@@ -40,6 +40,7 @@ from walship.errors import (
     RemoteHBaseError,
     SinkError,
     SinkUnavailableError,
+    ZkError,
 )
 from walship.peer import PeerConfig, parse_cluster_key
 from walship.rpc.auth import Authentication, default_auth
@@ -145,7 +146,7 @@ class RegionServerSink(Sink):
         try:
             with zk_client(self._zk_hosts) as zk:
                 location = read_meta_location(zk, self._layout)
-        except Exception as exc:  # ZooKeeper's own errors: the peer is not reachable now
+        except ZkError as exc:  # the peer's ZooKeeper does not answer, refuses us, or holds something else
             raise SinkUnavailableError(f"peer {self.peer.peer_id}: ZooKeeper {self._zk_hosts}: {exc}") from None
         if location is None:
             raise SinkUnavailableError(
