@@ -2,12 +2,14 @@
 
 Starts ZooKeeper and the harness's clusters A and B (one region server each, the parallel
 collector), table ``bench`` (family ``f``, scope 1, ``--regions`` regions) on both and ``plain`` on B,
-and peer 1 of A into B over B's Thrift2 server (added through HBase's Admin, DISABLED for
-HBase, adopted by walship). Loads ``--rows`` rows of 3 cells (100-byte values) into A and
+and peer 1 of A into B of sink ``--sink`` (``hbase``, the default: B's region servers;
+``thrift2``: B's Thrift2 server), added through HBase's Admin, DISABLED for HBase, adopted by
+walship. Loads ``--rows`` rows of 3 cells (100-byte values) into A and
 flushes them, then times, each round (``--rounds``; medians printed, each round's ratio beside):
 
-* ``copy``: :func:`walship.copy.copy` in process (the plan, A's Thrift2 scanners, the rows put
-  into B's ``bench`` with ``putMultiple``, the next page read while one is put);
+* ``copy``: :func:`walship.copy.copy` in process (the plan, A's Thrift2 scanners, the rows
+  written into B's ``bench`` as the peer's sink writes, the next page read while one is
+  written);
 * ``plain``: the baseline, the straightforward pipeline in one process: a Thrift2 scanner of
   A's ``bench`` read in pages of 1,000 rows, each page put into B's ``plain`` with one
   ``putMultiple`` call, one after the other.
@@ -20,6 +22,7 @@ Every round after the first puts the same cells again (same timestamps), as a re
 does. Targets: copy / plain >= 1.0, the Spark job / plain >= 1.5.
 
     .venv/bin/python benchmarks/real_copy.py [--rows 200000] [--rounds 3] [--regions 2] [--no-spark]
+        [--sink hbase|thrift2]
 """
 
 from __future__ import annotations
@@ -57,12 +60,12 @@ SPARK_TARGET = 1.5
 PAGE = 1000
 
 
-def prepare(a: HBaseProcess, b: HBaseProcess, rows: int, regions: int) -> None:
+def prepare(a: HBaseProcess, b: HBaseProcess, rows: int, regions: int, sink: str) -> None:
     splits = [row_key(rows * k // regions).hex() for k in range(1, regions)]
     for hb in (a, b):
         hb.call("create_table", table="bench", families=FAMILY, splits=splits)
     b.call("create_table", table="plain", families=FAMILY)
-    add_managed(a, b, "1", "bench")
+    add_managed(a, b, "1", "bench", sink)
     with open_thrift2(*a.thrift2) as c:
         for first in range(0, rows, PAGE):
             puts = [
@@ -125,13 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--regions", type=int, default=2, help="regions of the table (a Spark task each)")
     parser.add_argument("--no-spark", action="store_true", help="leave out the Spark copy job")
+    parser.add_argument(
+        "--sink",
+        choices=("thrift2", "hbase"),
+        default="hbase",
+        help="the peer's sink: the copy writes as it does (hbase: into B's region servers; thrift2: B's Thrift2 server)",
+    )
     args = parser.parse_args(argv)
     if args.rows < PAGE or args.rounds < 1:
         parser.error(f"--rows must be >= {PAGE} and --rounds >= 1")
     rounds: list[dict[str, Step]] = []
     spark_own: list[float] = []
     with real_pair("parallel", a_servers=1) as (root, a, b):
-        prepare(a, b, args.rows, args.regions)
+        prepare(a, b, args.rows, args.regions, args.sink)
         job = copy_job(
             zk=a.zk_hosts,
             znode_parent=a.znode_parent,
@@ -158,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 c, p = steps["copy"].wall, steps["plain"].wall
                 print(f"round {r}: copy {c:.2f} s, plain {p:.2f} s ({p / c:.2f}x)", flush=True)
     ratios = [s["plain"].wall / s["copy"].wall for s in rounds]
-    print(f"\n{args.rows:,} rows (3 cells of 100 bytes) a round, {args.rounds} rounds")
+    print(f"\n{args.rows:,} rows (3 cells of 100 bytes) a round, {args.rounds} rounds, the peer's sink {args.sink}")
     for name in ("copy", "plain"):
         walls = [s[name].wall for s in rounds]
         own = statistics.median(s[name].own for s in rounds) / args.rows * 1e6

@@ -101,7 +101,7 @@ LAYERS: dict[str, set[str]] = {
         "peer",
         "meter",
     },
-    "copy": {"errors", "verify", "meter", "sinks", "thrift", "wal"},
+    "copy": {"errors", "verify", "meter", "sinks", "rpc", "clusterids", "thrift", "wal"},
     # a switchover: the master's table calls, the drain's cut, the verify, the scope audit
     "switchover": {"errors", "peer", "replicate", "rpc", "scope", "sinks", "status", "verify", "wal", "zk"},
     "spark": {

@@ -30,12 +30,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from walship.copy.raw import raw_scan, write_rows
+from walship.copy.raw import raw_scan
+from walship.copy.writers import PeerWriter, peer_writer
 from walship.errors import ConfigError
 from walship.meter import NO_METER, Meter
 from walship.verify import Split, VerifyJob, plan
 from walship.verify.model import LATEST
-from walship.verify.scan import Side
 from walship.wal.model import Cell, CellType
 
 __all__ = [
@@ -213,7 +213,7 @@ def copy_split(
     until = job.end_ms
     with (
         job.source_side() as source,
-        job.peer_side() as peer,
+        peer_writer(job, split.describe()) as peer,
         ThreadPoolExecutor(1, thread_name_prefix="walship-copy-put") as putter,
     ):
         in_flight: Future[None] | None = None
@@ -252,7 +252,7 @@ def copy_split(
 
 
 def _write(
-    peer: Side,
+    peer: PeerWriter,
     table: str,
     batch: list[Row],
     size: int,
@@ -261,7 +261,7 @@ def _write(
 ) -> None:
     if not batch:
         return
-    write_rows(peer, table, batch)
+    peer.write(table, batch)
     puts = sum(1 for _, cells in batch for c in cells if c.type == _PUT)
     out.rows += len(batch)
     out.cells += puts
@@ -282,7 +282,7 @@ def copy(job: VerifyJob, *, meter: Meter = NO_METER) -> CopyResult:
     :raises VerifyError: an unknown table, a table the peer lacks, a peer without Thrift2 servers.
     """
     began = time.monotonic()
-    job, splits = plan(job)
+    job, splits = plan(job, writing=True)
     meter.start(None, "rows")
     copied = [copy_split(job, s, progress=lambda rows, _bytes: meter.advance(rows)) for s in splits]
     return combine(job, copied, time.monotonic() - began)

@@ -316,8 +316,10 @@ class Scan(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     COLUMN_FIELD_NUMBER: _builtins.int
+    ATTRIBUTE_FIELD_NUMBER: _builtins.int
     START_ROW_FIELD_NUMBER: _builtins.int
     STOP_ROW_FIELD_NUMBER: _builtins.int
+    TIME_RANGE_FIELD_NUMBER: _builtins.int
     MAX_VERSIONS_FIELD_NUMBER: _builtins.int
     CACHE_BLOCKS_FIELD_NUMBER: _builtins.int
     CACHING_FIELD_NUMBER: _builtins.int
@@ -328,19 +330,25 @@ class Scan(_message.Message):
     caching: _builtins.int
     @_builtins.property
     def column(self) -> _containers.RepeatedCompositeFieldContainer[Global___Column]: ...
+    @_builtins.property
+    def attribute(self) -> _containers.RepeatedCompositeFieldContainer[_HBase_pb2.NameBytesPair]: ...
+    @_builtins.property
+    def time_range(self) -> _HBase_pb2.TimeRange: ...
     def __init__(
         self,
         *,
         column: _abc.Iterable[Global___Column] | None = ...,
+        attribute: _abc.Iterable[_HBase_pb2.NameBytesPair] | None = ...,
         start_row: _builtins.bytes | None = ...,
         stop_row: _builtins.bytes | None = ...,
+        time_range: _HBase_pb2.TimeRange | None = ...,
         max_versions: _builtins.int | None = ...,
         cache_blocks: _builtins.bool | None = ...,
         caching: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["cache_blocks", b"cache_blocks", "caching", b"caching", "max_versions", b"max_versions", "start_row", b"start_row", "stop_row", b"stop_row"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cache_blocks", b"cache_blocks", "caching", b"caching", "max_versions", b"max_versions", "start_row", b"start_row", "stop_row", b"stop_row", "time_range", b"time_range"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_blocks", b"cache_blocks", "caching", b"caching", "column", b"column", "max_versions", b"max_versions", "start_row", b"start_row", "stop_row", b"stop_row"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attribute", b"attribute", "cache_blocks", b"cache_blocks", "caching", b"caching", "column", b"column", "max_versions", b"max_versions", "start_row", b"start_row", "stop_row", b"stop_row", "time_range", b"time_range"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

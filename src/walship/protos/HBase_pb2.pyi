@@ -333,11 +333,31 @@ class RegionServerInfo(_message.Message):
 Global___RegionServerInfo: _TypeAlias = RegionServerInfo  # noqa: Y015
 
 @_typing.final
-class RegionSpecifier(_message.Message):
+class TimeRange(_message.Message):
     """Which region a call is for: its full name (``<table>,<start key>,<region id>.<encoded name>.``),
     which region servers look up by its encoded name, or the encoded name itself.
     """
 
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    to: _builtins.int
+    def __init__(
+        self,
+        *,
+        to: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TimeRange: _TypeAlias = TimeRange  # noqa: Y015
+
+@_typing.final
+class RegionSpecifier(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     class _RegionSpecifierType:

@@ -184,6 +184,19 @@ class RegionServerSink(Sink):
             self._starts[table] = [r.start for r in regions]
         return regions
 
+    def has_table(self, table: bytes) -> bool:
+        """Whether the peer has ``table`` (regions of it in hbase:meta).
+
+        :raises SinkUnavailableError: the peer's ZooKeeper or hbase:meta does not answer.
+        """
+        try:
+            self._table(table)
+        except SinkUnavailableError:
+            raise
+        except SinkError:
+            return False
+        return True
+
     def _forget(self, table: bytes) -> None:
         self._regions.pop(table, None)
         self._starts.pop(table, None)
@@ -202,6 +215,17 @@ class RegionServerSink(Sink):
             mutations = row_mutations(fe)
             table, share = fe.entry.key.table, (fe.entry.end_offset - fe.entry.offset) / len(mutations)
             pending += [(table, m, ids, share) for m in mutations]
+        return self.write(pending, wal, stats)
+
+    def write(self, pending: Sequence[Pending], what: str, stats: ApplyStats | None = None) -> ApplyStats:
+        """Apply ``pending`` (each row's mutations in the order given), going again after
+        regions moved or servers were busy for up to ``RETRY_SECONDS``; ``what`` names them in
+        messages (a WAL, a copy's split). ``walship copy`` writes its rows through this too.
+
+        :raises SinkError: a mutation refused for what it is (names the table and row).
+        :raises SinkUnavailableError: not all applied within ``RETRY_SECONDS``.
+        """
+        stats = stats or ApplyStats()
         deadline = time.monotonic() + RETRY_SECONDS
         backoff = _BACKOFF[0]
         while pending:
@@ -210,7 +234,7 @@ class RegionServerSink(Sink):
                 break
             if time.monotonic() + backoff > deadline:
                 raise SinkUnavailableError(
-                    f"peer {self.peer.peer_id}: {len(pending)} mutations of {wal} not applied after "
+                    f"peer {self.peer.peer_id}: {len(pending)} mutations of {what} not applied after "
                     f"{RETRY_SECONDS:g} s: {why}"
                 )
             stats.retries += 1

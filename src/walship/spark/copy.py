@@ -26,7 +26,7 @@ def copy_split_json(job_json: str, split_json: dict[str, Any]) -> dict[str, Any]
 def copy_with_spark(spark: Any, job: VerifyJob) -> CopyResult:
     """Plan on the driver, copy one split per Spark task, add up what they copied."""
     began = time.monotonic()
-    job, splits = plan(job)
+    job, splits = plan(job, writing=True)
     copied: list[SplitCopied] = []
     if splits:
         job_json = job.to_json()

@@ -10,7 +10,8 @@ A family is compared when its REPLICATION_SCOPE on the source is 1 *and* the pee
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -20,9 +21,10 @@ from walship.peer import PeerConfig, parse_host_ports, validate_peer_id
 from walship.replicate.batcher.filters import table_rule
 from walship.scope.admin import family_settings
 from walship.scope.model import FamilySettings, family_text
-from walship.sinks.base import SINK_THRIFT2_KEY, thrift2_servers
+from walship.sinks.base import SINK_PROTOCOL_KEY, SINK_THRIFT2_KEY, SinkContext, thrift2_servers
+from walship.sinks.regionservers import STREAMS_KEY, RegionServerSink
 from walship.thrift.conn import ThriftOptions
-from walship.thrift.hbase2 import table_name, table_name_text
+from walship.thrift.hbase2 import table_name_text
 from walship.verify.inflight import normalize_table
 from walship.verify.model import LATEST, Split, to_bytes_binary
 from walship.verify.scan import Side
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 SOURCE_FLAG = "--source-thrift2"
 _SCOPE_GLOBAL = 1
+#: the sink protocol that writes into the peer's region servers
+REGION_SERVERS = "hbase"
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,12 @@ class VerifyJob(JobDescription):
     peer_id: str
     peer_thrift2: str = ""
     peer_options: dict[str, Any] | None = None
+    #: a copy into a peer of sink ``hbase``: its cluster key (the copy writes into its region
+    #: servers, as the sink does), its ``walship.sink.hbase.streams``, and the source's cluster
+    #: id, which every copied mutation carries (a peer replicating back never returns it)
+    peer_cluster_key: str = ""
+    peer_streams: int = 1
+    source_cluster_id: str = ""
     zk_auth: str | None = None
     tables: tuple[str, ...] = ()
     families: tuple[str, ...] = ()
@@ -104,21 +114,39 @@ class VerifyJob(JobDescription):
         options = ThriftOptions(**self.peer_options) if self.peer_options else ThriftOptions()
         return Side(servers, label=f"peer {self.peer_id}", hint=f"its {SINK_THRIFT2_KEY}", options=options)
 
-    def with_peer(self, peer: PeerConfig) -> VerifyJob:
-        """The job with the peer's Thrift2 servers and options.
+    def with_peer(self, peer: PeerConfig, *, writing_into: uuid.UUID | None = None) -> VerifyJob:
+        """The job with the peer's Thrift2 servers and options; for a copy (``writing_into``:
+        the source's cluster id) into a peer of sink ``hbase``, its cluster key instead.
 
-        :raises VerifyError: the peer has no ``walship.sink.thrift2``.
+        :raises VerifyError: the peer has no ``walship.sink.thrift2`` (and, for a copy, is not
+            of sink ``hbase``), or a bad ``walship.sink.hbase.streams``.
         """
+        data = asdict(self)
+        if writing_into is not None and peer.configuration.get(SINK_PROTOCOL_KEY, "").strip() == REGION_SERVERS:
+            try:
+                data["peer_streams"] = RegionServerSink.streams_of(peer)
+            except InvalidPeerConfigError as exc:
+                raise VerifyError(str(exc)) from None
+            data["peer_cluster_key"] = peer.cluster_key
+            data["source_cluster_id"] = str(writing_into)
+            if thrift2_servers(peer):
+                data["peer_thrift2"] = peer.configuration[SINK_THRIFT2_KEY]
+                data["peer_options"] = asdict(ThriftOptions.of(peer))
+            return VerifyJob(**data)
         if not thrift2_servers(peer):
             raise VerifyError(
                 f"peer {peer.peer_id} has no Thrift2 servers: verify and copy reach the peer over Thrift2 and need "
                 f"{SINK_THRIFT2_KEY}=HOST:PORT[,...] in its configuration (walship peer set {peer.peer_id} "
                 f"--config {SINK_THRIFT2_KEY}=HOST:PORT)"
             )
-        data = asdict(self)
         data["peer_thrift2"] = peer.configuration[SINK_THRIFT2_KEY]
         data["peer_options"] = asdict(ThriftOptions.of(peer))
         return VerifyJob(**data)
+
+    def peer_region_servers(self) -> RegionServerSink:
+        """The peer's region servers, as sink ``hbase`` writes into them (a copy's job only)."""
+        peer = PeerConfig(self.peer_id, self.peer_cluster_key, configuration={STREAMS_KEY: str(self.peer_streams)})
+        return RegionServerSink(peer, SinkContext(wal_root=""))
 
     def prefixes(self) -> list[bytes]:
         return [to_bytes_binary(p) for p in self.row_prefixes]
@@ -215,8 +243,11 @@ def _table_families(
     }
 
 
-def plan_splits(job: VerifyJob, peer: PeerConfig, source: Side, peer_side: Side) -> list[Split]:
-    """The splits of every compared table, in table and key order.
+def plan_splits(
+    job: VerifyJob, peer: PeerConfig, source: Side, has_table: Callable[[str], bool], where: str
+) -> list[Split]:
+    """The splits of every compared table, in table and key order; ``has_table`` says whether
+    the peer has a table (``where`` names the peer's servers).
 
     :raises VerifyError: an unknown table or family, a family not replicated, a table the
         peer lacks.
@@ -226,10 +257,8 @@ def plan_splits(job: VerifyJob, peer: PeerConfig, source: Side, peer_side: Side)
     prefixes = _merged(prefix_range(p) for p in job.prefixes())
     splits: list[Split] = []
     for table, families in tables.items():
-        tname = table_name(table)
-        exists = peer_side.call(f"check table {table}", lambda c: bool(c.tableExists(tname)))  # noqa: B023
-        if not exists:
-            raise VerifyError(f"table {table} does not exist on peer {peer.peer_id} ({peer_side.server})")
+        if not has_table(table):
+            raise VerifyError(f"table {table} does not exist on peer {peer.peer_id} ({where})")
         for i, region in enumerate(source.region_ranges(table)):
             if prefixes:
                 ranges = [r for r in (_intersect(region, p) for p in prefixes) if r is not None]

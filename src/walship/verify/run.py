@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from walship.errors import ConfigError, ReplicationError, VerifyError
+from walship.errors import ConfigError, ReplicationError, SinkError, VerifyError, VerifyUnavailableError
 from walship.files import url_to_fs
 from walship.meter import NO_METER, Meter
 from walship.replicate.planner import Planner
 from walship.replicate.walstore import WalStore
+from walship.sinks.regionservers import RegionServerSink
+from walship.thrift.hbase2 import table_name
 from walship.verify.compare import compare_row, merge_rows
 from walship.verify.inflight import Unshipped, unshipped_rows
 from walship.verify.model import COUNTER_NAMES, Counters, RowDiff, Split, SplitResult, to_string_binary
@@ -33,6 +35,7 @@ from walship.verify.plan import VerifyJob, plan_splits
 from walship.verify.repair import repair_row
 from walship.verify.scan import Side
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
+from walship.zk.cluster import read_cluster_id
 
 __all__ = ["BAD_ROWS_SHOWN", "VerifyResult", "combine", "plan", "run_split", "verify", "write_report"]
 
@@ -216,8 +219,9 @@ class VerifyResult:
         return "\n".join(lines)
 
 
-def plan(job: VerifyJob) -> tuple[VerifyJob, list[Split]]:
-    """On the driver: read the peer, check the request, list the splits.
+def plan(job: VerifyJob, *, writing: bool = False) -> tuple[VerifyJob, list[Split]]:
+    """On the driver: read the peer, check the request, list the splits. ``writing``: for a
+    copy, which writes into a peer of sink ``hbase`` through its region servers.
 
     :raises PeerNotFoundError: no such peer.
     :raises VerifyError: see :func:`~walship.verify.plan.plan_splits`.
@@ -225,9 +229,28 @@ def plan(job: VerifyJob) -> tuple[VerifyJob, list[Split]]:
     layout = ZnodeLayout(job.znode_parent)
     with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
         peer = ReplicationPeers(client, layout).get(job.peer_id)
-    job = job.with_peer(peer)
-    with job.source_side() as source, job.peer_side() as peer_side:
-        return job, plan_splits(job, peer, source, peer_side)
+        source_id = read_cluster_id(client, layout) if writing else None
+    job = job.with_peer(peer, writing_into=source_id)
+    with job.source_side() as source:
+        if job.peer_cluster_key:
+            sink = job.peer_region_servers()
+            try:
+                return job, plan_splits(job, peer, source, lambda t: _has_table(sink, t), job.peer_cluster_key)
+            finally:
+                sink.close()
+        with job.peer_side() as peer_side:
+
+            def has_table(table: str) -> bool:
+                return bool(peer_side.call(f"check table {table}", lambda c: c.tableExists(table_name(table))))
+
+            return job, plan_splits(job, peer, source, has_table, peer_side.server)
+
+
+def _has_table(sink: RegionServerSink, table: str) -> bool:
+    try:
+        return sink.has_table(table.encode())
+    except SinkError as exc:
+        raise VerifyUnavailableError(str(exc)) from None
 
 
 def combine(job: VerifyJob, splits: list[Split], results: Iterable[SplitResult], seconds: float) -> VerifyResult:
