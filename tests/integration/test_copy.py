@@ -20,12 +20,17 @@ import pytest
 import real_hbase as real_hbase_module
 from airflow_env import AIRFLOW_MARKS, source_conn, task_failures
 from real_hbase import BACKENDS
+from region_ops import Source
 from replication_helpers import Cluster, add_peer, contents, make_cluster, ship
 
 from walship.cli import main
+from walship.copy import copy_job
+from walship.copy.raw import raw_scan
+from walship.copy.source import RegionServerSource
 from walship.peer import MANAGED_KEY
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
+from walship.verify.scan import Side
 from walship.wal import CellType
 from walship_testing.harness import HBaseProcess
 from walship_testing.minicluster import AdminClient
@@ -199,6 +204,43 @@ def test_a_raw_scan_returns_every_version_and_the_markers_with_their_types(sourc
     assert scan_r(source, {b"_raw_": b"\x00"}) == visible
 
 
+def test_a_raw_scan_of_the_region_servers_is_the_thrift2_one_across_regions_and_moves(
+    real_hbase: tuple[HBaseProcess, HBaseProcess],
+) -> None:
+    """A copy reads a real source from its region servers (``ClientService.Scan``, raw): the
+    same rows and cells, in the same order, as the Thrift2 raw scan, for ranges across regions,
+    cut inside them or one region exactly, a page at a time; and again after a region moved to
+    another server, its kept location stale (the scan looks the regions up again and goes on)."""
+    hb = real_hbase[0]
+    table = real_hbase_module.unique("rscan")
+    real_hbase_module.create_table(hb, table, splits=[b"before030", b"m-f"])
+    a = real_hbase_module.cluster(hb, table)
+    write_versions(a, b"before", 60)
+    write_marked(a, b"m-")
+    write_late(a, b"m-")
+    job = copy_job(zk=hb.zk_hosts, znode_parent=hb.znode_parent, source_thrift2=a.thrift2_address(), peer_id="1")
+    ranges = [(b"", b""), (b"before010", b"m-family"), (b"before030", b"m-f"), (b"m-f", b"")]
+    expected = [64, 51, 31, 3]
+
+    def both(rs: RegionServerSource, side: Side) -> None:
+        for (start, stop), n in zip(ranges, expected, strict=True):
+            native = [(row, list(cells)) for row, cells in rs.raw_scan(table, start, stop, [b"r"], 0, caching=7)]
+            over_thrift2 = list(raw_scan(side, table, start, stop, [b"r"]))
+            assert native == over_thrift2 and len(native) == n, (start, stop, len(native), len(over_thrift2))
+        marked = markers_of(scan_r(a, RAW))
+        assert {row: [c[1:6] for c in cells if c.type != CellType.Put] for row, cells in native} == {
+            row: marked[row] for row, _ in native
+        }
+        assert all(marked[row] for row, _ in native)  # every marker type, as the source keeps it
+
+    with RegionServerSource(job) as rs, job.source_side() as side:
+        both(rs, side)
+        source = Source(a, real=True)
+        region = next(r for r in source.regions() if r["start"] == b"m-f".hex())
+        source.move(region["region"], next(s for s in source.servers() if s != region["server"]))
+        both(rs, side)
+
+
 def test_a_raw_attribute_of_more_than_one_byte_is_refused_naming_it(minicluster: MiniClusterProcess) -> None:
     """``Bytes.toBoolean`` takes one byte: the minicluster refuses another length in one line."""
     a = Cluster(minicluster, "")
@@ -235,6 +277,8 @@ def copy_carries_deletes(
     assert code == 0, out.err
     result = json.loads(out.out)
     assert result["rows"] == 8 and result["markers"] == 8, result
+    real = isinstance(a.mc, HBaseProcess)  # real HBase: its region servers, both sides (the peer's sink hbase)
+    assert (result["read_from"], result["written_to"]) == (("region_servers",) * 2 if real else ("thrift2",) * 2)
     write_late(a, b"n-")
     ship(a, "2")
     on_a, on_b = contents(a, b"r"), contents(b)
@@ -265,12 +309,14 @@ def test_a_copy_carries_the_delete_markers_on_the_minicluster(
 def test_a_copy_carries_the_delete_markers_on_real_hbase(
     real_hbase: tuple[HBaseProcess, HBaseProcess], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """On real HBase the copy reads the source's region servers and, the peer being of sink
+    ``hbase``, writes into the peer's: each marker arrives with its type and timestamp."""
     a, b = real_hbase_module.table_on_both(*real_hbase, "marks")
     hb = a.mc
     assert isinstance(hb, HBaseProcess)
 
     def add() -> None:
-        real_hbase_module.add_managed_peer(a, b, "2", "thrift2")
+        real_hbase_module.add_managed_peer(a, b, "2", "hbase")
         real_hbase_module.wait_queues_hold_current_wals(a, "2")
 
     try:

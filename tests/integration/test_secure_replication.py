@@ -348,6 +348,8 @@ def test_copy_into_a_new_peer(stack: SecureStack) -> None:
     assert added.returncode == 0, added.stderr
     copied = walship(stack, "copy", "--peer", peer, "--table", table, "--json")
     assert copied.returncode == 0, copied.stderr
+    # read from A's region servers with Kerberos (RPC as walship's principal), written over Thrift2
+    assert json.loads(copied.stdout)["read_from"] == "region_servers"
     on_b = rows_of(stack.sb, table)
     assert on_b == rows_of(stack.sa, table) and len(on_b) == 49 and b"row0007" not in on_b
 

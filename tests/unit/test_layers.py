@@ -88,6 +88,7 @@ LAYERS: dict[str, set[str]] = {
     "scope": {"errors", "defaults", "thrift", "sinks", "zk", "replicate", "wal", "peer"},
     "verify": {
         "errors",
+        "rpc",
         "jobdesc",
         "files",
         "defaults",
@@ -101,7 +102,7 @@ LAYERS: dict[str, set[str]] = {
         "peer",
         "meter",
     },
-    "copy": {"errors", "verify", "meter", "sinks", "rpc", "clusterids", "thrift", "wal"},
+    "copy": {"errors", "verify", "meter", "sinks", "rpc", "clusterids", "thrift", "wal", "zk"},
     # a switchover: the master's table calls, the drain's cut, the verify, the scope audit
     "switchover": {"errors", "peer", "replicate", "rpc", "scope", "sinks", "status", "verify", "wal", "zk"},
     "spark": {

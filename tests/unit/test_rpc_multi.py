@@ -11,10 +11,10 @@ import pytest
 
 from walship.clusterids import encode_cluster_ids
 from walship.protos import Client_pb2, HBase_pb2
-from walship.rpc.cellblock import cells_of, keyvalue
+from walship.rpc.cellblock import cells_of, keyvalue, results_of
 from walship.rpc.multi import CONSUMED_CLUSTER_IDS, ActionFailure, RowMutation, failures, multi_call
 from walship.rpc.wire import RpcProtocolError
-from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter
+from walship.wal import Cell, CellType, Tag, WalKey, WalReader, WalWriter, entries
 from walship.wal.writer import encode_cell
 
 CELLS = [
@@ -90,3 +90,29 @@ def test_a_cell_block_reads_back_and_a_broken_one_is_named() -> None:
     bad[3] ^= 0x01  # the first cell's length no longer matches its key and value
     with pytest.raises(RpcProtocolError, match="does not parse at byte 0"):
         cells_of(bytes(bad), "a scan")
+
+
+@pytest.mark.parametrize("decoder", ["compiled", "python"])
+def test_a_scan_answer_is_cut_into_its_results_and_a_wrong_count_is_named(
+    decoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cells_per_result`` cuts the block into rows, by the compiled decoder (built by ``make
+    setup``) and by the Python one alike; a block that does not hold the cells the counts say,
+    one cut short, or a cell with tags (``KeyValueCodec`` has none) is refused, naming it."""
+    block = b"".join(map(keyvalue, CELLS))
+    assert entries.c_cellblock is not None
+    if decoder == "python":
+        monkeypatch.setattr(entries, "c_cellblock", None)
+    else:
+        assert entries.c_cellblock(block, [2, 0, 1]) is not None  # not left to Python
+    results = results_of(block, [2, 0, 1], "a scan")
+    assert [tuple(r) for r in results] == [tuple(CELLS[:2]), (), tuple(CELLS[2:])]
+    for counts in ([2], [2, 0, 2], [4]):
+        with pytest.raises(RpcProtocolError, match=f"a scan: 3 cells for results of {sum(counts)}"):
+            results_of(block, counts, "a scan")
+    last = len(keyvalue(CELLS[0])) + len(keyvalue(CELLS[1]))
+    with pytest.raises(RpcProtocolError, match=f"a scan: a cell cut short at byte {last} of the cell block"):
+        results_of(block[: last + 10], [2, 1], "a scan")
+    tagged = encode_cell(CELLS[0]._replace(tags=(Tag(1, b"acl"),)))
+    with pytest.raises(RpcProtocolError, match="a scan: a cell that does not parse at byte 0"):
+        results_of(tagged, [1], "a scan")

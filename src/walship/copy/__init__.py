@@ -25,17 +25,20 @@ import datetime
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from walship.copy.raw import raw_scan
+from walship.copy.source import RegionServerSource
 from walship.copy.writers import PeerWriter, peer_writer
 from walship.errors import ConfigError
 from walship.meter import NO_METER, Meter
 from walship.verify import Split, VerifyJob, plan
 from walship.verify.model import LATEST
+from walship.verify.scan import DEFAULT_CACHING
 from walship.wal.model import Cell, CellType
 
 __all__ = [
@@ -57,8 +60,12 @@ log = logging.getLogger(__name__)
 BATCH_ROWS = 500
 BATCH_BYTES = 4 << 20
 
+#: How a copy reads the source and writes the peer (``--json``'s ``read_from``, ``written_to``).
+REGION_SERVERS = "region_servers"
+THRIFT2 = "thrift2"
+
 #: A row and its cells (puts and delete markers), as the raw scan reads them.
-Row = tuple[bytes, list[Cell]]
+Row = tuple[bytes, Sequence[Cell]]
 _PUT = int(CellType.Put)
 
 
@@ -103,6 +110,9 @@ class CopyResult:
     until_ms: int
     splits: list[SplitCopied] = field(default_factory=list)
     seconds: float = 0.0
+    #: how the rows were read and written: ``region_servers`` (HBase's RPC) or ``thrift2``
+    read_from: str = THRIFT2
+    written_to: str = THRIFT2
 
     @property
     def rows(self) -> int:
@@ -129,6 +139,8 @@ class CopyResult:
             "bytes": sum(s.bytes for s in self.splits),
             "seconds": round(self.seconds, 3),
             "rows_per_s": round(self.rows / self.seconds, 1) if self.seconds > 0 else None,
+            "read_from": self.read_from,
+            "written_to": self.written_to,
         }
 
     def summary(self) -> str:
@@ -186,7 +198,7 @@ def until_ms(text: str | None, what: str = "--until") -> int:
     return math.floor(value.timestamp() * 1000)
 
 
-def _size(row: bytes, cells: list[Cell]) -> int:
+def _size(row: bytes, cells: Sequence[Cell]) -> int:
     return sum(len(row) + len(c.family) + len(c.qualifier) + len(c.value) + 8 for c in cells)
 
 
@@ -212,7 +224,7 @@ def copy_split(
     families = [f for f, _versions in split.families]
     until = job.end_ms
     with (
-        job.source_side() as source,
+        _source_scan(job) as scan,
         peer_writer(job, split.describe()) as peer,
         ThreadPoolExecutor(1, thread_name_prefix="walship-copy-put") as putter,
     ):
@@ -227,7 +239,7 @@ def copy_split(
         for start, stop in split.ranges:
             batch: list[Row] = []
             size = 0
-            for row, cells in raw_scan(source, split.table, start, stop, families, job.start_ms):
+            for row, cells in scan(split.table, start, stop, families, job.start_ms):
                 if until != LATEST:
                     cells = [c for c in cells if c.type != _PUT or c.timestamp < until]
                     if not cells:
@@ -251,6 +263,20 @@ def copy_split(
     return out
 
 
+@contextmanager
+def _source_scan(job: VerifyJob) -> Iterator[Callable[[str, bytes, bytes, list[bytes], int], Iterator[Row]]]:
+    """The raw scan of the job's source: from its region servers when the plan found them,
+    else over its Thrift2 servers."""
+    if job.source_region_servers:
+        with RegionServerSource(job) as rs:
+            yield lambda table, start, stop, families, min_ts: rs.raw_scan(
+                table, start, stop, families, min_ts, caching=DEFAULT_CACHING
+            )
+    else:
+        with job.source_side() as side:
+            yield lambda table, start, stop, families, min_ts: raw_scan(side, table, start, stop, families, min_ts)
+
+
 def _write(
     peer: PeerWriter,
     table: str,
@@ -272,7 +298,14 @@ def _write(
 
 
 def combine(job: VerifyJob, copied: Iterable[SplitCopied], seconds: float) -> CopyResult:
-    return CopyResult(job.peer_id, job.end_ms, list(copied), seconds)
+    return CopyResult(
+        job.peer_id,
+        job.end_ms,
+        list(copied),
+        seconds,
+        REGION_SERVERS if job.source_region_servers else THRIFT2,
+        REGION_SERVERS if job.peer_cluster_key else THRIFT2,
+    )
 
 
 def copy(job: VerifyJob, *, meter: Meter = NO_METER) -> CopyResult:

@@ -12,12 +12,14 @@ Example::
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from walship.rpc.wire import RpcProtocolError
+from walship.wal import entries
 from walship.wal.model import Cell
 from walship.wal.writer import encode_cell
 
-__all__ = ["cells_of", "keyvalue"]
+__all__ = ["cells_of", "keyvalue", "results_of"]
 
 _KV_HEAD = struct.Struct(">iiih")  # the cell's length, the key's, the value's, the row's
 _TS_TYPE = struct.Struct(">qB")
@@ -56,4 +58,25 @@ def cells_of(block: bytes, what: str) -> list[Cell]:
         ts, ctype = _TS_TYPE.unpack_from(block, kend - 9)
         out.append(Cell(row, family, qualifier, ts, ctype, block[kend:end]))
         pos = end
+    return out
+
+
+def results_of(block: bytes, counts: Sequence[int], what: str) -> list[Sequence[Cell]]:
+    """The cells of a block cut into results of ``counts`` cells each (a scan's
+    ``cells_per_result``), by the compiled decoder when it is built.
+
+    :raises RpcProtocolError: bytes that are not whole cells, or not as many as the counts say.
+    """
+    if entries.c_cellblock is not None:
+        results = entries.c_cellblock(block, counts)
+        if results is not None:
+            return list(results)
+    cells = cells_of(block, what)  # names what is wrong, or the counts do not match
+    if sum(counts) != len(cells):
+        raise RpcProtocolError(f"{what}: {len(cells)} cells for results of {sum(counts)}")
+    out: list[Sequence[Cell]] = []
+    at = 0
+    for count in counts:
+        out.append(cells[at : at + count])
+        at += count
     return out

@@ -31,8 +31,8 @@ from kazoo.exceptions import NoNodeError
 
 from walship.errors import ZkDataError
 from walship.protos import Client_pb2, HBase_pb2, ZooKeeper_pb2
-from walship.rpc.cellblock import cells_of
 from walship.rpc.multi import RegionServerClient
+from walship.rpc.scan import region_scan
 from walship.rpc.wire import RpcProtocolError
 from walship.wal.model import Cell
 from walship.zk.client import zk_call
@@ -107,28 +107,13 @@ def table_regions(meta: RegionServerClient, table: bytes) -> list[RegionLocation
         stop_row=table + b" ,,",
         caching=_SCAN_ROWS,
     )
-    request = Client_pb2.ScanRequest(scan=scan, number_of_rows=_SCAN_ROWS)
-    request.region.type = HBase_pb2.RegionSpecifier.REGION_NAME
-    request.region.value = META_REGION
     out: list[RegionLocation] = []
     what = f"hbase:meta on {meta.server}"
-    while True:
-        response, block = meta.call("Scan", request, Client_pb2.ScanResponse)
-        cells = cells_of(block, what)
-        if sum(response.cells_per_result) != len(cells):
-            raise RpcProtocolError(f"{what}: {len(cells)} cells for results of {sum(response.cells_per_result)}")
-        at = 0
-        for count in response.cells_per_result:
-            region = _region(cells[at : at + count], what)
-            at += count
+    for rows in region_scan(meta, META_REGION, scan, _SCAN_ROWS, what):
+        for cells in rows:
+            region = _region(cells, what)
             if region is not None and region.name.startswith(table + b","):
                 out.append(region)
-        if not response.more_results or not response.more_results_in_region:
-            if response.more_results and response.scanner_id:
-                close = Client_pb2.ScanRequest(scanner_id=response.scanner_id, close_scanner=True, number_of_rows=0)
-                meta.call("Scan", close, Client_pb2.ScanResponse)
-            break
-        request = Client_pb2.ScanRequest(scanner_id=response.scanner_id, number_of_rows=_SCAN_ROWS)
     log.debug("%s: %d regions of %r", what, len(out), table)
     return out
 

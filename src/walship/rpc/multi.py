@@ -42,6 +42,7 @@ __all__ = [
     "RowMutation",
     "failures",
     "multi_call",
+    "short_class",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,12 @@ class ActionFailure:
 
     @property
     def short_class(self) -> str:
-        return self.exception_class.rsplit(".", 1)[-1]
+        return short_class(self.exception_class)
+
+
+def short_class(exception_class: str) -> str:
+    """HBase's exception class without its package."""
+    return exception_class.rsplit(".", 1)[-1]
 
 
 def multi_call(

@@ -37,20 +37,21 @@ from walship.clusterids import encode_cluster_ids
 from walship.errors import (
     InvalidPeerConfigError,
     MasterUnavailableError,
-    RemoteHBaseError,
     SinkError,
     SinkUnavailableError,
+    TableNotFoundError,
     ZkError,
 )
 from walship.peer import PeerConfig, parse_cluster_key
 from walship.rpc.auth import Authentication, default_auth
-from walship.rpc.meta import RegionLocation, locate, read_meta_location, table_regions
-from walship.rpc.multi import RegionServerClient, RowMutation
+from walship.rpc.locator import BUSY, RELOCATE, RegionLocator
+from walship.rpc.meta import RegionLocation
+from walship.rpc.multi import RowMutation
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.sinks.compiled import FASTPATH
 from walship.sinks.regioncalls import IDS, MUTATION, SIZE, TABLE, Call, Outcome, Pending, Sender, in_order
 from walship.wal.model import CellType
-from walship.zk import ZnodeLayout, zk_client
+from walship.zk import ZnodeLayout
 
 __all__ = ["RETRY_SECONDS", "STREAMS_KEY", "RegionServerSink", "row_mutations"]
 
@@ -67,21 +68,8 @@ CALL_BYTES = 2 << 20
 RETRY_SECONDS = 120.0
 _BACKOFF = (0.05, 2.0)
 _PUT = int(CellType.Put)
-#: HBase's answers that mean "look the region up again"
-_RELOCATE = frozenset(
-    {
-        "NotServingRegionException",
-        "RegionMovedException",
-        "RegionOpeningException",
-        "RegionServerStoppedException",
-        "ServerNotRunningYetException",
-        "RegionServerAbortedException",
-    }
-)
-#: HBase's answers that mean "the same again, a little later"
-_BUSY = frozenset(
-    {"RegionTooBusyException", "CallQueueTooBigException", "RetryImmediatelyException", "CallDroppedException"}
-)
+_RELOCATE = RELOCATE
+_BUSY = BUSY
 
 
 def row_mutations(fe: FilteredEntry) -> list[RowMutation]:
@@ -113,13 +101,10 @@ class RegionServerSink(Sink):
     def __init__(self, peer: PeerConfig, context: SinkContext, *, auth: Authentication | None = None) -> None:
         hosts, port, parent = parse_cluster_key(peer.cluster_key)
         self.peer = peer
-        self._zk_hosts = ",".join(f"{h}:{port}" for h in hosts)
-        self._layout = ZnodeLayout(parent)
-        self._auth = auth or default_auth()
-        self._regions: dict[bytes, list[RegionLocation]] = {}
-        self._starts: dict[bytes, list[bytes]] = {}
+        self._where = RegionLocator(
+            ",".join(f"{h}:{port}" for h in hosts), ZnodeLayout(parent), auth or default_auth(), f"peer {peer.peer_id}"
+        )
         self._streams = self.streams_of(peer)
-        self._servers: dict[str, RegionServerClient] = {}
 
     @staticmethod
     def streams_of(peer: PeerConfig) -> int:
@@ -140,49 +125,17 @@ class RegionServerSink(Sink):
         parse_cluster_key(peer.cluster_key)
         cls.streams_of(peer)
 
-    # -- where rows go ----------------------------------------------------------------------
-
-    def _meta(self) -> RegionServerClient:
-        try:
-            with zk_client(self._zk_hosts) as zk:
-                location = read_meta_location(zk, self._layout)
-        except ZkError as exc:  # the peer's ZooKeeper does not answer, refuses us, or holds something else
-            raise SinkUnavailableError(f"peer {self.peer.peer_id}: ZooKeeper {self._zk_hosts}: {exc}") from None
-        if location is None:
-            raise SinkUnavailableError(
-                f"peer {self.peer.peer_id}: no hbase:meta location at {self._layout.meta_region_server} on "
-                f"{self._zk_hosts} (a cluster still starting, or one without region servers' RPC, as the "
-                "minicluster, which takes sink thrift1 or thrift2)"
-            )
-        return self._server(*location)
-
-    def _server(self, host: str, port: int, stream: int = 0) -> RegionServerClient:
-        """The connection of ``stream`` to ``host:port`` (opened when there is none)."""
-        key = f"{host}:{port}" if stream == 0 else f"{host}:{port}#{stream}"
-        client = self._servers.get(key)
-        if client is None:
-            client = self._servers[key] = RegionServerClient(host, port, self._auth)
-        return client
-
-    def _drop_server(self, address: str) -> None:
-        client = self._servers.pop(address, None)
-        if client is not None:
-            client.close()
+    # -- where rows go ---------------------------------------------------------------------
 
     def _table(self, table: bytes) -> list[RegionLocation]:
-        regions = self._regions.get(table)
-        if regions is None:
-            meta = self._meta()
-            try:
-                regions = table_regions(meta, table)
-            except (RemoteHBaseError, MasterUnavailableError) as exc:
-                self._drop_server(meta.server)
-                raise SinkUnavailableError(f"peer {self.peer.peer_id}: reading hbase:meta: {exc}") from None
-            if not regions:
-                raise SinkError(f"peer {self.peer.peer_id}: table {table.decode(errors='replace')} does not exist")
-            self._regions[table] = regions
-            self._starts[table] = [r.start for r in regions]
-        return regions
+        try:
+            return self._where.regions(table)
+        except TableNotFoundError as exc:
+            raise SinkError(str(exc)) from None
+        except ZkError as exc:  # the peer's ZooKeeper does not answer, refuses us, or holds something else
+            raise SinkUnavailableError(f"peer {self.peer.peer_id}: ZooKeeper {self._where.zk_hosts}: {exc}") from None
+        except MasterUnavailableError as exc:
+            raise SinkUnavailableError(str(exc)) from None
 
     def has_table(self, table: bytes) -> bool:
         """Whether the peer has ``table`` (regions of it in hbase:meta).
@@ -196,10 +149,6 @@ class RegionServerSink(Sink):
         except SinkError:
             return False
         return True
-
-    def _forget(self, table: bytes) -> None:
-        self._regions.pop(table, None)
-        self._starts.pop(table, None)
 
     # -- applying ---------------------------------------------------------------------------
 
@@ -254,8 +203,8 @@ class RegionServerSink(Sink):
         streams = self._streams
         for item in pending:
             table, mutation = item[TABLE], item[MUTATION]
-            regions = self._table(table)
-            region = regions[0] if len(regions) == 1 else locate(regions, mutation[0], self._starts[table])
+            self._table(table)
+            region = self._where.region_of(table, mutation[0])
             stream = hash(mutation[0]) % streams if streams > 1 and region.host else 0
             call = open_calls.get((region.name, stream))
             if (
@@ -281,7 +230,7 @@ class RegionServerSink(Sink):
         inline = sum(len(calls) for calls in by_stream.values()) == 1
         senders = {
             key: Sender(
-                self._server(calls[0].region.host, calls[0].region.port, key[1]),
+                self._where.server(calls[0].region.host, calls[0].region.port, key[1]),
                 outcomes.setdefault(key, Outcome()),
                 inline=inline,
             )
@@ -310,9 +259,9 @@ class RegionServerSink(Sink):
                     )
             if outcome.error or kinds & _RELOCATE or "" in kinds:
                 for c in (call, *outcome.unsent):
-                    self._forget(c.items[0][TABLE])
+                    self._where.forget(c.items[0][TABLE])
                 if outcome.error:
-                    self._drop_server(address if stream == 0 else f"{address}#{stream}")
+                    self._where.drop_server(address, stream)
             reasons.append(f"{address}: {outcome.error or ', '.join(sorted(kinds))}")
             again += [item for c in (call, *outcome.unsent) for item in c.items]
         if not again:
@@ -322,5 +271,4 @@ class RegionServerSink(Sink):
         return again, "; ".join(reasons)
 
     def close(self) -> None:
-        for address in list(self._servers):
-            self._drop_server(address)
+        self._where.close()

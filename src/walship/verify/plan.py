@@ -69,6 +69,9 @@ class VerifyJob(JobDescription):
     peer_cluster_key: str = ""
     peer_streams: int = 1
     source_cluster_id: str = ""
+    #: a copy reads the source's rows from its region servers (it registers hbase:meta's in
+    #: its ZooKeeper), not over Thrift2
+    source_region_servers: bool = False
     zk_auth: str | None = None
     tables: tuple[str, ...] = ()
     families: tuple[str, ...] = ()

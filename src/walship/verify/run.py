@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -26,6 +27,7 @@ from walship.files import url_to_fs
 from walship.meter import NO_METER, Meter
 from walship.replicate.planner import Planner
 from walship.replicate.walstore import WalStore
+from walship.rpc.meta import read_meta_location
 from walship.sinks.regionservers import RegionServerSink
 from walship.thrift.hbase2 import table_name
 from walship.verify.compare import compare_row, merge_rows
@@ -230,7 +232,10 @@ def plan(job: VerifyJob, *, writing: bool = False) -> tuple[VerifyJob, list[Spli
     with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
         peer = ReplicationPeers(client, layout).get(job.peer_id)
         source_id = read_cluster_id(client, layout) if writing else None
+        native = writing and read_meta_location(client, layout) is not None
     job = job.with_peer(peer, writing_into=source_id)
+    if native:
+        job = dataclasses.replace(job, source_region_servers=True)
     with job.source_side() as source:
         if job.peer_cluster_key:
             sink = job.peer_region_servers()

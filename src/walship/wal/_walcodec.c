@@ -571,6 +571,57 @@ error:
     return NULL;
 }
 
+/* cellblock(buf, counts) -> [cells tuple per count], or None when the block is not exactly
+ * that many whole, valid cells without tags (the Python decoder then says where). */
+static PyObject *walcodec_cellblock(PyObject *module, PyObject *args) {
+    Py_buffer view;
+    PyObject *counts;
+    if (!PyArg_ParseTuple(args, "y*O:cellblock", &view, &counts)) return NULL;
+    if (Cell_t == NULL) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, "walship.wal._walcodec.configure() was not called");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(counts, "cellblock: counts must be a sequence of ints");
+    if (seq == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t n = view.len, c = 0, results = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(results);
+    if (out == NULL) goto error;
+    for (Py_ssize_t i = 0; i < results; i++) {
+        Py_ssize_t count = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i));
+        if (count == -1 && PyErr_Occurred()) goto error;
+        if (count < 0) goto invalid;
+        int64_t last_ts = 0;
+        int defer = 0;
+        PyObject *cells = parse_cells(buf, n, &c, count, NULL, &last_ts, &defer);
+        if (cells == NULL) {
+            if (defer) goto invalid;
+            goto error;
+        }
+        PyList_SET_ITEM(out, i, cells);
+        for (Py_ssize_t j = 0; j < count; j++) /* KeyValueCodec carries no tags */
+            if (PyTuple_GET_SIZE(PyTuple_GET_ITEM(PyTuple_GET_ITEM(cells, j), 6)) != 0) goto invalid;
+    }
+    if (c != n) goto invalid;
+    Py_DECREF(seq);
+    PyBuffer_Release(&view);
+    return out;
+invalid:
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(out);
+    Py_DECREF(seq);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 /* configure(Cell, Tag, WalKey, WalEntry, uuid, scopes, attribute, EMPTY_SCOPES, DecodeError) */
 static PyObject *walcodec_configure(PyObject *module, PyObject *args) {
     PyObject *types[4], *fns[3], *empty, *error;
@@ -649,6 +700,10 @@ static PyMethodDef walcodec_methods[] = {
      "parse_compressed(context, buf, p, buf_off, limit) -> (entries, stop, status)\n\n"
      "Decode up to `limit` whole, valid entries of a compressed WAL; status 0: done, 1: the\n"
      "entry at `stop` is left to the Python parser, 2: buf ends inside it."},
+    {"cellblock", walcodec_cellblock, METH_VARARGS,
+     "cellblock(buf, counts) -> [cells tuple per count] or None\n\n"
+     "Decode an RPC cell block (KeyValueCodec) into a tuple of cells for each count; None when\n"
+     "it is not exactly that many whole, valid cells without tags."},
     {"configure", walcodec_configure, METH_VARARGS,
      "configure(Cell, Tag, WalKey, WalEntry, uuid, scopes, attribute, EMPTY_SCOPES, DecodeError)"},
     {NULL, NULL, 0, NULL},

@@ -1,5 +1,5 @@
 # The compiled WAL entry decoder (src/walship/wal/_walcodec.c), used by walship.wal.entries.
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from walship.wal.model import WalEntry
@@ -16,6 +16,7 @@ def configure(
     decode_error: type[BaseException],
     /,
 ) -> None: ...
+def cellblock(buf: bytes | memoryview, counts: Sequence[int], /) -> list[tuple[Any, ...]] | None: ...
 def parse(buf: bytes | memoryview, p: int, buf_off: int, limit: int, /) -> tuple[list[WalEntry], int, bool]: ...
 
 class Context:

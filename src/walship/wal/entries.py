@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -379,6 +379,8 @@ def _parse_tags(
 
 #: ``walship.wal._walcodec.parse`` once configured, else ``None``
 c_parse: Callable[[Buffer, int, int, int], tuple[list[WalEntry], int, bool]] | None = None
+#: ``walship.wal._walcodec.cellblock`` (an RPC cell block's cells, by result) once configured
+c_cellblock: Callable[[Buffer, Sequence[int]], list[tuple[Cell, ...]] | None] | None = None
 C_UNAVAILABLE: str | None = None  # why the compiled decoder cannot be used, when it cannot
 _fallback_logged = False
 try:
@@ -394,6 +396,7 @@ else:
         C_UNAVAILABLE = f"walship.wal._walcodec refused the WAL model: {exc}"
     else:
         c_parse = _walcodec.parse
+        c_cellblock = _walcodec.cellblock
 
 
 def default_decoder() -> str:
