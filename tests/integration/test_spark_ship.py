@@ -261,7 +261,8 @@ def local_spark(monkeypatch: pytest.MonkeyPatch, **conf: str) -> Iterator[Any]:
 
 
 def test_the_ship_tasks_find_their_python_workers_started(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The warm-up starts a Python worker a slot, with the Thrift sinks loaded, and the tasks of
+    """The warm-up starts a Python worker a slot, with the Thrift sinks (and a copy task's path)
+    loaded, and the tasks of
     the job after it run in those workers: their start is out of the ship tasks' window."""
     with local_spark(monkeypatch) as spark:
         warm_up = warmup.WorkerWarmUp(spark)
@@ -269,7 +270,7 @@ def test_the_ship_tasks_find_their_python_workers_started(monkeypatch: pytest.Mo
         assert len(warm_up.workers) == 2  # one a slot, started at once
 
         def probe(_: Any) -> Any:
-            loaded = ("walship.spark.ship", "walship.sinks.hbase2", "walship.sinks.hbase")
+            loaded = ("walship.spark.ship", "walship.sinks.hbase2", "walship.sinks.hbase", "walship.spark.copy")
             yield os.getpid(), all(name in sys.modules for name in loaded)
 
         after = spark.sparkContext.parallelize(range(4), numSlices=4).mapPartitions(probe).collect()

@@ -390,5 +390,5 @@ def test_row_runs_are_the_sinks_row_mutations(seed: int) -> None:
     rng = random.Random(seed)
     for entry in random_entries(rng, 100, puts_share=0.5):
         fe = FilteredEntry(entry, entry.cells, ())
-        python = [tuple(m) for m in regionservers._row_mutations(fe)]
+        python = [tuple(m) for m in regionservers._runs(fe.cells)]
         assert _fastpath.row_runs(entry.cells) == python

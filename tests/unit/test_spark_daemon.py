@@ -80,7 +80,8 @@ def test_the_daemon_preloads_the_shipping_path_without_a_thread_and_freezes_it()
         "from walship.spark.daemon import preload\n"
         "preload()\n"
         "print(json.dumps([threading.active_count(), len(os.listdir('/proc/self/task')),\n"
-        "    'walship.spark.ship' in sys.modules, 'happybase' in sys.modules, gc.get_freeze_count()]))\n"
+        "    'walship.spark.ship' in sys.modules and 'walship.spark.copy' in sys.modules,\n"
+        "    'happybase' in sys.modules, gc.get_freeze_count()]))\n"
     )
     assert done.returncode == 0, done.stderr
     python_threads, os_threads, ship, thrift1, frozen = json.loads(done.stdout)

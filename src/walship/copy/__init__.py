@@ -287,8 +287,7 @@ def _write(
 ) -> None:
     if not batch:
         return
-    peer.write(table, batch)
-    puts = sum(1 for _, cells in batch for c in cells if c.type == _PUT)
+    puts = peer.write(table, batch, size)
     out.rows += len(batch)
     out.cells += puts
     out.markers += sum(len(cells) for _, cells in batch) - puts

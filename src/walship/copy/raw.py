@@ -129,9 +129,9 @@ def _deletes(rows: Sequence[tuple[bytes, Sequence[Cell]]]) -> list[Any]:
     return out
 
 
-def write_rows(peer: Side, table: str, rows: Sequence[tuple[bytes, Sequence[Cell]]]) -> None:
+def write_rows(peer: Side, table: str, rows: Sequence[tuple[bytes, Sequence[Cell]]]) -> int:
     """Write the rows' cells into the peer: the delete markers (``deleteMultiple``), then the
-    puts (``putMultiple``), each with its own type and timestamp.
+    puts (``putMultiple``), each with its own type and timestamp; the puts written.
 
     :raises VerifyError: the peer refused (an unknown family), or left deletes undone.
     :raises VerifyUnavailableError: the peer did not answer.
@@ -150,3 +150,4 @@ def write_rows(peer: Side, table: str, rows: Sequence[tuple[bytes, Sequence[Cell
     if puts:
         encoded = encode_put_multiple(peer.options.protocol, name, puts, {})
         peer.call(f"put {len(puts)} row(s) into table {table}", lambda c: c.send_encoded(encoded))
+    return sum(len(put) for _, put in puts)

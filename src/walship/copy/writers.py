@@ -2,10 +2,13 @@
 :func:`walship.copy.raw.write_rows`), or, for a peer of sink ``hbase``, its region servers,
 through the sink's own calls (:meth:`walship.sinks.regionservers.RegionServerSink.write`).
 
-Into the region servers, a row becomes two mutations as HBase's ``ReplicationSink`` makes them
-of a WAL entry's cells: its delete markers (one ``Delete``, every cell with its own type and
-timestamp), then its puts. Both carry the source's cluster id (``_cs.id``), so the peer writes
-it into its own WAL and a peer that replicates back to the source never returns the copy.
+Into the region servers, a row's cells (in HBase's cell order, as the scan returns them) become
+mutations as HBase's ``ReplicationSink`` makes them of a WAL entry's: each run of consecutive
+cells of one kind (puts, or delete markers) is one, every cell with its own type and timestamp
+(:func:`~walship.sinks.regionservers.cell_runs`). A marker sorts before every cell it masks (a
+family's markers first; in a column, timestamps descending), so it is written first, even when
+a copy stops halfway. Every mutation carries the source's cluster id (``_cs.id``), so the peer
+writes it into its own WAL and a peer that replicates back to the source never returns the copy.
 """
 
 from __future__ import annotations
@@ -19,25 +22,24 @@ from typing import Protocol
 from walship.clusterids import encode_cluster_ids
 from walship.copy.raw import write_rows
 from walship.errors import SinkError, SinkUnavailableError, VerifyError, VerifyUnavailableError
-from walship.rpc.multi import RowMutation
-from walship.sinks.regioncalls import Pending
-from walship.sinks.regionservers import RegionServerSink
+from walship.sinks.regioncalls import MUTATION, Pending
+from walship.sinks.regionservers import RegionServerSink, cell_runs
 from walship.verify import VerifyJob
 from walship.verify.scan import Side
-from walship.wal.model import Cell, CellType
+from walship.wal.model import Cell
 
 __all__ = ["PeerWriter", "RegionServerWriter", "Thrift2Writer", "peer_writer"]
 
 log = logging.getLogger(__name__)
 
-_PUT = int(CellType.Put)
-
 
 class PeerWriter(Protocol):
     """Writes a copy's rows into the peer, each cell with its own type and timestamp."""
 
-    def write(self, table: str, rows: Sequence[tuple[bytes, Sequence[Cell]]]) -> None:
-        """:raises VerifyError: the peer refused (names the table).
+    def write(self, table: str, rows: Sequence[tuple[bytes, Sequence[Cell]]], size: int) -> int:
+        """Write ``rows`` (about ``size`` bytes); the put cells among them.
+
+        :raises VerifyError: the peer refused (names the table).
         :raises VerifyUnavailableError: the peer did not answer."""
         ...
 
@@ -48,8 +50,8 @@ class Thrift2Writer:
     def __init__(self, side: Side) -> None:
         self.side = side
 
-    def write(self, table: str, rows: Sequence[tuple[bytes, Sequence[Cell]]]) -> None:
-        write_rows(self.side, table, rows)
+    def write(self, table: str, rows: Sequence[tuple[bytes, Sequence[Cell]]], size: int) -> int:
+        return write_rows(self.side, table, rows)
 
 
 class RegionServerWriter:
@@ -60,18 +62,13 @@ class RegionServerWriter:
         self.what = what
         self._ids = encode_cluster_ids([source_id])
 
-    def write(self, table: str, rows: Sequence[tuple[bytes, Sequence[Cell]]]) -> None:
+    def write(self, table: str, rows: Sequence[tuple[bytes, Sequence[Cell]]], size: int) -> int:
         name, ids = table.encode(), self._ids
-        pending: list[Pending] = []
-        for row, cells in rows:
-            puts = tuple(c for c in cells if c.type == _PUT)
-            size = float(sum(len(c.qualifier) + len(c.value) + 24 for c in cells))
-            if len(puts) != len(cells):
-                pending.append((name, RowMutation(row, True, tuple(c for c in cells if c.type != _PUT)), ids, size))
-            if puts:
-                pending.append((name, RowMutation(row, False, puts), ids, size))
+        share = size / max(1, len(rows))
+        pending: list[Pending] = [(name, m, ids, share) for _, cells in rows for m in cell_runs(cells)]
         try:
             self.sink.write(pending, self.what)
+            return sum(len(p[MUTATION][2]) for p in pending if not p[MUTATION][1])
         except SinkUnavailableError as exc:
             raise VerifyUnavailableError(str(exc)) from None
         except SinkError as exc:

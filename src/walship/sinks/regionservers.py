@@ -50,10 +50,10 @@ from walship.rpc.multi import RowMutation
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.sinks.compiled import FASTPATH
 from walship.sinks.regioncalls import IDS, MUTATION, SIZE, TABLE, Call, Outcome, Pending, Sender, in_order
-from walship.wal.model import CellType
+from walship.wal.model import Cell, CellType
 from walship.zk import ZnodeLayout
 
-__all__ = ["RETRY_SECONDS", "STREAMS_KEY", "RegionServerSink", "row_mutations"]
+__all__ = ["RETRY_SECONDS", "STREAMS_KEY", "RegionServerSink", "cell_runs", "row_mutations"]
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +73,21 @@ _BUSY = BUSY
 
 
 def row_mutations(fe: FilteredEntry) -> list[RowMutation]:
-    """The entry's cells as HBase's ``ReplicationSink`` groups them: consecutive cells of one
-    row and of one kind (puts, or deletes) are one mutation (the compiled ``row_runs`` gives the
+    """The entry's cells as HBase's ``ReplicationSink`` groups them (:func:`cell_runs`)."""
+    return cell_runs(fe.cells)
+
+
+def cell_runs(cells: Sequence[Cell]) -> list[RowMutation]:
+    """Consecutive cells of one row and of one kind (puts, or deletes) as one mutation, as
+    HBase's ``ReplicationSink`` groups a WAL entry's cells (the compiled ``row_runs`` gives the
     same as plain tuples)."""
     if FASTPATH is not None:
-        runs: list[RowMutation] = FASTPATH.row_runs(fe.cells)
+        runs: list[RowMutation] = FASTPATH.row_runs(cells if type(cells) is tuple else tuple(cells))
         return runs
-    return list(_row_mutations(fe))
+    return list(_runs(cells))
 
 
-def _row_mutations(fe: FilteredEntry) -> Iterator[RowMutation]:
-    cells = fe.cells
+def _runs(cells: Sequence[Cell]) -> Iterator[RowMutation]:
     start = 0
     for i in range(1, len(cells) + 1):
         if (

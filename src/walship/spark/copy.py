@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from walship.copy import CopyResult, SplitCopied, combine, copy_split
+from walship.spark.warmup import WorkerWarmUp
 from walship.verify import Split, VerifyJob, plan
 
 __all__ = ["copy_split_json", "copy_with_spark"]
@@ -24,12 +25,19 @@ def copy_split_json(job_json: str, split_json: dict[str, Any]) -> dict[str, Any]
 
 
 def copy_with_spark(spark: Any, job: VerifyJob) -> CopyResult:
-    """Plan on the driver, copy one split per Spark task, add up what they copied."""
+    """Plan on the driver while the executors' Python workers start (as a ship job's do:
+    :class:`~walship.spark.warmup.WorkerWarmUp`), copy one split per Spark task, add up what
+    they copied."""
     began = time.monotonic()
-    job, splits = plan(job, writing=True)
-    copied: list[SplitCopied] = []
-    if splits:
-        job_json = job.to_json()
-        rdd = spark.sparkContext.parallelize([s.to_json() for s in splits], len(splits))
-        copied = [SplitCopied.from_json(r) for r in rdd.map(lambda s: copy_split_json(job_json, s)).collect()]
+    warm_up = WorkerWarmUp(spark)
+    try:
+        job, splits = plan(job, writing=True)
+        copied: list[SplitCopied] = []
+        if splits:
+            warm_up.wait()
+            job_json = job.to_json()
+            rdd = spark.sparkContext.parallelize([s.to_json() for s in splits], len(splits))
+            copied = [SplitCopied.from_json(r) for r in rdd.map(lambda s: copy_split_json(job_json, s)).collect()]
+    finally:
+        warm_up.stop()  # nothing to copy, or a failed plan: no worker is waited for
     return combine(job, copied, time.monotonic() - began)

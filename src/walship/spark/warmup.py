@@ -48,6 +48,8 @@ REUSE_KEY = "spark.python.worker.reuse"
 WARM_SINKS = ("thrift1", "thrift2")
 #: The module a ship task's function comes from: importing it imports the shipping path.
 SHIP_MODULE = "walship.spark.ship"
+#: The module a copy task's function comes from (little beyond the shipping path).
+COPY_MODULE = "walship.spark.copy"
 #: Seconds the ship stage waits for the warm-up once the plan is made (executors slow to come,
 #: say); then the warm-up is cancelled and the ship tasks go on without it.
 WARM_UP_WAIT = 60.0
@@ -60,9 +62,10 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
 
 def load_shipping_path() -> None:
     """Import what a ship task imports before its first batch: the shipping path, the Thrift
-    sinks, the sinks' entry points. None of it starts a thread (walship's Python daemon loads
-    it before it forks the workers: :mod:`walship.spark.daemon`)."""
+    sinks, the sinks' entry points; and a copy task's path. None of it starts a thread
+    (walship's Python daemon loads it before it forks the workers: :mod:`walship.spark.daemon`)."""
     importlib.import_module(SHIP_MODULE)
+    importlib.import_module(COPY_MODULE)
     for protocol in WARM_SINKS:
         sink_factory(protocol)
 
