@@ -110,8 +110,8 @@ def sink(stack: SecureStack, protocol: str, **extra: str) -> list[str]:
         "walship.sink.thrift.kerberos.principal": "hbase/_HOST",
         **extra,
     }
-    if protocol == "thrift2":
-        config |= {"walship.sink.protocol": "thrift2", "walship.sink.thrift2": local(sb, sb.thrift2)}
+    if protocol in ("thrift2", "hbase"):  # hbase: SB's region servers, over HBase's RPC with Kerberos
+        config |= {"walship.sink.protocol": protocol, "walship.sink.thrift2": local(sb, sb.thrift2)}
     return [arg for k, v in config.items() for arg in ("--config", f"{k}={v}")]
 
 
@@ -344,12 +344,13 @@ def test_copy_into_a_new_peer(stack: SecureStack) -> None:
         c.client.deleteSingle(table.encode(), T.TDelete(row=b"row0007", columns=[T.TColumn(b"r", b"q", 1000)]))
     peer = unique("c")
     added = walship(stack, "peer", "add", peer, "--cluster-key", stack.sb.cluster_key, "--table-cfs", table,
-                    *sink(stack, "thrift2"))  # fmt: skip
+                    *sink(stack, "hbase"))  # fmt: skip
     assert added.returncode == 0, added.stderr
     copied = walship(stack, "copy", "--peer", peer, "--table", table, "--json")
     assert copied.returncode == 0, copied.stderr
-    # read from A's region servers with Kerberos (RPC as walship's principal), written over Thrift2
-    assert json.loads(copied.stdout)["read_from"] == "region_servers"
+    # read from SA's region servers and written into SB's, over HBase's RPC as walship's principal
+    result = json.loads(copied.stdout)
+    assert (result["read_from"], result["written_to"]) == ("region_servers", "region_servers")
     on_b = rows_of(stack.sb, table)
     assert on_b == rows_of(stack.sa, table) and len(on_b) == 49 and b"row0007" not in on_b
 
