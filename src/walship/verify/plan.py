@@ -117,28 +117,29 @@ class VerifyJob(JobDescription):
         options = ThriftOptions(**self.peer_options) if self.peer_options else ThriftOptions()
         return Side(servers, label=f"peer {self.peer_id}", hint=f"its {SINK_THRIFT2_KEY}", options=options)
 
-    def with_peer(self, peer: PeerConfig, *, writing_into: uuid.UUID | None = None) -> VerifyJob:
-        """The job with the peer's Thrift2 servers and options; for a copy (``writing_into``:
+    def with_peer(self, peer: PeerConfig, *, copy_source_id: uuid.UUID | None = None) -> VerifyJob:
+        """The job with the peer's Thrift2 servers and options; for a copy (``copy_source_id``:
         the source's cluster id) into a peer of sink ``hbase``, its cluster key instead.
 
         :raises VerifyError: the peer has no ``walship.sink.thrift2`` (and, for a copy, is not
             of sink ``hbase``), or a bad ``walship.sink.hbase.streams``.
         """
         data = asdict(self)
-        if writing_into is not None and peer.configuration.get(SINK_PROTOCOL_KEY, "").strip() == REGION_SERVERS:
+        if copy_source_id is not None and peer.configuration.get(SINK_PROTOCOL_KEY, "").strip() == REGION_SERVERS:
             try:
                 data["peer_streams"] = RegionServerSink.streams_of(peer)
             except InvalidPeerConfigError as exc:
                 raise VerifyError(str(exc)) from None
             data["peer_cluster_key"] = peer.cluster_key
-            data["source_cluster_id"] = str(writing_into)
+            data["source_cluster_id"] = str(copy_source_id)
             if thrift2_servers(peer):
                 data["peer_thrift2"] = peer.configuration[SINK_THRIFT2_KEY]
                 data["peer_options"] = asdict(ThriftOptions.of(peer))
             return VerifyJob(**data)
         if not thrift2_servers(peer):
             raise VerifyError(
-                f"peer {peer.peer_id} has no Thrift2 servers: verify and copy reach the peer over Thrift2 and need "
+                f"peer {peer.peer_id} has no Thrift2 servers: verify (and a copy into a peer not of sink "
+                f"{REGION_SERVERS}) reaches the peer over Thrift2 and needs "
                 f"{SINK_THRIFT2_KEY}=HOST:PORT[,...] in its configuration (walship peer set {peer.peer_id} "
                 f"--config {SINK_THRIFT2_KEY}=HOST:PORT)"
             )

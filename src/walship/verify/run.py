@@ -233,7 +233,7 @@ def plan(job: VerifyJob, *, writing: bool = False) -> tuple[VerifyJob, list[Spli
         peer = ReplicationPeers(client, layout).get(job.peer_id)
         source_id = read_cluster_id(client, layout) if writing else None
         native = writing and read_meta_location(client, layout) is not None
-    job = job.with_peer(peer, writing_into=source_id)
+    job = job.with_peer(peer, copy_source_id=source_id)
     if native:
         job = dataclasses.replace(job, source_region_servers=True)
     with job.source_side() as source:
