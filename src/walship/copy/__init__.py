@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 #: Rows written into the peer in one batch (a ``deleteMultiple`` of their markers, then a
 #: ``putMultiple``), and the bytes at which a batch is cut sooner.
-BATCH_ROWS = 500
+BATCH_ROWS = 2000
 BATCH_BYTES = 4 << 20
 
 #: How a copy reads the source and writes the peer (``--json``'s ``read_from``, ``written_to``).
