@@ -27,6 +27,7 @@ from walship.cli import main
 from walship.copy import copy_job
 from walship.copy.raw import raw_scan
 from walship.copy.source import RegionServerSource
+from walship.errors import VerifyError
 from walship.peer import MANAGED_KEY
 from walship.thrift.conn import open_thrift2
 from walship.thrift.hbase2 import hbase2
@@ -239,6 +240,30 @@ def test_a_raw_scan_of_the_region_servers_is_the_thrift2_one_across_regions_and_
         region = next(r for r in source.regions() if r["start"] == b"m-f".hex())
         source.move(region["region"], next(s for s in source.servers() if s != region["server"]))
         both(rs, side)
+        with pytest.raises(VerifyError, match="^the source cluster: table nosuch does not exist$"):
+            list(rs.raw_scan("nosuch", b"", b"", [b"r"], caching=7))
+
+
+def test_a_copy_into_a_peer_of_sink_hbase_without_the_table_names_it(
+    real_hbase: tuple[HBaseProcess, HBaseProcess], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan finds a peer of sink ``hbase``'s tables in its hbase:meta (no Thrift2 asked):
+    one it lacks stops the copy before a row is read, naming the table, the peer and its
+    cluster key."""
+    a_hb, b_hb = real_hbase
+    table = real_hbase_module.unique("nopeer")
+    real_hbase_module.create_table(a_hb, table)
+    a = real_hbase_module.cluster(a_hb, table)
+    b = real_hbase_module.cluster(b_hb, table)
+    real_hbase_module.add_managed_peer(a, b, "3", "hbase")
+    try:
+        capsys.readouterr()
+        code = main([*copy_flags(a), "copy", "--peer", "3", "--json"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and len(err) == 1, err
+        assert f"table {table} does not exist on peer 3 ({b.cluster_key})" in err[0], err
+    finally:
+        real_hbase_module.remove_peer(a, "3")
 
 
 def test_a_raw_attribute_of_more_than_one_byte_is_refused_naming_it(minicluster: MiniClusterProcess) -> None:

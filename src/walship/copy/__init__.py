@@ -2,11 +2,13 @@
 
 A new peer receives only the edits written after its queues exist. ``copy`` fills it with what
 came before: for every table and family the peer selects (REPLICATION_SCOPE 1, its table-cfs
-or namespaces: the shipper's own rule), the source is read over its Thrift2 server with a raw
-scan, one split per source region (:mod:`walship.copy.raw`, as HBase's CopyTable
-``--all.cells``): every put version with a timestamp before ``until`` (exclusive; default:
-everything) and every delete marker, whatever its timestamp, go into the peer over its
-Thrift2 servers, each with its own type and timestamp. So the peer hides what the source
+or namespaces: the shipper's own rule), the source is read with a raw scan, one split per
+source region (as HBase's CopyTable ``--all.cells``; from its region servers,
+:mod:`walship.copy.source`, or over its Thrift2 server where its ZooKeeper names no hbase:meta
+server, :mod:`walship.copy.raw`): every put version with a timestamp before ``until``
+(exclusive; default: everything) and every delete marker, whatever its timestamp, go into the
+peer as its sink writes (:mod:`walship.copy.writers`: a peer of sink ``hbase``'s region
+servers, or its Thrift2 servers), each with its own type and timestamp. So the peer hides what the source
 hides, the later puts with timestamps older than a marker too (shipped or copied, the source
 keeps them masked). Markers are copied whatever their timestamp: one written before the peer
 existed, with a timestamp at or after ``until``, would reach the peer no other way; one written
@@ -55,8 +57,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Rows written into the peer in one batch (a ``deleteMultiple`` of their markers, then a
-#: ``putMultiple``), and the bytes at which a batch is cut sooner.
+#: Rows written into the peer in one batch (over Thrift2 a ``deleteMultiple`` of their markers,
+#: then a ``putMultiple``; into region servers a ``Multi`` call), and the bytes at which a
+#: batch is cut sooner.
 BATCH_ROWS = 2000
 BATCH_BYTES = 4 << 20
 
@@ -311,10 +314,11 @@ def copy(job: VerifyJob, *, meter: Meter = NO_METER) -> CopyResult:
     """Plan and copy every split in this process (``meter`` counts the rows copied).
 
     :raises PeerNotFoundError: no such peer.
-    :raises VerifyError: an unknown table, a table the peer lacks, a peer without Thrift2 servers.
+    :raises VerifyError: an unknown table, a table the peer lacks, a peer without Thrift2
+        servers that is not of sink ``hbase``.
     """
     began = time.monotonic()
-    job, splits = plan(job, writing=True)
+    job, splits = plan(job, for_copy=True)
     meter.start(None, "rows")
     copied = [copy_split(job, s, progress=lambda rows, _bytes: meter.advance(rows)) for s in splits]
     return combine(job, copied, time.monotonic() - began)

@@ -31,7 +31,7 @@ def copy_with_spark(spark: Any, job: VerifyJob) -> CopyResult:
     began = time.monotonic()
     warm_up = WorkerWarmUp(spark)
     try:
-        job, splits = plan(job, writing=True)
+        job, splits = plan(job, for_copy=True)
         copied: list[SplitCopied] = []
         if splits:
             warm_up.wait()

@@ -138,8 +138,8 @@ class VerifyJob(JobDescription):
             return VerifyJob(**data)
         if not thrift2_servers(peer):
             raise VerifyError(
-                f"peer {peer.peer_id} has no Thrift2 servers: verify (and a copy into a peer not of sink "
-                f"{REGION_SERVERS}) reaches the peer over Thrift2 and needs "
+                f"peer {peer.peer_id} has no Thrift2 servers: verify, and a copy into a peer not of sink "
+                f"{REGION_SERVERS}, reach the peer over Thrift2 and need "
                 f"{SINK_THRIFT2_KEY}=HOST:PORT[,...] in its configuration (walship peer set {peer.peer_id} "
                 f"--config {SINK_THRIFT2_KEY}=HOST:PORT)"
             )

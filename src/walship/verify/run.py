@@ -221,9 +221,11 @@ class VerifyResult:
         return "\n".join(lines)
 
 
-def plan(job: VerifyJob, *, writing: bool = False) -> tuple[VerifyJob, list[Split]]:
-    """On the driver: read the peer, check the request, list the splits. ``writing``: for a
-    copy, which writes into a peer of sink ``hbase`` through its region servers.
+def plan(job: VerifyJob, *, for_copy: bool = False) -> tuple[VerifyJob, list[Split]]:
+    """On the driver: read the peer, check the request, list the splits. ``for_copy``: a copy's
+    plan, which also says whether the source's region servers can be read (its ZooKeeper names
+    hbase:meta's server) and, for a peer of sink ``hbase``, finds the peer's tables in its
+    hbase:meta instead of over Thrift2.
 
     :raises PeerNotFoundError: no such peer.
     :raises VerifyError: see :func:`~walship.verify.plan.plan_splits`.
@@ -231,8 +233,8 @@ def plan(job: VerifyJob, *, writing: bool = False) -> tuple[VerifyJob, list[Spli
     layout = ZnodeLayout(job.znode_parent)
     with zk_client(job.zk, auth=job.zk_auth, parent=layout.parent) as client:
         peer = ReplicationPeers(client, layout).get(job.peer_id)
-        source_id = read_cluster_id(client, layout) if writing else None
-        native = writing and read_meta_location(client, layout) is not None
+        source_id = read_cluster_id(client, layout) if for_copy else None
+        native = for_copy and read_meta_location(client, layout) is not None
     job = job.with_peer(peer, copy_source_id=source_id)
     if native:
         job = dataclasses.replace(job, source_region_servers=True)
