@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from walship.errors import VerifyError, WalshipError
+from walship.rpc.scan import ALL_VERSIONS, RAW_TRUE
+from walship.rpc.scan import RAW_ATTRIBUTE as RPC_RAW_ATTRIBUTE
 from walship.sinks.hbase2 import delete_column, joins
 from walship.thrift.encoded import Cell as PutCell
 from walship.thrift.encoded import encode_put_multiple
@@ -39,11 +41,9 @@ __all__ = ["ALL_VERSIONS", "RAW_ATTRIBUTE", "RAW_TRUE", "raw_scan", "write_rows"
 
 log = logging.getLogger(__name__)
 
-#: HBase's ``Scan.RAW_ATTR`` and ``Bytes.toBytes(true)``: the attribute that makes a scan raw.
-RAW_ATTRIBUTE = b"_raw_"
-RAW_TRUE = b"\xff"
-#: ``Integer.MAX_VALUE``: every version (a raw scan's versions are not bounded by the family's).
-ALL_VERSIONS = 2**31 - 1
+#: HBase's ``Scan.RAW_ATTR`` as a ``TScan`` attribute key (:mod:`walship.rpc.scan` has the
+#: rest: ``RAW_TRUE``, ``ALL_VERSIONS``).
+RAW_ATTRIBUTE = RPC_RAW_ATTRIBUTE.encode()
 
 _PUT = int(CellType.Put)
 _TYPES = frozenset(int(t) for t in CellType)

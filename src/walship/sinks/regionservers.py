@@ -73,8 +73,6 @@ CALL_BYTES = 4 << 20
 RETRY_SECONDS = 120.0
 _BACKOFF = (0.05, 2.0)
 _PUT = int(CellType.Put)
-_RELOCATE = RELOCATE
-_BUSY = BUSY
 
 
 def row_mutations(fe: FilteredEntry) -> list[RowMutation]:
@@ -210,9 +208,12 @@ class RegionServerSink(Sink):
         by_stream: dict[tuple[str, int], list[Call]] = {}
         open_calls: dict[tuple[bytes, int], Call] = {}  # (region, stream) -> the call taking its mutations
         streams = self._streams
+        known = b""
         for item in pending:
             table, mutation = item[TABLE], item[MUTATION]
-            self._table(table)
+            if table != known:  # its regions read once, or an error naming the peer
+                self._table(table)
+                known = table
             region = self._where.region_of(table, mutation[0])
             stream = hash(mutation[0]) % streams if streams > 1 and region.host else 0
             call = open_calls.get((region.name, stream))
@@ -260,13 +261,13 @@ class RegionServerSink(Sink):
             call = outcome.failed
             kinds = {f.short_class for f in outcome.failures}
             for f in outcome.failures:
-                if f.short_class not in _RELOCATE | _BUSY and f.exception_class:
+                if f.short_class not in RELOCATE | BUSY and f.exception_class:
                     table, mutation, _, _ = call.items[f.index]
                     raise SinkError(
                         f"peer {self.peer.peer_id}: table {table.decode(errors='replace')} row "
                         f"{mutation[0]!r}: {f.short_class}: {f.message}"
                     )
-            if outcome.error or kinds & _RELOCATE or "" in kinds:
+            if outcome.error or kinds & RELOCATE or "" in kinds:
                 for c in (call, *outcome.unsent):
                     self._where.forget(c.items[0][TABLE])
                 if outcome.error:
