@@ -79,6 +79,43 @@ def test_failures_name_each_failed_mutation() -> None:
     ]
 
 
+def test_the_compiled_check_of_an_answer_passes_only_what_failures_finds_clean() -> None:
+    """``multi_applied`` reads the answer's bytes without parsing them: true only for one region
+    result with a result for each index in order and no exception (what :func:`failures` finds
+    empty), false for every answer :func:`failures` finds a failure in."""
+    from walship.sinks.compiled import FASTPATH
+
+    assert FASTPATH is not None, "walship.sinks._fastpath is not built (make setup builds it)"
+
+    def answer(indexes: list[int], *, failed: int | None = None, region_error: bool = False) -> bytes:
+        response = Client_pb2.MultiResponse(processed=True)
+        result = response.regionActionResult.add()
+        for i in indexes:
+            item = result.resultOrException.add(index=i, result=Client_pb2.Result())
+            if i == failed:
+                item.exception.name = "org.apache.hadoop.hbase.RegionTooBusyException"
+        if region_error:
+            result.exception.name = "org.apache.hadoop.hbase.NotServingRegionException"
+        return response.SerializeToString()
+
+    cases = [
+        (answer(list(range(300))), 300, True),
+        (answer(list(range(300))), 301, False),  # one not answered
+        (answer([0, 2, 1]), 3, False),  # out of order: failures takes a closer look
+        (answer([0, 1, 2], failed=1), 3, False),
+        (answer([], region_error=True), 2, False),
+        (answer([0, 1]) + answer([2]), 3, False),  # two region results
+        (answer([0, 1])[:-1], 2, False),  # cut short
+        (b"", 0, False),  # no region result
+    ]
+    for body, actions, applied in cases:
+        assert FASTPATH.multi_applied(body, actions) is applied, (body[:20], actions)
+        if applied:
+            response = Client_pb2.MultiResponse()
+            response.ParseFromString(body)
+            assert failures(response, actions) == []
+
+
 def test_a_cell_block_reads_back_and_a_broken_one_is_named() -> None:
     block = b"".join(map(keyvalue, CELLS))
     assert cells_of(block, "a scan") == CELLS

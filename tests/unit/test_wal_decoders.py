@@ -99,8 +99,8 @@ def test_common_entries_are_decoded_without_deferring() -> None:
     data = buf.getvalue()
     start = WalReader(io.BytesIO(data), "x", decoder="python").header_end
     assert wal_entries.c_parse is not None
-    entries, stop, deferred = wal_entries.c_parse(data, start, 0, 10_000)
-    assert not deferred and stop == len(data) and len(entries) == 40
+    entries, stop, status = wal_entries.c_parse(data, start, 0, 10_000)
+    assert status == wal_entries.C_DONE and stop == len(data) and len(entries) == 40
     py, py_stop, py_error = wal_entries.parse_entries_py(data, start, 0, "x", 10_000)
     assert entries == py and stop == py_stop and py_error is None
     assert [(e.key, list(e.cells)) for e in entries] == _varied_entries()
@@ -160,8 +160,65 @@ def test_an_odd_key_is_left_to_protobuf_and_the_rest_decoded() -> None:
         c, py = parse_both(data, 0, 32)
         assert c == py and len(py[0]) == 3 and py[2] is None, key
         assert wal_entries.c_parse is not None
-        first, _, deferred = wal_entries.c_parse(data, 0, 0, 32)
-        assert len(first) == 1 and deferred, key
+        first, _, status = wal_entries.c_parse(data, 0, 0, 32)
+        assert len(first) == 1 and status == wal_entries.C_DEFER, key
+
+
+@needs_c
+def test_an_entry_cut_short_stops_the_compiled_decoder_where_python_stops() -> None:
+    """An entry the buffer's end cuts (in its length prefix, its key, a cell's head or a cell)
+    stops the compiled decoder after the entries before it, asking for more bytes, exactly where
+    the Python parser stops; the Python parser is not run on it. A cell too short for its
+    length field before the cut is still left to Python, which names it."""
+    entries = [
+        (
+            WalKey(b"r", b"t", i + 1, 2),
+            [Cell(b"row%d" % i, b"f", b"q%d" % j, 3, CellType.Put, b"v" * 50) for j in range(40)],
+        )
+        for i in range(3)
+    ]
+    data = _wal(entries, False)
+    read = list(WalReader(io.BytesIO(data), "x", decoder="python").entries())
+    start, second = read[0].offset, read[1].offset
+    assert wal_entries.c_parse is not None
+    for cut in (second + 1, second + 30, second + 200, len(data) - 40, len(data) - 1):
+        buf = data[:cut]
+        got, stop, status = wal_entries.c_parse(buf, start, 0, 32)
+        py = wal_entries.parse_entries_py(buf, start, 0, "x", 32)
+        assert status == wal_entries.C_NEED_MORE and (got, stop) == py[:2] and py[2] is None, cut
+        assert len(got) == (1 if cut < len(data) - 100 else 2)
+    # a cell whose length is too small, cut short after it: Python names the cell
+    bad = bytearray(data[: second + 200])
+    assert bad[second] < 0x80  # a one-byte length prefix: the key, then the first cell
+    struct.pack_into(">i", bad, second + 1 + bad[second], 3)
+    got, stop, status = wal_entries.c_parse(bytes(bad), start, 0, 32)
+    assert status == wal_entries.C_DEFER and len(got) == 1
+    c, py = parse_both(bytes(bad), start, 32)
+    assert c == py and py[2] is not None and "length too small" in py[2][2]
+
+
+@needs_c
+def test_the_reader_never_parses_a_plain_wal_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read in chunks far smaller than its entries, a WAL of plainly valid entries is decoded by
+    the compiled decoder alone: the entries each chunk cuts are read on, not parsed in Python."""
+    entries = [
+        (
+            WalKey(b"r", b"t", i + 1, 2),
+            [Cell(b"row%d" % i, b"f", b"q%d" % j, 3, CellType.Put, b"v" * 90) for j in range(300)],
+        )
+        for i in range(12)
+    ]
+    data = _wal(entries, False)
+    in_python: list[int] = []
+    python_parser = wal_entries.parse_entries_py
+
+    def counted(*args: Any) -> Any:
+        in_python.append(args[1])
+        return python_parser(*args)
+
+    monkeypatch.setattr(wal_entries, "parse_entries_py", counted)
+    got = list(WalReader(io.BytesIO(data), "x", chunk_size=8192, decoder="c").entries())
+    assert [(e.key, list(e.cells)) for e in got] == entries and in_python == []
 
 
 @needs_c

@@ -152,6 +152,21 @@ class RpcConnection:
         :raises RemoteHBaseError: the server answered with an exception.
         :raises MasterUnavailableError: the connection broke (it is closed: make a new one).
         """
+        body, cells = self.call_raw(method, request, cellblock=cellblock)
+        response = response_type()
+        try:
+            response.ParseFromString(body)
+        except DecodeError as exc:
+            what = f"{self.service} at {self.server}"
+            raise RpcProtocolError(f"{method} on {what}: the answer is not a {response_type.__name__}: {exc}") from None
+        return response, cells
+
+    def call_raw(self, method: str, request: Message | bytes, *, cellblock: bytes = b"") -> tuple[bytes, bytes]:
+        """:meth:`call_cells`, the answer left unparsed: its bytes and its cell block.
+
+        :raises RemoteHBaseError: the server answered with an exception.
+        :raises MasterUnavailableError: the connection broke (it is closed: make a new one).
+        """
         what = f"{self.service} at {self.server}"
         with self._lock:
             if self._closed:
@@ -194,12 +209,7 @@ class RpcConnection:
                 if error.exception_class == ACCESS_DENIED:
                     raise self._access_denied(error) from None
             raise error
-        response = response_type()
-        try:
-            response.ParseFromString(body or b"")
-        except DecodeError as exc:
-            raise RpcProtocolError(f"{method} on {what}: the answer is not a {response_type.__name__}: {exc}") from None
-        return response, cells
+        return body or b"", cells
 
     def _read_refusal(self) -> Exception | None:
         """The answer of a server that refused the connection and closed it while we were still

@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import NamedTuple, TypeVar
 
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from walship.protos import Client_pb2, HBase_pb2
 from walship.rpc.auth import Authentication
 from walship.rpc.cellblock import keyvalue
 from walship.rpc.connection import DEFAULT_TIMEOUT, RpcConnection
+from walship.rpc.wire import RpcProtocolError
 from walship.wal.model import Cell
 
 __all__ = [
@@ -170,7 +171,26 @@ class RegionServerClient:
         :raises RemoteHBaseError: the server refused the call itself.
         :raises MasterUnavailableError: the connection broke.
         """
-        response = self._conn.call("Multi", request, Client_pb2.MultiResponse, cellblock=block)
+        return self.failures_in(self.send_raw(request, block), actions)
+
+    def send_raw(self, request: Client_pb2.MultiRequest | bytes, block: bytes) -> bytes:
+        """:meth:`send`, its answer (a ``MultiResponse``) left unparsed.
+
+        :raises RemoteHBaseError: the server refused the call itself.
+        :raises MasterUnavailableError: the connection broke.
+        """
+        return self._conn.call_raw("Multi", request, cellblock=block)[0]
+
+    def failures_in(self, body: bytes, actions: int) -> list[ActionFailure]:
+        """The mutations that failed, by the answer :meth:`send_raw` returned for ``actions``.
+
+        :raises RpcProtocolError: the answer is not a ``MultiResponse``.
+        """
+        response = Client_pb2.MultiResponse()
+        try:
+            response.ParseFromString(body)
+        except DecodeError as exc:
+            raise RpcProtocolError(f"Multi on {self.server}: the answer is not a MultiResponse: {exc}") from None
         failed = failures(response, actions)
         if failed:
             log.debug("%s: %d of %d mutations failed (%s)", self.server, len(failed), actions, failed[0])

@@ -141,8 +141,8 @@ def request_frame(header: RPC_pb2.RequestHeader, request: Message | bytes, cellb
     already serialized), then its cell block (whose length the header's ``cell_block_meta``
     must give)."""
     param = _varint(len(request)) + request if isinstance(request, bytes) else delimited(request)
-    body = delimited(header) + param
-    return struct.pack(">I", len(body) + len(cellblock)) + body + cellblock
+    head = delimited(header)
+    return b"".join((struct.pack(">I", len(head) + len(param) + len(cellblock)), head, param, cellblock))
 
 
 def response_frame(header: RPC_pb2.ResponseHeader, response: Message | None) -> bytes:

@@ -283,6 +283,10 @@ static PyMethodDef methods[] = {
     {"multi_call", multi_call, METH_VARARGS,
      "multi_call(region_name, mutations, cluster_ids) -> (request, block)\n\n"
      "walship.rpc.multi.multi_call for sink hbase, the MultiRequest serialized (_multicall.h)."},
+    {"tagged", tagged, METH_O, "tagged(cells) -> int\n\nHow many of a tuple of cells carry tags (_multicall.h)."},
+    {"multi_applied", multi_applied, METH_VARARGS,
+     "multi_applied(body, actions) -> bool\n\n"
+     "Whether a one-region Multi's answer says all `actions` mutations were applied (_multicall.h)."},
     {NULL, NULL, 0, NULL},
 };
 

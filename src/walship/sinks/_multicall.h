@@ -1,5 +1,6 @@
 /*
- * multi_call(region_name, mutations, cluster_ids) -> (request, block) and row_runs(cells) (below),
+ * multi_call(region_name, mutations, cluster_ids) -> (request, block), row_runs(cells) and
+ * multi_applied(body, actions) (below),
  * for sink hbase
  * (walship.sinks.regionservers): walship.rpc.multi.multi_call compiled, its request already
  * serialized. Included by _fastpath.c.
@@ -213,4 +214,110 @@ static PyObject *row_runs(PyObject *module, PyObject *cells) {
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+/* tagged(cells) -> int: how many of a tuple of cells carry tags (sink hbase leaves them out). */
+static PyObject *tagged(PyObject *module, PyObject *cells) {
+    if (!PyTuple_Check(cells)) {
+        PyErr_SetString(PyExc_TypeError, "tagged: cells must be a tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(cells), count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *cell = PyTuple_GET_ITEM(cells, i);
+        if (check_tuple(cell, CELL_SIZE, "tagged: a cell") < 0) return NULL;
+        int r = PyObject_IsTrue(PyTuple_GET_ITEM(cell, CELL_TAGS));
+        if (r < 0) return NULL;
+        count += r;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
+/* ---- the answer ---------------------------------------------------------------------------- */
+
+/* A varint at buf[*p] (before end) into *v: 0 when it runs past end or over 10 bytes. */
+static inline int pb_read_varint(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *p, uint64_t *v) {
+    uint64_t out = 0;
+    for (int i = 0; i < 10 && *p < end; i++) {
+        uint8_t b = buf[(*p)++];
+        out |= (uint64_t)(b & 0x7F) << (7 * i);
+        if (b < 0x80) {
+            *v = out;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Skip a field of wire type `wt` at buf[*p]: 0 for a wire type other than varint or bytes, or
+ * one that runs past end. */
+static inline int pb_skip(const uint8_t *buf, Py_ssize_t end, Py_ssize_t *p, int wt) {
+    uint64_t v;
+    if (!pb_read_varint(buf, end, p, &v)) return 0;
+    if (wt == 0) return 1;
+    if (wt != 2 || v > (uint64_t)(end - *p)) return 0;
+    *p += (Py_ssize_t)v;
+    return 1;
+}
+
+/* Whether a RegionActionResult's bytes are ResultOrExceptions of indexes `*next` on, in order,
+ * none with an exception (and no exception of its own); *next moves past the last. */
+static int region_result_applied(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *next) {
+    while (p < end) {
+        uint64_t tag, len;
+        if (!pb_read_varint(buf, end, &p, &tag)) return 0;
+        if (tag != ((1 << 3) | 2)) return 0; /* the action's own exception, or anything else */
+        if (!pb_read_varint(buf, end, &p, &len) || len > (uint64_t)(end - p)) return 0;
+        Py_ssize_t q = p, rend = p + (Py_ssize_t)len;
+        int indexed = 0;
+        while (q < rend) {
+            uint64_t t, index;
+            if (!pb_read_varint(buf, rend, &q, &t)) return 0;
+            if (t == ((1 << 3) | 0)) { /* index */
+                if (!pb_read_varint(buf, rend, &q, &index) || index != *next) return 0;
+                indexed = 1;
+            } else if ((t >> 3) == 2 || (t >> 3) == 4 || (t >> 3) == 5) { /* result, service result, stats */
+                if (!pb_skip(buf, rend, &q, (int)(t & 7))) return 0;
+            } else {
+                return 0; /* an exception, or a field this does not know */
+            }
+        }
+        if (!indexed) return 0;
+        (*next)++;
+        p = rend;
+    }
+    return 1;
+}
+
+/* multi_applied(body, actions) -> bool: whether a one-region Multi's answer (a MultiResponse's
+ * bytes) says every one of `actions` mutations was applied: one region result, no exception,
+ * a result for each index from 0 in order. False is not a failure: it means "look closer"
+ * (walship.rpc.multi.failures parses the answer and names what failed). */
+static PyObject *multi_applied(PyObject *module, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t actions;
+    if (!PyArg_ParseTuple(args, "y*n:multi_applied", &view, &actions)) return NULL;
+    const uint8_t *buf = (const uint8_t *)view.buf;
+    Py_ssize_t p = 0, end = view.len;
+    int regions = 0, ok = 1;
+    uint64_t next = 0;
+    while (ok && p < end) {
+        uint64_t tag, len;
+        if (!pb_read_varint(buf, end, &p, &tag)) {
+            ok = 0;
+        } else if (tag == ((1 << 3) | 2)) { /* regionActionResult */
+            if (!pb_read_varint(buf, end, &p, &len) || len > (uint64_t)(end - p) || ++regions > 1) {
+                ok = 0;
+            } else {
+                ok = region_result_applied(buf, p, p + (Py_ssize_t)len, &next);
+                p += (Py_ssize_t)len;
+            }
+        } else if ((tag >> 3) == 2 || (tag >> 3) == 3) { /* processed, region statistics */
+            ok = pb_skip(buf, end, &p, (int)(tag & 7));
+        } else {
+            ok = 0;
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(ok && regions == 1 && next == (uint64_t)actions);
 }

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import (
@@ -88,6 +89,14 @@ def cell_runs(cells: Sequence[Cell]) -> list[RowMutation]:
         runs: list[RowMutation] = FASTPATH.row_runs(cells if type(cells) is tuple else tuple(cells))
         return runs
     return list(_runs(cells))
+
+
+def _tagged(cells: Sequence[Cell]) -> int:
+    """How many of the cells carry tags (the peer gets them without)."""
+    if FASTPATH is not None and type(cells) is tuple:
+        count: int = FASTPATH.tagged(cells)
+        return count
+    return sum(1 for c in cells if c.tags)
 
 
 def _runs(cells: Sequence[Cell]) -> Iterator[RowMutation]:
@@ -163,14 +172,15 @@ class RegionServerSink(Sink):
         stats = ApplyStats()
         pending: list[Pending] = []
         for fe in entries:
-            if not fe.cells:
+            cells = fe.cells
+            if not cells:
                 continue
-            stats.cells += len(fe.cells)
-            stats.tags_dropped += sum(1 for c in fe.cells if c.tags)
+            stats.cells += len(cells)
+            stats.tags_dropped += _tagged(cells)
             ids = encode_cluster_ids(fe.cluster_ids)
             mutations = row_mutations(fe)
             table, share = fe.entry.key.table, (fe.entry.end_offset - fe.entry.offset) / len(mutations)
-            pending += [(table, m, ids, share) for m in mutations]
+            pending += zip(repeat(table), mutations, repeat(ids), repeat(share))
         return self.write(pending, wal, stats)
 
     def write(self, pending: Sequence[Pending], what: str, stats: ApplyStats | None = None) -> ApplyStats:
@@ -208,26 +218,46 @@ class RegionServerSink(Sink):
         by_stream: dict[tuple[str, int], list[Call]] = {}
         open_calls: dict[tuple[bytes, int], Call] = {}  # (region, stream) -> the call taking its mutations
         streams = self._streams
+        region_of = self._where.region_of
         known = b""
+        only: RegionLocation | None = None  # the table's one region, when one stream takes it all
+        call: Call | None = None
+        items: list[Pending] = []
         for item in pending:
-            table, mutation = item[TABLE], item[MUTATION]
+            table = item[TABLE]
             if table != known:  # its regions read once, or an error naming the peer
-                self._table(table)
+                regions = self._table(table)
+                only = regions[0] if len(regions) == 1 and (streams == 1 or not regions[0].host) else None
                 known = table
-            region = self._where.region_of(table, mutation[0])
-            stream = hash(mutation[0]) % streams if streams > 1 and region.host else 0
-            call = open_calls.get((region.name, stream))
-            if (
-                call is None
-                or call.cluster_ids != item[IDS]
-                or len(call.items) >= ROWS_PER_CALL
-                or call.size >= CALL_BYTES
-            ):
-                call = open_calls[region.name, stream] = Call(region, item[IDS])
-                by_stream.setdefault((region.address, stream), []).append(call)
-            call.items.append(item)
+            if only is not None and call is not None and call.region is only:
+                pass  # the call of the item before takes it, if it has room (below)
+            else:
+                row = item[MUTATION][0]
+                region = only or region_of(table, row)
+                stream = hash(row) % streams if streams > 1 and region.host else 0
+                call = open_calls.get((region.name, stream))
+                if call is None:
+                    call = self._open(region, stream, item[IDS], open_calls, by_stream)
+                items = call.items
+            if len(items) >= ROWS_PER_CALL or call.size >= CALL_BYTES or call.cluster_ids != item[IDS]:
+                call = self._open(call.region, call.stream, item[IDS], open_calls, by_stream)
+                items = call.items
+            items.append(item)
             call.size += item[SIZE]
         return by_stream
+
+    @staticmethod
+    def _open(
+        region: RegionLocation,
+        stream: int,
+        ids: bytes,
+        open_calls: dict[tuple[bytes, int], Call],
+        by_stream: dict[tuple[str, int], list[Call]],
+    ) -> Call:
+        """A new call for the region's mutations on ``stream``, after those before it."""
+        call = open_calls[region.name, stream] = Call(region, ids, stream=stream)
+        by_stream.setdefault((region.address, stream), []).append(call)
+        return call
 
     def _send(self, pending: Sequence[Pending], stats: ApplyStats) -> tuple[list[Pending], str]:
         """Send the mutations; the ones to send again (in WAL order) and why."""

@@ -4,14 +4,17 @@
  * parse(buf, p, buf_off, limit) decodes the complete, valid entries of a buffer of WAL bytes
  * (a delimited WALKey, then following_kv_count KeyValue cells) from index p into the same
  * WalEntry / WalKey / Cell / Tag tuples the pure-Python parser builds, and returns
- * (entries, stop index, deferred).
+ * (entries, stop index, status).
  *
- * It never decides about anything unusual. Whenever an entry is not plainly valid and whole
- * (the buffer ends inside it, a length or a cell type is wrong, the WALKey has a field,
- * wire type, duplicate or varint shape outside the common ones, a nested message does not
- * parse), it stops before that entry with deferred = True, and the caller hands the entry
- * to the Python parser, which either decodes it or names the corruption with its usual
- * message and offset. So every error, and every odd-but-valid key protobuf accepts, comes
+ * It never decides about anything unusual. Whenever an entry is not plainly valid (a length
+ * or a cell type is wrong, the WALKey has a field, wire type, duplicate or varint shape
+ * outside the common ones, a nested message does not parse), it stops before that entry with
+ * status 1 (defer), and the caller hands the entry to the Python parser, which either decodes
+ * it or names the corruption with its usual message and offset. An entry that is valid as
+ * far as the buffer goes but runs past its end stops it with status 2 (more bytes needed),
+ * exactly where the Python parser would ask for more: the caller reads on and comes back,
+ * without parsing the cells before the cut a second time in Python (status 0: stopped at the
+ * limit or the buffer's end). So every error, and every odd-but-valid key protobuf accepts, comes
  * from one place; this file only has to agree with it on the entries it does decode. Every
  * length is still checked here before it is trusted: deferring is how a failed check ends.
  *
@@ -41,6 +44,8 @@ static PyTypeObject *Cell_t, *Tag_t, *WalKey_t, *WalEntry_t;
 static PyObject *uuid_fn, *scopes_fn, *attribute_fn, *empty_scopes, *decode_error;
 
 #define MAX_REPEATED 32 /* more scopes / cluster ids / attributes than this: defer */
+#define DEFER 1     /* parse's status: an entry left to the Python parser */
+#define NEED_MORE 2 /* parse's status: the buffer ends inside a valid entry */
 #define MIN_CELL 24     /* int32 total + int32 klen + int32 vlen + the 12 fixed key bytes */
 
 typedef struct {
@@ -382,26 +387,32 @@ bad:
 }
 
 /* Decode `count` cells from buf[*c], which ends at n, into a new tuple; NULL with *defer set
- * when a cell is not whole and valid, or with an exception set. */
+ * (DEFER: a cell is not valid; NEED_MORE: the buffer ends inside one, every cell before it
+ * valid), or with an exception set. */
 static PyObject *parse_cells(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *cpos, Py_ssize_t count,
                              PyObject *prev_cells, int64_t *last_ts, int *defer) {
     Py_ssize_t c = *cpos;
-    if (count > (n - c) / MIN_CELL) { /* cannot all be in the buffer: leave it to Python */
-        *defer = 1;
-        return NULL;
-    }
-    PyObject *cells = PyTuple_New(count);
+    /* cells that cannot all be in the buffer: the loop below meets its end (or a cell it
+     * defers) before filling more than this many slots */
+    Py_ssize_t room = (n - c) / MIN_CELL + 1;
+    PyObject *cells = PyTuple_New(count < room ? count : room);
     if (cells == NULL) return NULL;
     Py_ssize_t n_prev = prev_cells != NULL ? PyTuple_GET_SIZE(prev_cells) : 0;
     /* the cell whose fields the next one is compared with: the last one decoded, or the
      * previous entry's last */
     PyObject *last = n_prev ? PyTuple_GET_ITEM(prev_cells, n_prev - 1) : NULL;
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (c + 18 > n) goto defer;
+        /* the buffer ends inside the cell: more bytes, as the Python parser asks for them (it
+         * names a length too small first) */
+        if (c + 18 > n) {
+            if (c + 4 <= n && be32(buf + c) < 14) goto defer;
+            goto need_more;
+        }
         Py_ssize_t total = be32(buf + c), klen = be32(buf + c + 4), vlen = be32(buf + c + 8);
         Py_ssize_t rowlen = be16(buf + c + 12);
+        if (total < 14) goto defer;
         Py_ssize_t cend = c + 4 + total;
-        if (cend > n) goto defer;
+        if (cend > n) goto need_more;
         Py_ssize_t kend = c + 12 + klen;
         Py_ssize_t vend = kend + vlen;
         if (rowlen < 0 || klen < 12 + rowlen || vlen < 0 || (vend != cend && vend + 2 > cend)) goto defer;
@@ -413,6 +424,7 @@ static PyObject *parse_cells(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *cpos,
         if (!valid_type(type)) goto defer;
         int64_t ts = be64(buf + tspos);
 
+        if (i >= PyTuple_GET_SIZE(cells)) goto defer; /* never: a valid cell takes MIN_CELL bytes */
         PyObject *same = i < n_prev ? PyTuple_GET_ITEM(prev_cells, i) : last;
         PyObject *cell = new_record(Cell_t, 7);
         if (cell == NULL) goto fail;
@@ -455,8 +467,12 @@ static PyObject *parse_cells(const uint8_t *buf, Py_ssize_t n, Py_ssize_t *cpos,
     }
     *cpos = c;
     return cells;
+need_more:
+    *defer = NEED_MORE;
+    Py_DECREF(cells);
+    return NULL;
 defer:
-    *defer = 1;
+    *defer = DEFER;
 fail:
     Py_DECREF(cells);
     return NULL;
@@ -464,20 +480,22 @@ fail:
 
 /* ---- entries ------------------------------------------------------------------------- */
 
-/* One entry at buf[p]: 1 with *entry set and *end after it, 0 to defer, -1 on an exception. */
+/* One entry at buf[p]: 1 with *entry set and *end after it, 0 to defer, NEED_MORE when the
+ * buffer ends inside it, -1 on an exception. */
 static int parse_entry(const uint8_t *buf, Py_ssize_t n, Py_ssize_t p, Py_ssize_t buf_off, Previous *prev,
                        PyObject **entry, Py_ssize_t *end) {
     /* the key's length prefix, as entries.varint reads it (at most 5 bytes here) */
     uint64_t klen = 0;
     Py_ssize_t q = p;
     for (int i = 0;; i++) {
-        if (i == 5 || q >= n) return 0;
+        if (i == 5) return 0;
+        if (q >= n) return NEED_MORE;
         uint8_t b = buf[q++];
         klen |= (uint64_t)(b & 0x7F) << (7 * i);
         if (b < 0x80) break;
     }
     klen &= 0xFFFFFFFFu;
-    if (klen > (uint64_t)(n - q)) return 0;
+    if (klen > (uint64_t)(n - q)) return NEED_MORE;
     Py_ssize_t kend = q + (Py_ssize_t)klen;
     Key key;
     if (!parse_key(buf, q, kend, &key)) return 0;
@@ -487,7 +505,7 @@ static int parse_entry(const uint8_t *buf, Py_ssize_t n, Py_ssize_t p, Py_ssize_
     int64_t last_ts = prev->last_ts;
     PyObject *cells = parse_cells(buf, n, &c, (Py_ssize_t)key.count,
                                   prev->entry != NULL ? PyTuple_GET_ITEM(prev->entry, 1) : NULL, &last_ts, &defer);
-    if (cells == NULL) return defer ? 0 : -1;
+    if (cells == NULL) return defer == NEED_MORE ? NEED_MORE : defer ? 0 : -1;
     Py_ssize_t ncells = PyTuple_GET_SIZE(cells);
     PyObject *wkey = build_key(buf, &key, prev, ncells ? PyTuple_GET_ITEM(cells, ncells - 1) : NULL, last_ts);
     if (wkey == NULL) {
@@ -544,7 +562,7 @@ static PyObject *walcodec_parse(PyObject *module, PyObject *args) {
     }
     Previous prev;
     memset(&prev, 0, sizeof(prev));
-    int deferred = 0;
+    int status = 0;
     PyObject *out = PyList_New(0);
     if (out == NULL) goto error;
     while (p < n && PyList_GET_SIZE(out) < limit) {
@@ -552,8 +570,8 @@ static PyObject *walcodec_parse(PyObject *module, PyObject *args) {
         Py_ssize_t end = p;
         int r = parse_entry(buf, n, p, buf_off, &prev, &entry, &end);
         if (r < 0) goto error;
-        if (r == 0) {
-            deferred = 1;
+        if (r != 1) {
+            status = r == NEED_MORE ? NEED_MORE : DEFER;
             break;
         }
         int appended = PyList_Append(out, entry);
@@ -563,7 +581,7 @@ static PyObject *walcodec_parse(PyObject *module, PyObject *args) {
     }
     Py_XDECREF(prev.entry);
     PyBuffer_Release(&view);
-    return Py_BuildValue("(NnO)", out, p, deferred ? Py_True : Py_False);
+    return Py_BuildValue("(Nni)", out, p, status);
 error:
     Py_XDECREF(prev.entry);
     Py_XDECREF(out);
@@ -693,9 +711,9 @@ static PyObject *walcodec_configure(PyObject *module, PyObject *args) {
 
 static PyMethodDef walcodec_methods[] = {
     {"parse", walcodec_parse, METH_VARARGS,
-     "parse(buf, p, buf_off, limit) -> (entries, stop, deferred)\n\n"
-     "Decode up to `limit` whole, valid entries of `buf` from index `p`. `deferred` is true\n"
-     "when it stopped before an entry it leaves to the Python parser."},
+     "parse(buf, p, buf_off, limit) -> (entries, stop, status)\n\n"
+     "Decode up to `limit` whole, valid entries of `buf` from index `p`; status 0: done, 1: the\n"
+     "entry at `stop` is left to the Python parser, 2: buf ends inside it."},
     {"parse_compressed", walcodec_parse_compressed, METH_VARARGS,
      "parse_compressed(context, buf, p, buf_off, limit) -> (entries, stop, status)\n\n"
      "Decode up to `limit` whole, valid entries of a compressed WAL; status 0: done, 1: the\n"

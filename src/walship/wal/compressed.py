@@ -35,7 +35,7 @@ from walship.errors import CorruptWalError
 from walship.protos import WAL_pb2
 from walship.wal import dictionaries as _compression
 from walship.wal.dictionaries import CompressionContext, LruDictionary
-from walship.wal.entries import NeedMore, _corrupt_cell, varint
+from walship.wal.entries import C_DEFER, NeedMore, _corrupt_cell, varint
 from walship.wal.keys import cluster_ids_of
 from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
 from walship.wal.readahead import Buffer, on_bytes
@@ -51,9 +51,6 @@ _tuple_new = tuple.__new__
 _key_from_string = WAL_pb2.WALKeyRaw.FromString
 _SCOPES: dict[tuple[tuple[bytes, int], ...], Mapping[bytes, int]] = {}
 _SCOPES_MAX = 4096
-
-# what the compiled parser's third result says
-_C_DONE, _C_DEFER, _C_NEED_MORE = 0, 1, 2
 
 
 class _Corrupt(Exception):
@@ -110,7 +107,7 @@ def parse_compressed_c(
     be any buffer: the entries it hands to the Python parser are copied out as bytes)."""
     assert c_parse_compressed is not None
     out, p, status = c_parse_compressed(st.c, buf, p, buf_off, limit)
-    while status == _C_DEFER and len(out) < limit:
+    while status == C_DEFER and len(out) < limit:
         st.ctx.load_state(st.c.export())
         more, p, error = on_bytes(lambda b, q, off: parse_compressed_py(st, b, q, off, path, 1), buf, p, buf_off)
         out += more

@@ -26,6 +26,9 @@ from walship.wal.readahead import Buffer, on_bytes
 __all__ = [
     "BATCH",
     "BATCH_BYTES",
+    "C_DEFER",
+    "C_DONE",
+    "C_NEED_MORE",
     "C_UNAVAILABLE",
     "DECODERS",
     "NeedMore",
@@ -100,21 +103,22 @@ def parse_entries_c(
     """:func:`parse_entries_py` done by the compiled decoder, with the same results.
 
     The compiled decoder decodes only whole, plainly valid entries; it stops before any other
-    (cut short by the end of ``buf``, corrupt, or a WALKey in a rarer protobuf shape) and
-    leaves it to :func:`parse_entries_py`, which decodes it or names its corruption. So
-    every error message and offset comes from the Python parser. ``buf`` may be any buffer: the
+    (corrupt, or a WALKey in a rarer protobuf shape) and leaves it to :func:`parse_entries_py`,
+    which decodes it or names its corruption. So every error message and offset comes from the
+    Python parser. An entry cut short by the end of ``buf`` (valid as far as it goes) stops it
+    where the Python parser would stop too: the reader reads on, nothing is parsed twice. ``buf`` may be any buffer: the
     entries it hands to the Python parser are copied out as bytes
     (:func:`~walship.wal.readahead.on_bytes`).
     """
     assert c_parse is not None
-    out, p, deferred = c_parse(buf, p, buf_off, limit)
-    while deferred and len(out) < limit:
+    out, p, status = c_parse(buf, p, buf_off, limit)
+    while status == C_DEFER and len(out) < limit:
         more, p, error = on_bytes(lambda b, q, off: parse_entries_py(b, q, off, path, 1), buf, p, buf_off)
         out += more
         if error is not None or not more:
             return out, p, error
         if len(out) < limit:
-            more, p, deferred = c_parse(buf, p, buf_off, limit - len(out))
+            more, p, status = c_parse(buf, p, buf_off, limit - len(out))
             out += more
     return out, p, None
 
@@ -378,7 +382,10 @@ def _parse_tags(
 # -- the compiled decoder -------------------------------------------------------------------
 
 #: ``walship.wal._walcodec.parse`` once configured, else ``None``
-c_parse: Callable[[Buffer, int, int, int], tuple[list[WalEntry], int, bool]] | None = None
+c_parse: Callable[[Buffer, int, int, int], tuple[list[WalEntry], int, int]] | None = None
+#: what the compiled parsers' third result says: stopped at the limit or the buffer's end, at an
+#: entry left to the Python parser, or inside an entry the buffer cuts short (read on)
+C_DONE, C_DEFER, C_NEED_MORE = 0, 1, 2
 #: ``walship.wal._walcodec.cellblock`` (an RPC cell block's cells, by result) once configured
 c_cellblock: Callable[[Buffer, Sequence[int]], list[tuple[Cell, ...]] | None] | None = None
 C_UNAVAILABLE: str | None = None  # why the compiled decoder cannot be used, when it cannot
