@@ -2,7 +2,7 @@
 server (``ClientService.Multi``, :mod:`walship.rpc.multi`), in one run.
 
 Starts ZooKeeper and one cluster (the harness's JVM: master, one region server and its Thrift2
-server; the parallel collector, compactions off) with two one-region tables, then each round
+server; the parallel collector, compactions and region splits off) with two one-region tables, then each round
 (``--rounds``; the order of the two alternates) writes ``--rows`` rows of 3 cells (100-byte
 values, every cell's timestamp explicit, as a sink sends them) into each, in calls of 1,000
 rows from one client:

@@ -33,7 +33,8 @@ how many cores each process kept busy in each step (this process, the Spark job'
 JVM, A's JVM, everything else on the machine), B's CPU a cell, and the rows a Thrift1 sink call
 can carry (Thrift1 takes one timestamp a call). A first round of the one-queue figures is left
 out (the JVMs' compilers warm up), B (and A after each load) is flushed before every timed step,
-and both clusters' compactions are off, so no step pays for a flush or a compaction of another.
+and both clusters' compactions and region splits are off, so no step pays for a flush, a compaction
+or a split of another.
 Both JVMs run the parallel collector with their heap fixed, as production region servers run a
 collector on every core (``--collector serial``: as the tests run them, one GC thread, so the
 pauses that stop every writer are longer, which takes more from several writers than from one).
@@ -91,8 +92,14 @@ WIDE = 4
 IN_PROCESS_PEERS = {("three", "thrift2"): "7", ("three", "thrift1"): "8"}
 ONE_TARGET = 0.9
 THREE_TARGET = 1.5
-#: no compaction starts during a run: a step must not pay for another's store files
-NO_COMPACTIONS = {"hbase.hstore.compactionThreshold": "10000", "hbase.hstore.blockingStoreFiles": "20000"}
+#: no compaction starts during a run, and no region splits: a step must not pay for another's
+#: store files, and a one-region table stays one region (HBase's default policy splits a table's
+#: only region at twice the flush size, 256 MB: a few rounds of backlog)
+NO_COMPACTIONS = {
+    "hbase.hstore.compactionThreshold": "10000",
+    "hbase.hstore.blockingStoreFiles": "20000",
+    "hbase.regionserver.region.split.policy": "org.apache.hadoop.hbase.regionserver.DisabledRegionSplitPolicy",
+}
 CLOCK = os.sysconf("SC_CLK_TCK")
 #: the Spark settings walship's DAGs submit its jobs with
 SETTINGS = [arg for key, value in job_settings().items() for arg in ("--conf", f"{key}={value}")]

@@ -1,7 +1,7 @@
 """HBase's own replication beside walship's, on the same real HBase 2.6 clusters, in one run.
 
 Starts ZooKeeper, a cluster A with one region server and a cluster B with one (the harness's
-JVMs, the parallel collector, compactions off). A and B have the tables ``native`` and
+JVMs, the parallel collector, compactions and region splits off). A and B have the tables ``native`` and
 ``walship``, one region each: on A both regions sit on its one server, so each peer has one
 queue and both queues hold the same WALs. Two peers replicate A to B:
 
