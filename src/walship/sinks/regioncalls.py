@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -17,7 +16,7 @@ from walship.rpc.meta import RegionLocation
 from walship.rpc.multi import ActionFailure, RegionServerClient, RowMutation, multi_call
 from walship.sinks.compiled import FASTPATH
 
-__all__ = ["IDS", "MUTATION", "SIZE", "TABLE", "Call", "Outcome", "Pending", "Sender", "in_order"]
+__all__ = ["IDS", "MUTATION", "SIZE", "TABLE", "Call", "Outcome", "Pending", "Sender"]
 
 #: A mutation of the batch: its table, the mutation, its ``_cs.id`` and its share of its entry's
 #: WAL bytes (a plain tuple: a batch makes one for every row).
@@ -50,19 +49,6 @@ class Outcome:
     error: str = ""
     unsent: list[Call] = field(default_factory=list)
     calls: int = 0
-
-
-def in_order(by_stream: dict[tuple[str, int], list[Call]]) -> Iterator[tuple[tuple[str, int], Call]]:
-    """Every stream's calls, taken in turn (each stream's in order)."""
-    iters = [(key, iter(calls)) for key, calls in by_stream.items()]
-    while iters:
-        alive = []
-        for key, it in iters:
-            call = next(it, None)
-            if call is not None:
-                yield key, call
-                alive.append((key, it))
-        iters = alive
 
 
 class Sender:

@@ -10,8 +10,8 @@ HBase's own replication sink and client write: no Thrift server on the peer.
   (``KeyValueCodec``) and counted.
 * Mutations go in WAL order, a ``Multi`` call per region (of up to 5,000 mutations or about 4 MiB),
   over ``walship.sink.hbase.streams`` connections to each region server (default 1), a thread
-  each sending one call at a time, the next one encoded while one is at the server (a batch of
-  one call is sent from the caller's thread). A row always goes by the same connection (its
+  each sending one call at a time: the first goes as soon as it is full, the next ones made and
+  encoded while it is at the server (a batch one call takes is sent from the caller's thread). A row always goes by the same connection (its
   hash picks it), so its mutations are applied in WAL order; rows are independent of each
   other, as in HBase's own replication, which ships a batch's regions in parallel.
 * A connection's calls stop at its first failure; the mutations of that call and of the calls
@@ -50,7 +50,7 @@ from walship.rpc.meta import RegionLocation
 from walship.rpc.multi import RowMutation
 from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.sinks.compiled import FASTPATH
-from walship.sinks.regioncalls import IDS, MUTATION, SIZE, TABLE, Call, Outcome, Pending, Sender, in_order
+from walship.sinks.regioncalls import IDS, MUTATION, SIZE, TABLE, Call, Outcome, Pending, Sender
 from walship.wal.model import Cell, CellType
 from walship.zk import ZnodeLayout
 
@@ -74,6 +74,8 @@ CALL_BYTES = 4 << 20
 RETRY_SECONDS = 120.0
 _BACKOFF = (0.05, 2.0)
 _PUT = int(CellType.Put)
+#: the (address, stream) of a region no server holds yet
+_UNASSIGNED = (":0", 0)
 
 
 def row_mutations(fe: FilteredEntry) -> list[RowMutation]:
@@ -210,12 +212,12 @@ class RegionServerSink(Sink):
             backoff = min(backoff * 2, _BACKOFF[1])
         return stats
 
-    def _calls(self, pending: Sequence[Pending]) -> dict[tuple[str, int], list[Call]]:
-        """The mutations as calls, by (server address, stream), each stream's in WAL order. A
-        row always goes by the same stream of its server (its hash picks it), so its mutations
-        stay in order; rows of other streams may be applied before or after it, as HBase's own
-        sink applies rows of other regions."""
-        by_stream: dict[tuple[str, int], list[Call]] = {}
+    def _calls(self, pending: Sequence[Pending]) -> Iterator[tuple[tuple[str, int], Call]]:
+        """The mutations as calls, each with its (server address, stream), given as each is
+        full (the rest at the end), so the first is sent while the others are made; each
+        stream's in WAL order. A row always goes by the same stream of its server (its hash
+        picks it), so its mutations stay in order; rows of other streams may be applied before
+        or after it, as HBase's own sink applies rows of other regions."""
         open_calls: dict[tuple[bytes, int], Call] = {}  # (region, stream) -> the call taking its mutations
         streams = self._streams
         region_of = self._where.region_of
@@ -229,59 +231,45 @@ class RegionServerSink(Sink):
                 regions = self._table(table)
                 only = regions[0] if len(regions) == 1 and (streams == 1 or not regions[0].host) else None
                 known = table
-            if only is not None and call is not None and call.region is only:
-                pass  # the call of the item before takes it, if it has room (below)
-            else:
+            if only is None or call is None or call.region is not only:
                 row = item[MUTATION][0]
                 region = only or region_of(table, row)
                 stream = hash(row) % streams if streams > 1 and region.host else 0
                 call = open_calls.get((region.name, stream))
                 if call is None:
-                    call = self._open(region, stream, item[IDS], open_calls, by_stream)
+                    call = open_calls[region.name, stream] = Call(region, item[IDS], stream=stream)
                 items = call.items
             if len(items) >= ROWS_PER_CALL or call.size >= CALL_BYTES or call.cluster_ids != item[IDS]:
-                call = self._open(call.region, call.stream, item[IDS], open_calls, by_stream)
+                yield (call.region.address, call.stream), call
+                call = open_calls[call.region.name, call.stream] = Call(call.region, item[IDS], stream=call.stream)
                 items = call.items
             items.append(item)
             call.size += item[SIZE]
-        return by_stream
-
-    @staticmethod
-    def _open(
-        region: RegionLocation,
-        stream: int,
-        ids: bytes,
-        open_calls: dict[tuple[bytes, int], Call],
-        by_stream: dict[tuple[str, int], list[Call]],
-    ) -> Call:
-        """A new call for the region's mutations on ``stream``, after those before it."""
-        call = open_calls[region.name, stream] = Call(region, ids, stream=stream)
-        by_stream.setdefault((region.address, stream), []).append(call)
-        return call
+        for rest in open_calls.values():
+            yield (rest.region.address, rest.stream), rest
 
     def _send(self, pending: Sequence[Pending], stats: ApplyStats) -> tuple[list[Pending], str]:
         """Send the mutations; the ones to send again (in WAL order) and why."""
-        by_stream = self._calls(pending)
         outcomes: dict[tuple[str, int], Outcome] = {}
-        unassigned = by_stream.pop((":0", 0), [])
-        if unassigned:  # no server to send to yet: after a backoff, with the regions read again
-            outcomes[":0", 0] = Outcome(unassigned[0], error="a region is not assigned", unsent=unassigned[1:])
-        # one call in all (a tailer's small batches): sent from this thread, no thread started
-        inline = sum(len(calls) for calls in by_stream.values()) == 1
-        senders = {
-            key: Sender(
-                self._where.server(calls[0].region.host, calls[0].region.port, key[1]),
-                outcomes.setdefault(key, Outcome()),
-                inline=inline,
-            )
-            for key, calls in by_stream.items()
-        }
+        senders: dict[tuple[str, int], Sender] = {}
+        unassigned: list[Call] = []  # no server to send to yet: after a backoff, with the regions read again
+        # what one call takes (a tailer's small batches): sent from this thread, no thread started
+        inline = len(pending) <= ROWS_PER_CALL
         try:
-            for key, call in in_order(by_stream):
-                senders[key].put(call)
+            for key, call in self._calls(pending):
+                if key == _UNASSIGNED:
+                    unassigned.append(call)
+                    continue
+                sender = senders.get(key)
+                if sender is None:
+                    server = self._where.server(call.region.host, call.region.port, key[1])
+                    sender = senders[key] = Sender(server, outcomes.setdefault(key, Outcome()), inline=inline)
+                sender.put(call)
         finally:
             for sender in senders.values():
                 sender.finish()
+        if unassigned:
+            outcomes[_UNASSIGNED] = Outcome(unassigned[0], error="a region is not assigned", unsent=unassigned[1:])
         again: list[Pending] = []
         reasons = []
         for (address, stream), outcome in outcomes.items():
