@@ -1,7 +1,8 @@
 """The applier of a shipping pass: a queue's batch applied by its peer's sink, and only then its
-position committed and its progress written (HBase's shipper and endpoint). A full batch may be
-applied in the background while the next is read: one batch in flight per queue, positions
-still committed in order.
+position committed and its progress written (HBase's shipper and endpoint). A full batch, or
+the last of a finished WAL, may be applied in the background while the next is read: one batch
+in flight per queue, positions still committed in order, and a finished WAL out of its queue
+only once its last batch is committed.
 """
 
 from __future__ import annotations
@@ -79,9 +80,10 @@ class Applier:
         else:
             self.book.failed(feed.peer.peer_id, qs, exc, progress)
 
-    def hand_over(self, m: Member, *, background: bool) -> None:
+    def hand_over(self, m: Member, *, background: bool, then: Callable[[], None] | None = None) -> None:
         """Give the queue's batch to its sink, after settling the one before it. In the
-        background the reading goes on meanwhile; otherwise it is applied and committed now."""
+        background the reading goes on meanwhile; otherwise it is applied and committed now.
+        ``then`` runs once the batch is committed (never when it failed)."""
         batch = m.cut()
         self.uncount(m)
         self.settle(m)
@@ -91,13 +93,15 @@ class Applier:
             m.next_batch()
         held = held_bytes(batch) if self.quota is not None and batch.entries else 0
         if background and batch.entries and self._executor is not None and self._room_for(batch, held):
-            m.inflight = (self._executor().submit(_apply, m.feed.sink, batch), batch, held)
+            m.inflight = (self._executor().submit(_apply, m.feed.sink, batch), batch, held, then)
             return
         if held and self.quota is not None:
             self.quota.add(held)  # held while it is applied, whatever the room
         try:
             stats = m.feed.sink.apply(batch.entries, batch.wal.name) if batch.entries else ApplyStats()
             self.commit(m, batch, stats, now_ms())
+            if then is not None:
+                then()
         except WalshipError as exc:
             self.stop(m, exc)
         finally:
@@ -133,10 +137,12 @@ class Applier:
         """Wait for the queue's batch in flight, if any, and commit its position."""
         if m.inflight is None:
             return
-        future, batch, held = m.inflight
+        future, batch, held, then = m.inflight
         m.inflight = None
         try:
             self.commit(m, batch, *future.result())
+            if then is not None:
+                then()
         except WalshipError as exc:
             self.stop(m, exc)
         finally:

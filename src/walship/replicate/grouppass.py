@@ -79,9 +79,12 @@ class GroupPass:
                     for m in part:
                         if not m.stopped:
                             self.applier.stop(m, exc)
+            for m in members:
+                self.applier.settle(m)  # a finished WAL's last batch, still in flight
             self._end_pass(members)
         finally:
             for m in members:
+                self.applier.settle(m)
                 self.applier.uncount(m)  # a batch dropped: read again next time
 
     def _end_pass(self, members: list[Member]) -> None:

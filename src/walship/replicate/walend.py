@@ -53,16 +53,25 @@ class WalEnd:
                 torn,
                 reader.stop_offset,
             )
-        if m.read or m.position != m.wal.position:
-            self.applier.hand_over(m, background=False)
-            if m.stopped:
-                return  # the batch failed: the WAL stays, at the position before it
+        name = m.wal.name
         if why is None:
-            m.hold(m.wal.name)  # its group's current WAL, or a rolled one not closed yet: more may come
+            if m.read or m.position != m.wal.position:
+                self.applier.hand_over(m, background=False)
+            if not m.stopped:  # the batch failed: the WAL stays, at the position before it
+                m.hold(name)  # its group's current WAL, or a rolled one not closed yet: more may come
             return
-        log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, m.wal.name, why)
-        self.applier.finish_wal(m, m.wal.name)
-        self.reader.finished(loc)
+
+        def finish() -> None:
+            log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, name, why)
+            self.applier.finish_wal(m, name)
+            self.reader.finished(loc)
+
+        if m.read or m.position != m.wal.position:
+            # applied while the next WAL is read; the WAL leaves its queue once it is committed
+            # (a batch that fails leaves it, at the position before the batch)
+            self.applier.hand_over(m, background=self.applier.pipelined, then=finish)
+        else:
+            finish()
 
     def wait_serial(self, m: Member) -> None:
         """A serial peer may not be sent the queue's next entry yet: ship what it read before

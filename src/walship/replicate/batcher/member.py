@@ -11,6 +11,7 @@ position it has reached (see :class:`walship.replicate.grouppass.GroupPass`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -132,8 +133,9 @@ class Member:
     started: int = 0  # batches handed to the sink this pass
     ramp: Ramp = field(default_factory=lambda: Ramp(0, 0))  # the pass's batch limits (see next_batch())
     limits: tuple[int, int, int] = (0, 0, 0)  # the batch's: entries, wire bytes, WAL bytes (as LIMITS)
-    # the batch applied in the background: (stats, when applied), the batch, its bytes in the buffer quota
-    inflight: tuple[Future[tuple[ApplyStats, int]], Batch, int] | None = None
+    # the batch applied in the background: (stats, when applied), the batch, its bytes in the buffer
+    # quota, and what follows its commit (its WAL finished: out of the queue)
+    inflight: tuple[Future[tuple[ApplyStats, int]], Batch, int, Callable[[], None] | None] | None = None
     last_pushed: dict[str, int] = field(default_factory=dict)
     blocked: Blocked | None = None  # serial: the entry it must not send yet
     paused: bool = False  # serial: waiting in the current WAL (its WAL group waits; the others go on)
