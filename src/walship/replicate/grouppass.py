@@ -107,7 +107,8 @@ class GroupPass:
         each run of entries the reader gives is taken into each queue's batch (the batcher:
         :meth:`Member.take_run`; a serial peer's queue takes them one by one, :meth:`_offer`),
         and each full batch is handed to the applier. Every batch is settled before the WAL's
-        end is looked at."""
+        end is looked at; the batch the end cuts may still be in flight when the next WAL is
+        read (:meth:`WalEnd.reached`), settled before that WAL's first batch or the pass's end."""
         try:
             for entries in read.runs():
                 for m in part:

@@ -77,9 +77,10 @@ class Shipper:
         see :func:`walship.sinks.registry.create_sink`).
     :param holder: names this shipper in the queue locks (default: this process).
     :param lock_timeout: seconds to wait for a queue another shipper holds (0: skip it).
-    :param pipeline: apply a full batch in the background while the next one is read (one
-        batch in flight per queue; positions are still committed in order, each only after
-        its batch was applied).
+    :param pipeline: apply a full batch, or a finished WAL's last one, in the background
+        while the next one is read (one batch in flight per queue; positions are still
+        committed in order, each only after its batch was applied, and a finished WAL leaves
+        its queue only after its last batch's commit).
     :param batch_bytes: a batch is cut at about this many bytes for the sink to send (the
         kept cells' share of the WAL bytes read), or four times it in WAL bytes.
     :param parallel: groups of queues a pass ships at once, each in a thread (1: one after

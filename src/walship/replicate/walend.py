@@ -29,7 +29,9 @@ class WalEnd:
         self.planner = planner
 
     def reached(self, m: Member, read: WalRead) -> None:
-        """A queue read a WAL to its end: commit the rest, and drop the WAL once finished."""
+        """A queue read a WAL to its end: commit the rest, and drop the WAL once finished (a
+        finished WAL's rest is applied in the background when the pass pipelines, the WAL
+        dropped after its commit)."""
         assert m.wal is not None
         reader, loc = read.reader, read.loc
         # past the header of a WAL with no entries yet, so its unshipped bytes read 0
