@@ -11,9 +11,10 @@ HBase's own replication sink and client write: no Thrift server on the peer.
 * Mutations go in WAL order, a ``Multi`` call per region (of up to 5,000 mutations or about 4 MiB),
   over ``walship.sink.hbase.streams`` connections to each region server (default 1), a thread
   each sending one call at a time: the first goes as soon as it is full, the next ones made and
-  encoded while it is at the server (a batch one call takes is sent from the caller's thread). A row always goes by the same connection (its
-  hash picks it), so its mutations are applied in WAL order; rows are independent of each
-  other, as in HBase's own replication, which ships a batch's regions in parallel.
+  encoded while it is at the server (a batch one call takes is sent from the caller's thread).
+  A row always goes by the same connection (its hash picks it), so its mutations are applied
+  in WAL order; rows are independent of each other, as in HBase's own replication, which
+  ships a batch's regions in parallel.
 * A connection's calls stop at its first failure; the mutations of that call and of the calls
   after it go again, in order, once the regions are looked up again (a region that moved or
   split, or one not assigned yet) or after a backoff (a server that is busy), for up to
@@ -212,10 +213,10 @@ class RegionServerSink(Sink):
             backoff = min(backoff * 2, _BACKOFF[1])
         return stats
 
-    def _calls(self, pending: Sequence[Pending]) -> Iterator[tuple[tuple[str, int], Call]]:
-        """The mutations as calls, each with its (server address, stream), given as each is
-        full (the rest at the end), so the first is sent while the others are made; each
-        stream's in WAL order. A row always goes by the same stream of its server (its hash
+    def _calls(self, pending: Sequence[Pending]) -> Iterator[tuple[tuple[str, int], Call, bool]]:
+        """The mutations as calls, each with its (server address, stream) and whether more
+        follow, given as each is full (the rest at the end), so the first is sent while the
+        others are made; each stream's in WAL order. A row always goes by the same stream of its server (its hash
         picks it), so its mutations stay in order; rows of other streams may be applied before
         or after it, as HBase's own sink applies rows of other regions."""
         open_calls: dict[tuple[bytes, int], Call] = {}  # (region, stream) -> the call taking its mutations
@@ -240,26 +241,28 @@ class RegionServerSink(Sink):
                     call = open_calls[region.name, stream] = Call(region, item[IDS], stream=stream)
                 items = call.items
             if len(items) >= ROWS_PER_CALL or call.size >= CALL_BYTES or call.cluster_ids != item[IDS]:
-                yield (call.region.address, call.stream), call
+                yield (call.region.address, call.stream), call, True
                 call = open_calls[call.region.name, call.stream] = Call(call.region, item[IDS], stream=call.stream)
                 items = call.items
             items.append(item)
             call.size += item[SIZE]
-        for rest in open_calls.values():
-            yield (rest.region.address, rest.stream), rest
+        last = len(open_calls) - 1
+        for i, rest in enumerate(open_calls.values()):
+            yield (rest.region.address, rest.stream), rest, i < last
 
     def _send(self, pending: Sequence[Pending], stats: ApplyStats) -> tuple[list[Pending], str]:
         """Send the mutations; the ones to send again (in WAL order) and why."""
         outcomes: dict[tuple[str, int], Outcome] = {}
         senders: dict[tuple[str, int], Sender] = {}
         unassigned: list[Call] = []  # no server to send to yet: after a backoff, with the regions read again
-        # what one call takes (a tailer's small batches): sent from this thread, no thread started
-        inline = len(pending) <= ROWS_PER_CALL
+        inline: bool | None = None  # one call in all (a tailer's small batches): sent from this thread
         try:
-            for key, call in self._calls(pending):
+            for key, call, more in self._calls(pending):
                 if key == _UNASSIGNED:
                     unassigned.append(call)
                     continue
+                if inline is None:
+                    inline = not more
                 sender = senders.get(key)
                 if sender is None:
                     server = self._where.server(call.region.host, call.region.port, key[1])
