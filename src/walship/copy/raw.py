@@ -35,7 +35,7 @@ from walship.thrift.encoded import encode_put_multiple
 from walship.thrift.hbase2 import hbase2
 from walship.verify.model import LATEST
 from walship.verify.scan import DEFAULT_CACHING, Side
-from walship.wal.model import Cell, CellType
+from walship.wal.model import CELL_TYPE_CODES, Cell, CellType
 
 __all__ = ["ALL_VERSIONS", "RAW_ATTRIBUTE", "RAW_TRUE", "raw_scan", "write_rows"]
 
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 RAW_ATTRIBUTE = RPC_RAW_ATTRIBUTE.encode()
 
 _PUT = int(CellType.Put)
-_TYPES = frozenset(int(t) for t in CellType)
 
 
 def _cells(table: str, result: Any) -> list[Cell]:
@@ -58,7 +57,7 @@ def _cells(table: str, result: Any) -> list[Cell]:
     out = []
     for cv in result.columnValues or []:
         kind = _PUT if cv.type is None else int(cv.type)
-        if kind not in _TYPES:
+        if kind not in CELL_TYPE_CODES:
             raise VerifyError(
                 f"the source cluster: row {row!r} of table {table} has a cell of unknown type {kind} "
                 f"(family {bytes(cv.family)!r}, timestamp {cv.timestamp})"

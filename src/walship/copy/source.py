@@ -32,7 +32,7 @@ from walship.rpc.multi import short_class
 from walship.rpc.scan import raw_scan_spec, region_scan
 from walship.verify import VerifyJob
 from walship.verify.model import LATEST
-from walship.wal.model import Cell, CellType
+from walship.wal.model import CELL_TYPE_CODES, Cell
 from walship.zk import ZnodeLayout
 
 __all__ = ["RETRY_SECONDS", "RegionServerSource"]
@@ -44,7 +44,6 @@ RETRY_SECONDS = 120.0
 _BACKOFF = (0.05, 2.0)
 #: HBase's answers that mean "open the scanner again where it was"
 _SCANNER_LOST = frozenset({"UnknownScannerException", "OutOfOrderScannerNextException", "ScannerResetException"})
-_TYPES = frozenset(int(t) for t in CellType)
 
 
 class RegionServerSource:
@@ -91,7 +90,7 @@ class RegionServerSource:
                 try:
                     for rows in region_scan(client, region.name, spec, caching, what):
                         for cells in rows:
-                            if not {c.type for c in cells} <= _TYPES:
+                            if not {c.type for c in cells} <= CELL_TYPE_CODES:
                                 raise VerifyError(f"{what}: row {cells[0].row!r} has a cell of unknown type")
                             yield cells[0].row, cells
                             cursor = cells[0].row + b"\x00"

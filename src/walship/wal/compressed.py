@@ -37,7 +37,7 @@ from walship.wal import dictionaries as _compression
 from walship.wal.dictionaries import CompressionContext, LruDictionary
 from walship.wal.entries import C_DEFER, NeedMore, _corrupt_cell, varint
 from walship.wal.keys import cluster_ids_of
-from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
+from walship.wal.model import CELL_TYPE_CODES, EMPTY_SCOPES, Cell, Tag, WalEntry, WalKey
 from walship.wal.readahead import Buffer, on_bytes
 from walship.wal.valuecodecs import ValueCodec
 
@@ -45,7 +45,6 @@ __all__ = ["CompressedState", "parse_compressed_c", "parse_compressed_py", "scop
 
 _TS_TYPE = struct.Struct(">qB")
 _UINT16 = struct.Struct(">H")
-_TYPE_CODES = frozenset(t.value for t in CellType)
 _MAX_LEN = 0x7FFFFFFF
 _tuple_new = tuple.__new__
 _key_from_string = WAL_pb2.WALKeyRaw.FromString
@@ -291,7 +290,7 @@ def _cell(st: CompressedState, buf: bytes, c: int, n: int, path: str, buf_off: i
     if c + 9 > n:
         raise NeedMore
     ts, tcode = _TS_TYPE.unpack_from(buf, c)
-    if tcode not in _TYPE_CODES:
+    if tcode not in CELL_TYPE_CODES:
         raise _Corrupt(f"unknown cell type {tcode}")
     c += 9
     codec = st.codec

@@ -20,7 +20,7 @@ from walship.errors import CorruptWalError
 from walship.protos import WAL_pb2
 from walship.wal.format import INT32
 from walship.wal.keys import attribute, cluster_uuid, key_from_raw, scopes_from_raw
-from walship.wal.model import EMPTY_SCOPES, Cell, CellType, Tag, WalEntry, WalKey
+from walship.wal.model import CELL_TYPE_CODES, EMPTY_SCOPES, Cell, Tag, WalEntry, WalKey
 from walship.wal.readahead import Buffer, on_bytes
 
 __all__ = [
@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 _CELL_HEAD = struct.Struct(">iiih")  # total length, key length, value length, row length
 _TS_TYPE = struct.Struct(">qB")
 _INT16 = struct.Struct(">h")
-_TYPE_CODES = frozenset(t.value for t in CellType)
 _NO_TAGS: tuple[tuple[Tag, ...]] = ((),)
 _SHAPES: dict[tuple[int, int, int, int, int], struct.Struct] = {}
 _SHAPES_SEEN: dict[tuple[int, ...], int] = {}
@@ -139,7 +138,7 @@ def parse_entries_py(
     n = len(buf)
     unpack_head = _CELL_HEAD.unpack_from
     unpack_ts = _TS_TYPE.unpack_from
-    types = _TYPE_CODES
+    types = CELL_TYPE_CODES
     new = _tuple_new
     shapes = _SHAPES
     runs = _RUNS
@@ -347,7 +346,7 @@ def _uniform_run(buf: bytes, c: int, n: int, count: int) -> tuple[tuple[Cell, ..
             return None
         j += stride
     t = run.unpack_from(buf, c)
-    if not _TYPE_CODES.issuperset(t[4::6]):
+    if not CELL_TYPE_CODES.issuperset(t[4::6]):
         return None  # the cell-by-cell path names the bad cell
     return regroup(t), end
 

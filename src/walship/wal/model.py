@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 __all__ = [
+    "CELL_TYPE_CODES",
     "EMPTY_SCOPES",
     "METAFAMILY",
     "Cell",
@@ -41,6 +42,10 @@ class CellType(enum.IntEnum):
     DeleteFamilyVersion = 10
     DeleteColumn = 12
     DeleteFamily = 14
+
+
+#: the codes of :class:`CellType`, as plain ints (a decoder checks each cell's type against them)
+CELL_TYPE_CODES = frozenset(t.value for t in CellType)
 
 
 class ScopeType(enum.IntEnum):
