@@ -14,6 +14,7 @@ from walship.errors import MasterUnavailableError, RemoteHBaseError
 from walship.protos import Client_pb2
 from walship.rpc.meta import RegionLocation
 from walship.rpc.multi import ActionFailure, RegionServerClient, RowMutation, multi_call
+from walship.rpc.wire import RpcProtocolError
 from walship.sinks.compiled import FASTPATH
 
 __all__ = ["IDS", "MUTATION", "SIZE", "TABLE", "Call", "Outcome", "Pending", "Sender"]
@@ -99,7 +100,7 @@ class Sender:
             # the common answer, every mutation applied, is read without parsing it
             applied = FASTPATH is not None and FASTPATH.multi_applied(body, len(call.items))
             failed = [] if applied else self._client.failures_in(body, len(call.items))
-        except (RemoteHBaseError, MasterUnavailableError) as exc:
+        except (RemoteHBaseError, MasterUnavailableError, RpcProtocolError) as exc:  # an answer that does not parse too
             outcome.failed, outcome.error = call, str(exc)
             return
         outcome.calls += 1
