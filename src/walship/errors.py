@@ -421,6 +421,11 @@ class MasterUnavailableError(MasterError):
     """The registered master does not answer; the message names its address and the znode."""
 
 
+class MetaLocationMissingError(MasterUnavailableError):
+    """A cluster's ZooKeeper holds no hbase:meta location (a cluster still starting, or one
+    whose region servers serve no RPC); the message names the znode."""
+
+
 class RemoteHBaseError(MasterError):
     """The master answered a call with one of HBase's exceptions.
 

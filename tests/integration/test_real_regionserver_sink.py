@@ -149,7 +149,8 @@ def test_a_peer_without_hbase_meta_in_zookeeper_is_named(minicluster: MiniCluste
     peer = PeerConfig("1", key, configuration={"walship.sink.protocol": "hbase"})
     sink = create_sink(peer, SinkContext(wal_root=""))
     try:
-        with pytest.raises(SinkUnavailableError, match="no hbase:meta location at .*/meta-region-server"):
+        with pytest.raises(SinkUnavailableError, match="no hbase:meta location at .*/meta-region-server") as refused:
             sink.apply([entry("t", 1, put(b"k", b"q", 1, b"v"))], "one")
+        assert "walship.sink.protocol=thrift2" in str(refused.value)
     finally:
         sink.close()

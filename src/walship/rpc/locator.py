@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from types import TracebackType
 
-from walship.errors import MasterUnavailableError, RemoteHBaseError, TableNotFoundError
+from walship.errors import MasterUnavailableError, MetaLocationMissingError, RemoteHBaseError, TableNotFoundError
 from walship.rpc.auth import Authentication
 from walship.rpc.meta import RegionLocation, locate, read_meta_location, table_regions
 from walship.rpc.multi import RegionServerClient
@@ -74,12 +74,12 @@ class RegionLocator:
         """hbase:meta's region server.
 
         :raises ZkError: the cluster's ZooKeeper does not answer, refuses, or holds something else.
-        :raises MasterUnavailableError: no hbase:meta location is registered.
+        :raises MetaLocationMissingError: no hbase:meta location is registered.
         """
         with zk_client(self.zk_hosts, auth=self._zk_auth) as zk:
             location = read_meta_location(zk, self.layout)
         if location is None:
-            raise MasterUnavailableError(
+            raise MetaLocationMissingError(
                 f"{self.label}: no hbase:meta location at {self.layout.meta_region_server} on {self.zk_hosts} "
                 "(a cluster still starting, or one without region servers' RPC, as the minicluster)"
             )

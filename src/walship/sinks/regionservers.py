@@ -39,6 +39,7 @@ from walship.clusterids import encode_cluster_ids
 from walship.errors import (
     InvalidPeerConfigError,
     MasterUnavailableError,
+    MetaLocationMissingError,
     SinkError,
     SinkUnavailableError,
     TableNotFoundError,
@@ -49,7 +50,7 @@ from walship.rpc.auth import Authentication, default_auth
 from walship.rpc.locator import BUSY, RELOCATE, RegionLocator
 from walship.rpc.meta import RegionLocation
 from walship.rpc.multi import RowMutation
-from walship.sinks.base import ApplyStats, FilteredEntry, Sink, SinkContext
+from walship.sinks.base import SINK_PROTOCOL_KEY, ApplyStats, FilteredEntry, Sink, SinkContext
 from walship.sinks.compiled import FASTPATH
 from walship.sinks.regioncalls import IDS, MUTATION, SIZE, TABLE, Call, Outcome, Pending, Sender
 from walship.wal.model import Cell, CellType
@@ -153,6 +154,11 @@ class RegionServerSink(Sink):
             raise SinkError(str(exc)) from None
         except ZkError as exc:  # the peer's ZooKeeper does not answer, refuses us, or holds something else
             raise SinkUnavailableError(f"peer {self.peer.peer_id}: ZooKeeper {self._where.zk_hosts}: {exc}") from None
+        except MetaLocationMissingError as exc:
+            raise SinkUnavailableError(
+                f"{exc}; sink hbase writes into the peer's region servers: {SINK_PROTOCOL_KEY}=thrift2 "
+                "(or thrift1) writes through its Thrift servers instead"
+            ) from None
         except MasterUnavailableError as exc:
             raise SinkUnavailableError(str(exc)) from None
 
