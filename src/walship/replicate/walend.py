@@ -55,9 +55,9 @@ class WalEnd:
                 torn,
                 reader.stop_offset,
             )
-        name = m.wal.name
+        name, rest = m.wal.name, bool(m.read or m.position != m.wal.position)  # something to commit
         if why is None:
-            if m.read or m.position != m.wal.position:
+            if rest:
                 self.applier.hand_over(m, background=False)
             if not m.stopped:  # the batch failed: the WAL stays, at the position before it
                 m.hold(name)  # its group's current WAL, or a rolled one not closed yet: more may come
@@ -68,7 +68,7 @@ class WalEnd:
             self.applier.finish_wal(m, name)
             self.reader.finished(loc)
 
-        if m.read or m.position != m.wal.position:
+        if rest:
             # applied while the next WAL is read; the WAL leaves its queue once it is committed
             # (a batch that fails leaves it, at the position before the batch)
             self.applier.hand_over(m, background=self.applier.pipelined, then=finish)
