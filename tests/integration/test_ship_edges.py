@@ -14,6 +14,7 @@ from typing import Any
 import happybase
 import pytest
 from kazoo.client import KazooClient
+from replication_helpers import add_peer, contents, make_cluster
 
 from walship.cli import main
 from walship.errors import WalMissingError
@@ -21,11 +22,12 @@ from walship.peer import PeerConfig
 from walship.protos import WAL_pb2
 from walship.replicate import Shipper, WalStore
 from walship.replicate.deadletters import replay_dead_letters
+from walship.replicate.summary import PeerSummary
 from walship.replicate.throttle import CYCLE_S, cell_size
 from walship.servername import ServerName
 from walship.wal import Cell, CellType, WalKey, WalWriter, build_wal_name
 from walship.wal.format import DEFAULT_CODEC, MAGIC, encode_varint
-from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server
+from walship.zk import ReplicationPeers, ReplicationQueues, ZnodeLayout, ensure_cluster_id, register_server, zk_client
 from walship.zk.records import ProgressStore
 from walship_testing.minicluster import AdminClient
 from walship_testing.minicluster.process import MiniClusterProcess
@@ -517,3 +519,39 @@ def test_a_server_that_dies_while_its_wal_is_read_loses_nothing(
     ship(a)
     assert b"row-late" in contents(b, b"r")
     assert contents(b, b"r") == contents(a, b"r")
+
+
+def test_nothing_after_a_batch_the_peer_refuses_reaches_it_while_batches_queue_behind_it(
+    minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str
+) -> None:
+    """Batches of one entry, each applied in the background and the next queued behind it: the
+    peer refuses one (its table is not there), so the batches queued behind it are not applied,
+    and the queue stops at the entry before it; once the table is there, the next pass ships
+    the rest, in order."""
+    a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=1)  # one queue: both tables' edits
+    b = make_cluster(minicluster_factory, zk_hosts, "B")
+    add_peer(a, b)
+    a.conn().create_table("gone", {"r": {}})
+    AdminClient(a.mc.admin).set_scope("gone", "r", 1)
+    table = a.table()
+    for i in range(40):
+        table.put(b"row%02d" % i, {b"r:q": b"v%d" % i})
+    a.conn().table("gone").put(b"refused", {b"r:q": b"x"})
+    for i in range(40, 80):
+        table.put(b"row%02d" % i, {b"r:q": b"v%d" % i})
+
+    def ship_one_entry_batches() -> PeerSummary:
+        with (
+            zk_client(a.zk_hosts) as client,
+            Shipper(client, ZnodeLayout(a.parent), WalStore(a.mc.wal_root), batch_entries=1) as shipper,
+        ):
+            return shipper.ship_peer("1")
+
+    summary = ship_one_entry_batches()
+    assert summary.status == "error" and "gone" in (summary.error or ""), summary
+    assert sorted(contents(b)) == [b"row%02d" % i for i in range(40)]
+
+    b.conn().create_table("gone", {"r": {}})
+    assert ship_one_entry_batches().status == "ok"
+    assert contents(b) == contents(a, b"r") and len(contents(b)) == 80
+    assert b.conn().table("gone").row(b"refused") == {b"r:q": b"x"}

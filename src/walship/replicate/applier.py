@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from walship.errors import QueueNotFoundError, WalshipError
-from walship.replicate.batcher import Batch, Feed, Member
+from walship.replicate.batcher import Batch, Feed, InFlight, Member
 from walship.replicate.progressbook import PendingProgress, ProgressBook
 from walship.replicate.quota import QUOTA_KEY, READING_OVERHEAD, BufferQuota, held_bytes
 from walship.replicate.summary import QueueSummary
@@ -33,8 +33,14 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _apply(sink: Sink, batch: Batch) -> tuple[ApplyStats, int]:
-    """Apply the batch in the background: what the sink did, and when it returned."""
+def _apply(
+    sink: Sink, batch: Batch, after: Future[tuple[ApplyStats, int] | None] | None = None
+) -> tuple[ApplyStats, int] | None:
+    """Apply the batch in the background: what the sink did, and when it returned; ``None``
+    when the queue's batch before it (``after``, queued ahead of it) failed: then nothing
+    after that batch may reach the peer."""
+    if after is not None and (after.exception() is not None or after.result() is None):
+        return None
     stats = sink.apply(batch.entries, batch.wal.name)
     return stats, now_ms()
 
@@ -81,20 +87,38 @@ class Applier:
             self.book.failed(feed.peer.peer_id, qs, exc, progress)
 
     def hand_over(self, m: Member, *, background: bool, then: Callable[[], None] | None = None) -> None:
-        """Give the queue's batch to its sink, after settling the one before it. In the
-        background the reading goes on meanwhile; otherwise it is applied and committed now.
+        """Give the queue's batch to its sink. In the background the reading goes on meanwhile,
+        and a batch handed over while the one before is in flight is queued right behind it
+        (the peer is not left waiting while that one is committed), then that one is settled;
+        otherwise the one before is settled first and this one applied and committed now.
         ``then`` runs once the batch is committed (never when it failed)."""
         batch = m.cut()
         self.uncount(m)
-        self.settle(m)
+        chain = background and bool(batch.entries) and self._executor is not None and not m.stopped
+        before = m.inflight if chain else None
+        if before is None:
+            self.settle(m)
         if m.stopped:
             return  # the batch before failed: this one is dropped, read again next time
-        if batch.read:
-            m.next_batch()
         held = held_bytes(batch) if self.quota is not None and batch.entries else 0
         if background and batch.entries and self._executor is not None and self._room_for(batch, held):
-            m.inflight = (self._executor().submit(_apply, m.feed.sink, batch), batch, held, then)
+            future = self._executor().submit(_apply, m.feed.sink, batch, before[0] if before else None)
+            if before is not None:
+                m.inflight = None
+                self._settle(m, before)
+                if m.stopped:
+                    self._after_stop(m, future, batch, held)
+                    return
+            if batch.read:
+                m.next_batch()
+            m.inflight = (future, batch, held, then)
             return
+        if before is not None:
+            self.settle(m)
+            if m.stopped:
+                return
+        if batch.read:
+            m.next_batch()
         if held and self.quota is not None:
             self.quota.add(held)  # held while it is applied, whatever the room
         try:
@@ -104,6 +128,22 @@ class Applier:
                 then()
         except WalshipError as exc:
             self.stop(m, exc)
+        finally:
+            if held and self.quota is not None:
+                self.quota.release(held)
+
+    def _after_stop(self, m: Member, future: Future[tuple[ApplyStats, int] | None], batch: Batch, held: int) -> None:
+        """The batch before this one failed, or its commit did. If it failed, this one was not
+        applied (it saw so). If its commit did, this one was applied behind it: its position
+        moves if it can (a claim carries it where the queue went), or both are shipped again
+        (applied twice, as idempotent as once). The queue's summary keeps the failure."""
+        try:
+            if future.result() is not None:
+                self._move_position(m, batch)
+        except WalshipError as exc:
+            log.info(
+                "queue %s/%s: a batch applied behind one whose commit failed: %s", m.feed.server, m.feed.queue_id, exc
+            )
         finally:
             if held and self.quota is not None:
                 self.quota.release(held)
@@ -135,12 +175,17 @@ class Applier:
 
     def settle(self, m: Member) -> None:
         """Wait for the queue's batch in flight, if any, and commit its position."""
-        if m.inflight is None:
-            return
-        future, batch, held, then = m.inflight
-        m.inflight = None
+        if m.inflight is not None:
+            inflight, m.inflight = m.inflight, None
+            self._settle(m, inflight)
+
+    def _settle(self, m: Member, inflight: InFlight) -> None:
+        future, batch, held, then = inflight
         try:
-            self.commit(m, batch, *future.result())
+            done = future.result()
+            if done is None:  # not applied: a batch before it failed (and stopped the queue)
+                return
+            self.commit(m, batch, *done)
             if then is not None:
                 then()
         except WalshipError as exc:
@@ -154,10 +199,13 @@ class Applier:
         self.queues.remove_wals(m.feed.server, m.feed.queue_id, [name])
         m.qs.wals_removed.append(name)
 
-    def commit(self, m: Member, batch: Batch, stats: ApplyStats, applied_at: int) -> None:
-        """The batch is applied (the sink returned at ``applied_at``, epoch ms): only now may
-        the queue's position move past it."""
-        feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
+    def _move_position(self, m: Member, batch: Batch) -> None:
+        """Move the queue's position past the applied batch.
+
+        :raises QueueNotFoundError: the queue was claimed meanwhile (the position carried to
+            where it went, if it can be found).
+        """
+        feed, wal = m.feed, batch.wal
         last_pushed = batch.last_pushed or None
         try:
             version = self.queues.set_position(
@@ -178,6 +226,12 @@ class Applier:
                 raise QueueNotFoundError(f"{exc}; its applied batch's position carried to {carried}") from exc
             raise
         m.known[wal.name] = WalPosition(wal.name, batch.position, version)
+
+    def commit(self, m: Member, batch: Batch, stats: ApplyStats, applied_at: int) -> None:
+        """The batch is applied (the sink returned at ``applied_at``, epoch ms): only now may
+        the queue's position move past it."""
+        feed, qs, progress, wal = m.feed, m.qs, m.progress, batch.wal
+        self._move_position(m, batch)
         if batch.read:  # a move past a header alone is no batch
             qs.batches += 1
             progress.add("batches", 1)

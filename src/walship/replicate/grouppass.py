@@ -106,9 +106,11 @@ class GroupPass:
         """Read one WAL once, feeding each queue of ``part`` (the queues it was opened for):
         each run of entries the reader gives is taken into each queue's batch (the batcher:
         :meth:`Member.take_run`; a serial peer's queue takes them one by one, :meth:`_offer`),
-        and each full batch is handed to the applier. Every batch is settled before the WAL's
-        end is looked at; the batch the end cuts may still be in flight when the next WAL is
-        read (:meth:`WalEnd.reached`), settled before that WAL's first batch or the pass's end."""
+        and each full batch is handed to the applier. A queue's last full batch may still be in
+        flight at the WAL's end (:meth:`WalEnd.reached` queues the rest behind it, or settles it
+        first), and the rest may be in flight when the next WAL is read: settled as that WAL's
+        first batch is handed over, or at the pass's end. A read that fails settles them all."""
+        read_through = False
         try:
             for entries in read.runs():
                 for m in part:
@@ -133,6 +135,7 @@ class GroupPass:
                             self._offer(m, entry, max_batches)
                 if all(m.stopped or m.paused for m in part):
                     return
+            read_through = True
         except (WalError, FileNotFoundError):
             # ship what was read before the bad entry (or before the WAL moved), so each
             # position points at what comes next
@@ -141,10 +144,12 @@ class GroupPass:
                     self.applier.hand_over(m, background=False)
             raise
         finally:
-            for m in part:
-                self.applier.settle(m)
+            if not read_through:
+                for m in part:
+                    self.applier.settle(m)
         for m in part:
             if m.stopped or m.paused:
+                self.applier.settle(m)
                 continue  # a paused one's WAL is read again from its position next pass
             try:
                 self.ends.reached(m, read)

@@ -45,6 +45,11 @@ class WalEnd:
             now=read.read_at,
             live=read.running.get(m.queue.server, False),
         )
+        name, rest = m.wal.name, bool(m.read or m.position != m.wal.position)  # something to commit
+        if why is None or not rest or not self.applier.pipelined:
+            self.applier.settle(m)  # a full batch still in flight (a rest applied in the background goes behind it)
+            if m.stopped:
+                return  # it failed: the WAL stays, at the position before it
         if reader.incomplete_tail and why is not None:
             torn = reader.edits_end - reader.stop_offset
             m.qs.torn_tail_bytes += torn
@@ -55,7 +60,6 @@ class WalEnd:
                 torn,
                 reader.stop_offset,
             )
-        name, rest = m.wal.name, bool(m.read or m.position != m.wal.position)  # something to commit
         if why is None:
             if rest:
                 self.applier.hand_over(m, background=False)

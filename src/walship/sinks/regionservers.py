@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from itertools import repeat
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, repeat
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import (
@@ -93,6 +93,18 @@ def cell_runs(cells: Sequence[Cell]) -> list[RowMutation]:
         runs: list[RowMutation] = FASTPATH.row_runs(cells if type(cells) is tuple else tuple(cells))
         return runs
     return list(_runs(cells))
+
+
+def _pending(fe: FilteredEntry, stats: ApplyStats) -> Iterable[Pending]:
+    """The entry's mutations as the batch's calls take them (:data:`Pending`), counted in ``stats``."""
+    cells = fe.cells
+    if not cells:
+        return ()
+    stats.cells += len(cells)
+    stats.tags_dropped += _tagged(cells)
+    mutations = row_mutations(fe)
+    share = (fe.entry.end_offset - fe.entry.offset) / len(mutations)
+    return zip(repeat(fe.entry.key.table), mutations, repeat(encode_cluster_ids(fe.cluster_ids)), repeat(share))
 
 
 def _tagged(cells: Sequence[Cell]) -> int:
@@ -179,20 +191,10 @@ class RegionServerSink(Sink):
 
     def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
         stats = ApplyStats()
-        pending: list[Pending] = []
-        for fe in entries:
-            cells = fe.cells
-            if not cells:
-                continue
-            stats.cells += len(cells)
-            stats.tags_dropped += _tagged(cells)
-            ids = encode_cluster_ids(fe.cluster_ids)
-            mutations = row_mutations(fe)
-            table, share = fe.entry.key.table, (fe.entry.end_offset - fe.entry.offset) / len(mutations)
-            pending += zip(repeat(table), mutations, repeat(ids), repeat(share))
-        return self.write(pending, wal, stats)
+        # made as the calls take them: the first call goes out before the batch's last row is made
+        return self.write(chain.from_iterable(_pending(fe, stats) for fe in entries), wal, stats)
 
-    def write(self, pending: Sequence[Pending], what: str, stats: ApplyStats | None = None) -> ApplyStats:
+    def write(self, pending: Iterable[Pending], what: str, stats: ApplyStats | None = None) -> ApplyStats:
         """Apply ``pending`` (each row's mutations in the order given), going again after
         regions moved or servers were busy for up to ``RETRY_SECONDS``; ``what`` names them in
         messages (a WAL, a copy's split). ``walship copy`` writes its rows through this too.
@@ -203,28 +205,28 @@ class RegionServerSink(Sink):
         stats = stats or ApplyStats()
         deadline = time.monotonic() + RETRY_SECONDS
         backoff = _BACKOFF[0]
-        while pending:
-            pending, why = self._send(pending, stats)
-            if not pending:
-                break
+        again, why = self._send(pending, stats)  # the first round takes them as they come
+        while again:
             if time.monotonic() + backoff > deadline:
                 raise SinkUnavailableError(
-                    f"peer {self.peer.peer_id}: {len(pending)} mutations of {what} not applied after "
+                    f"peer {self.peer.peer_id}: {len(again)} mutations of {what} not applied after "
                     f"{RETRY_SECONDS:g} s: {why}"
                 )
             stats.retries += 1
             stats.last_backoff = (backoff, why)
-            log.info("peer %s: %d mutations go again in %.2f s: %s", self.peer.peer_id, len(pending), backoff, why)
+            log.info("peer %s: %d mutations go again in %.2f s: %s", self.peer.peer_id, len(again), backoff, why)
             time.sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF[1])
+            again, why = self._send(again, stats)
         return stats
 
-    def _calls(self, pending: Sequence[Pending]) -> Iterator[tuple[tuple[str, int], Call, bool]]:
+    def _calls(self, pending: Iterable[Pending], seen: list[Pending]) -> Iterator[tuple[tuple[str, int], Call, bool]]:
         """The mutations as calls, each with its (server address, stream) and whether more
         follow, given as each is full (the rest at the end), so the first is sent while the
-        others are made; each stream's in WAL order. A row always goes by the same stream of its server (its hash
-        picks it), so its mutations stay in order; rows of other streams may be applied before
-        or after it, as HBase's own sink applies rows of other regions."""
+        others are made; each stream's in WAL order. A row always goes by the same stream of its
+        server (its hash picks it), so its mutations stay in order; rows of other streams may be
+        applied before or after it, as HBase's own sink applies rows of other regions. Each
+        mutation taken is appended to ``seen`` (the order to send again in)."""
         open_calls: dict[tuple[bytes, int], Call] = {}  # (region, stream) -> the call taking its mutations
         streams = self._streams
         region_of = self._where.region_of
@@ -251,19 +253,21 @@ class RegionServerSink(Sink):
                 call = open_calls[call.region.name, call.stream] = Call(call.region, item[IDS], stream=call.stream)
                 items = call.items
             items.append(item)
+            seen.append(item)
             call.size += item[SIZE]
         last = len(open_calls) - 1
         for i, rest in enumerate(open_calls.values()):
             yield (rest.region.address, rest.stream), rest, i < last
 
-    def _send(self, pending: Sequence[Pending], stats: ApplyStats) -> tuple[list[Pending], str]:
+    def _send(self, pending: Iterable[Pending], stats: ApplyStats) -> tuple[list[Pending], str]:
         """Send the mutations; the ones to send again (in WAL order) and why."""
         outcomes: dict[tuple[str, int], Outcome] = {}
         senders: dict[tuple[str, int], Sender] = {}
         unassigned: list[Call] = []  # no server to send to yet: after a backoff, with the regions read again
         inline: bool | None = None  # one call in all (a tailer's small batches): sent from this thread
+        seen: list[Pending] = []  # the mutations in the order given, as the calls took them
         try:
-            for key, call, more in self._calls(pending):
+            for key, call, more in self._calls(pending, seen):
                 if key == _UNASSIGNED:
                     unassigned.append(call)
                     continue
@@ -303,7 +307,7 @@ class RegionServerSink(Sink):
             again += [item for c in (call, *outcome.unsent) for item in c.items]
         if not again:
             return [], ""
-        order = {id(item): i for i, item in enumerate(pending)}
+        order = {id(item): i for i, item in enumerate(seen)}
         again.sort(key=lambda item: order[id(item)])
         return again, "; ".join(reasons)
 

@@ -9,12 +9,23 @@ through its peer's filter chain (HBase's ``WALEntryBatch`` and ``ChainWALEntryFi
 """
 
 from walship.replicate.batcher.filters import EntryFilter, TableRule, table_rule
-from walship.replicate.batcher.member import Batch, Feed, KnownPositions, Member, Ramp, group_key, wal_order, wanting
+from walship.replicate.batcher.member import (
+    Batch,
+    Feed,
+    InFlight,
+    KnownPositions,
+    Member,
+    Ramp,
+    group_key,
+    wal_order,
+    wanting,
+)
 
 __all__ = [
     "Batch",
     "EntryFilter",
     "Feed",
+    "InFlight",
     "KnownPositions",
     "Member",
     "Ramp",

@@ -27,7 +27,7 @@ from walship.wal.names import parse_wal_name, wal_group
 from walship.zk import QueueId, QueueInfo
 from walship.zk.queues import KnownQueue, WalPosition
 
-__all__ = ["Batch", "Feed", "KnownPositions", "Member", "Ramp", "group_key", "wal_order", "wanting"]
+__all__ = ["Batch", "Feed", "InFlight", "KnownPositions", "Member", "Ramp", "group_key", "wal_order", "wanting"]
 
 #: the compiled run of Member.take (Member.take_run_py where it is not built)
 _take_run = COMPILED.take_run if COMPILED is not None else None
@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 #: (server, queue id) -> the queue as its lock holder left it (see ReplicationQueues.read_queue).
 KnownPositions = dict[tuple[str, str], KnownQueue]
+#: A queue's batch in the background: its future (what the sink did and when it returned;
+#: ``None``: not applied, a batch before it failed), the batch, the quota bytes it holds, and
+#: what runs once it is committed.
+InFlight = tuple[Future[tuple[ApplyStats, int] | None], "Batch", int, Callable[[], None] | None]
 
 
 def group_key(server: str, queue_id: str) -> tuple[str, tuple[str, ...]]:
@@ -135,7 +139,7 @@ class Member:
     limits: tuple[int, int, int] = (0, 0, 0)  # the batch's: entries, wire bytes, WAL bytes (as LIMITS)
     # the batch applied in the background: (stats, when applied), the batch, its bytes in the buffer
     # quota, and what follows its commit (its WAL finished: out of the queue)
-    inflight: tuple[Future[tuple[ApplyStats, int]], Batch, int, Callable[[], None] | None] | None = None
+    inflight: InFlight | None = None
     last_pushed: dict[str, int] = field(default_factory=dict)
     blocked: Blocked | None = None  # serial: the entry it must not send yet
     paused: bool = False  # serial: waiting in the current WAL (its WAL group waits; the others go on)
