@@ -13,6 +13,7 @@ from replication_helpers import Cluster
 
 from walship.errors import InvalidPeerConfigError, SinkError, SinkUnavailableError
 from walship.peer import PeerConfig
+from walship.sinks import regionservers
 from walship.sinks.base import FilteredEntry, SinkContext
 from walship.sinks.regionservers import STREAMS_KEY, RegionServerSink, row_mutations
 from walship.sinks.registry import create_sink, validate_sink_config
@@ -94,6 +95,30 @@ def test_rows_spread_over_two_streams_keep_their_order(real_hbase: tuple[HBasePr
             validate_sink_config(
                 PeerConfig("1", a.cluster_key, configuration={"walship.sink.protocol": "hbase", STREAMS_KEY: bad})
             )
+
+
+@pytest.mark.parametrize(("call_bytes", "calls"), [(4 << 20, 3), (40 * 1000, 14)])
+def test_a_one_region_batch_goes_in_calls_cut_at_the_limits_in_wal_order(
+    real_hbase: tuple[HBaseProcess, HBaseProcess], monkeypatch: pytest.MonkeyPatch, call_bytes: int, calls: int
+) -> None:
+    """Entries of a one-region table go whole into calls, cut at 5,000 mutations or at the
+    call's bytes of WAL (a mutation here stands for 40), across entries: every row arrives,
+    and of two puts of one cell at one timestamp the later is kept."""
+    a, _ = real_hbase
+    table = unique("hruns")
+    create_table(a, table)
+    monkeypatch.setattr(regionservers, "CALL_BYTES", call_bytes)
+    rows = [b"row%05d" % i for i in range(7000)]
+    batch = [entry(table, 1, *(put(row, b"q", 5, b"first") for row in rows))]
+    batch += [entry(table, 2, *(put(row, b"q", 5, b"second") for row in rows[:3000]))]
+    batch += [entry(table, 3 + i, put(row, b"q", 5, b"second")) for i, row in enumerate(rows[3000:])]
+    sink = create_sink(peer_of(a), SinkContext(wal_root=""))
+    try:
+        stats = sink.apply(batch, "a batch")
+    finally:
+        sink.close()
+    assert (stats.cells, stats.calls, stats.retries) == (14000, calls, 0)
+    assert dict(cluster(a, table).table().scan()) == {row: {b"r:q": b"second"} for row in rows}
 
 
 def test_a_region_that_moved_is_looked_up_again(real_hbase: tuple[HBaseProcess, HBaseProcess]) -> None:

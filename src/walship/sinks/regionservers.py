@@ -31,9 +31,10 @@ batch with a :class:`~walship.errors.SinkError` naming the table, row and HBase'
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, repeat
+from itertools import groupby, repeat
 
 from walship.clusterids import encode_cluster_ids
 from walship.errors import (
@@ -76,6 +77,9 @@ CALL_BYTES = 4 << 20
 RETRY_SECONDS = 120.0
 _BACKOFF = (0.05, 2.0)
 _PUT = int(CellType.Put)
+#: Mutations given to the calls together: of one table, one ``_cs.id`` and one size (an
+#: entry's, or a copy's rows').
+Run = Sequence[Pending]
 #: the (address, stream) of a region no server holds yet
 _UNASSIGNED = (":0", 0)
 
@@ -95,16 +99,21 @@ def cell_runs(cells: Sequence[Cell]) -> list[RowMutation]:
     return list(_runs(cells))
 
 
-def _pending(fe: FilteredEntry, stats: ApplyStats) -> Iterable[Pending]:
-    """The entry's mutations as the batch's calls take them (:data:`Pending`), counted in ``stats``."""
+def _pending(fe: FilteredEntry, stats: ApplyStats) -> Run:
+    """The entry's mutations as a :data:`Run` (none: no cells), counted in ``stats``."""
     cells = fe.cells
     if not cells:
-        return ()
+        return []
     stats.cells += len(cells)
     stats.tags_dropped += _tagged(cells)
     mutations = row_mutations(fe)
     share = (fe.entry.end_offset - fe.entry.offset) / len(mutations)
-    return zip(repeat(fe.entry.key.table), mutations, repeat(encode_cluster_ids(fe.cluster_ids)), repeat(share))
+    return list(zip(repeat(fe.entry.key.table), mutations, repeat(encode_cluster_ids(fe.cluster_ids)), repeat(share)))
+
+
+def _as_runs(pending: Sequence[Pending]) -> list[Run]:
+    """``pending`` cut into :data:`Run` s, in order."""
+    return [list(run) for _, run in groupby(pending, key=lambda p: (p[TABLE], p[IDS], p[SIZE]))]
 
 
 def _tagged(cells: Sequence[Cell]) -> int:
@@ -192,9 +201,9 @@ class RegionServerSink(Sink):
     def apply(self, entries: Sequence[FilteredEntry], wal: str) -> ApplyStats:
         stats = ApplyStats()
         # made as the calls take them: the first call goes out before the batch's last row is made
-        return self.write(chain.from_iterable(_pending(fe, stats) for fe in entries), wal, stats)
+        return self._write((run for fe in entries if (run := _pending(fe, stats))), wal, stats)
 
-    def write(self, pending: Iterable[Pending], what: str, stats: ApplyStats | None = None) -> ApplyStats:
+    def write(self, pending: Sequence[Pending], what: str, stats: ApplyStats | None = None) -> ApplyStats:
         """Apply ``pending`` (each row's mutations in the order given), going again after
         regions moved or servers were busy for up to ``RETRY_SECONDS``; ``what`` names them in
         messages (a WAL, a copy's split). ``walship copy`` writes its rows through this too.
@@ -202,10 +211,12 @@ class RegionServerSink(Sink):
         :raises SinkError: a mutation refused for what it is (names the table and row).
         :raises SinkUnavailableError: not all applied within ``RETRY_SECONDS``.
         """
-        stats = stats or ApplyStats()
+        return self._write(_as_runs(pending), what, stats or ApplyStats())
+
+    def _write(self, runs: Iterable[Run], what: str, stats: ApplyStats) -> ApplyStats:
         deadline = time.monotonic() + RETRY_SECONDS
         backoff = _BACKOFF[0]
-        again, why = self._send(pending, stats)  # the first round takes them as they come
+        again, why = self._send(runs, stats)  # the first round takes them as they come
         while again:
             if time.monotonic() + backoff > deadline:
                 raise SinkUnavailableError(
@@ -217,49 +228,67 @@ class RegionServerSink(Sink):
             log.info("peer %s: %d mutations go again in %.2f s: %s", self.peer.peer_id, len(again), backoff, why)
             time.sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF[1])
-            again, why = self._send(again, stats)
+            again, why = self._send(_as_runs(again), stats)
         return stats
 
-    def _calls(self, pending: Iterable[Pending], seen: list[Pending]) -> Iterator[tuple[tuple[str, int], Call, bool]]:
+    def _calls(self, runs: Iterable[Run], seen: list[Pending]) -> Iterator[tuple[tuple[str, int], Call, bool]]:
         """The mutations as calls, each with its (server address, stream) and whether more
         follow, given as each is full (the rest at the end), so the first is sent while the
         others are made; each stream's in WAL order. A row always goes by the same stream of its
         server (its hash picks it), so its mutations stay in order; rows of other streams may be
-        applied before or after it, as HBase's own sink applies rows of other regions. Each
-        mutation taken is appended to ``seen`` (the order to send again in)."""
+        applied before or after it, as HBase's own sink applies rows of other regions. A run of
+        a table that one stream of one region takes whole goes into calls a slice at a time.
+        Each mutation taken is appended to ``seen`` (the order to send again in)."""
         open_calls: dict[tuple[bytes, int], Call] = {}  # (region, stream) -> the call taking its mutations
         streams = self._streams
         region_of = self._where.region_of
         known = b""
         only: RegionLocation | None = None  # the table's one region, when one stream takes it all
         call: Call | None = None
-        items: list[Pending] = []
-        for item in pending:
-            table = item[TABLE]
+        for run in runs:
+            first = run[0]
+            table, ids = first[TABLE], first[IDS]
             if table != known:  # its regions read once, or an error naming the peer
                 regions = self._table(table)
                 only = regions[0] if len(regions) == 1 and (streams == 1 or not regions[0].host) else None
                 known = table
-            if only is None or call is None or call.region is not only:
+            if only is not None:
+                at, n, share = 0, len(run), first[SIZE]
+                while at < n:
+                    if call is None or call.region is not only:
+                        call = open_calls.get((only.name, 0))
+                        if call is None:
+                            call = open_calls[only.name, 0] = Call(only, ids)
+                    if len(call.items) >= ROWS_PER_CALL or call.size >= CALL_BYTES or call.cluster_ids != ids:
+                        yield (only.address, 0), call, True
+                        call = open_calls[only.name, 0] = Call(only, ids)
+                    take = min(n - at, ROWS_PER_CALL - len(call.items))
+                    if share > 0:
+                        take = min(take, max(1, math.ceil((CALL_BYTES - call.size) / share)))
+                    part = run if take == n else run[at : at + take]
+                    call.items.extend(part)
+                    seen.extend(part)
+                    call.size += share * take
+                    at += take
+                continue
+            for item in run:
                 row = item[MUTATION][0]
-                region = only or region_of(table, row)
+                region = region_of(table, row)
                 stream = hash(row) % streams if streams > 1 and region.host else 0
                 call = open_calls.get((region.name, stream))
                 if call is None:
-                    call = open_calls[region.name, stream] = Call(region, item[IDS], stream=stream)
-                items = call.items
-            if len(items) >= ROWS_PER_CALL or call.size >= CALL_BYTES or call.cluster_ids != item[IDS]:
-                yield (call.region.address, call.stream), call, True
-                call = open_calls[call.region.name, call.stream] = Call(call.region, item[IDS], stream=call.stream)
-                items = call.items
-            items.append(item)
-            seen.append(item)
-            call.size += item[SIZE]
+                    call = open_calls[region.name, stream] = Call(region, ids, stream=stream)
+                if len(call.items) >= ROWS_PER_CALL or call.size >= CALL_BYTES or call.cluster_ids != ids:
+                    yield (region.address, stream), call, True
+                    call = open_calls[region.name, stream] = Call(region, ids, stream=stream)
+                call.items.append(item)
+                seen.append(item)
+                call.size += item[SIZE]
         last = len(open_calls) - 1
         for i, rest in enumerate(open_calls.values()):
             yield (rest.region.address, rest.stream), rest, i < last
 
-    def _send(self, pending: Iterable[Pending], stats: ApplyStats) -> tuple[list[Pending], str]:
+    def _send(self, runs: Iterable[Run], stats: ApplyStats) -> tuple[list[Pending], str]:
         """Send the mutations; the ones to send again (in WAL order) and why."""
         outcomes: dict[tuple[str, int], Outcome] = {}
         senders: dict[tuple[str, int], Sender] = {}
@@ -267,7 +296,7 @@ class RegionServerSink(Sink):
         inline: bool | None = None  # one call in all (a tailer's small batches): sent from this thread
         seen: list[Pending] = []  # the mutations in the order given, as the calls took them
         try:
-            for key, call, more in self._calls(pending, seen):
+            for key, call, more in self._calls(runs, seen):
                 if key == _UNASSIGNED:
                     unassigned.append(call)
                     continue
