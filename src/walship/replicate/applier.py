@@ -1,8 +1,10 @@
 """The applier of a shipping pass: a queue's batch applied by its peer's sink, and only then its
 position committed and its progress written (HBase's shipper and endpoint). A full batch, or
 the last of a finished WAL, may be applied in the background while the next is read: one batch
-in flight per queue, positions still committed in order, and a finished WAL out of its queue
-only once its last batch is committed.
+in flight per queue, and the next, once read, queued right behind it (applied as soon as it is,
+unless it failed, so the peer does not wait for the commit); positions still committed in order,
+and a finished WAL out of its queue only once its last batch is committed. A commit that fails
+leaves the batch behind it applied too: both are shipped again (at least once, never skipped).
 """
 
 from __future__ import annotations
