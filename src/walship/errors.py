@@ -200,6 +200,11 @@ class QueueNotFoundError(QueueError):
     """The queue or WAL znode does not exist (claimed by another server, or removed)."""
 
 
+class PositionCarriedError(QueueNotFoundError):
+    """The queue was claimed while a batch was applied: the batch's position was carried to
+    where the queue went."""
+
+
 class PositionBackwardsError(QueueError):
     """A position update would move a WAL's position backwards."""
 

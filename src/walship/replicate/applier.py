@@ -4,7 +4,8 @@ the last of a finished WAL, may be applied in the background while the next is r
 in flight per queue, and the next, once read, queued right behind it (applied as soon as it is,
 unless it failed, so the peer does not wait for the commit); positions still committed in order,
 and a finished WAL out of its queue only once its last batch is committed. A commit that fails
-leaves the batch behind it applied too: both are shipped again (at least once, never skipped).
+leaves the batch behind it applied too: both are shipped again (at least once, never skipped),
+unless a claim carried the first's position, which the second's then follows.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from walship.errors import QueueNotFoundError, WalshipError
+from walship.errors import PositionCarriedError, QueueNotFoundError, SinkError, WalshipError
 from walship.replicate.batcher import Batch, Feed, InFlight, Member
 from walship.replicate.progressbook import PendingProgress, ProgressBook
 from walship.replicate.quota import QUOTA_KEY, READING_OVERHEAD, BufferQuota, held_bytes
@@ -107,9 +108,13 @@ class Applier:
             future = self._executor().submit(_apply, m.feed.sink, batch, before[0] if before else None)
             if before is not None:
                 m.inflight = None
-                self._settle(m, before)
+                try:
+                    landed = self._settle(m, before)
+                except BaseException:
+                    self._after_stop(m, future, batch, held, carry=False)
+                    raise
                 if m.stopped:
-                    self._after_stop(m, future, batch, held)
+                    self._after_stop(m, future, batch, held, carry=landed)
                     return
             if batch.read:
                 m.next_batch()
@@ -134,18 +139,19 @@ class Applier:
             if held and self.quota is not None:
                 self.quota.release(held)
 
-    def _after_stop(self, m: Member, future: Future[tuple[ApplyStats, int] | None], batch: Batch, held: int) -> None:
+    def _after_stop(
+        self, m: Member, future: Future[tuple[ApplyStats, int] | None], batch: Batch, held: int, *, carry: bool
+    ) -> None:
         """The batch before this one failed, or its commit did. If it failed, this one was not
-        applied (it saw so). If its commit did, this one was applied behind it: its position
-        moves if it can (a claim carries it where the queue went), or both are shipped again
-        (applied twice, as idempotent as once). The queue's summary keeps the failure."""
+        applied (it saw so). If its commit did, this one was applied behind it: both are
+        shipped again (applied twice, as idempotent as once), unless the position of the one
+        before was committed or carried by a claim (``carry``): then this one's goes after it.
+        The queue's summary keeps the failure."""
         try:
-            if future.result() is not None:
+            if future.result() is not None and carry:
                 self._move_position(m, batch)
         except WalshipError as exc:
-            log.info(
-                "queue %s/%s: a batch applied behind one whose commit failed: %s", m.feed.server, m.feed.queue_id, exc
-            )
+            log.info("queue %s/%s: the batch applied behind: %s", m.feed.server, m.feed.queue_id, exc)
         finally:
             if held and self.quota is not None:
                 self.quota.release(held)
@@ -181,13 +187,23 @@ class Applier:
             inflight, m.inflight = m.inflight, None
             self._settle(m, inflight)
 
-    def _settle(self, m: Member, inflight: InFlight) -> None:
+    def _settle(self, m: Member, inflight: InFlight) -> bool:
+        """Settle a batch in flight; whether its position landed (committed, or carried by a
+        claim), whatever ran after."""
         future, batch, held, then = inflight
+        landed = False
         try:
             done = future.result()
-            if done is None:  # not applied: a batch before it failed (and stopped the queue)
-                return
-            self.commit(m, batch, *done)
+            if done is None:  # not applied: a batch before it failed, and nothing after may pass it
+                if not m.stopped:
+                    self.stop(m, SinkError(f"{batch.wal.name}: a batch not applied, the one before it failed"))
+                return False
+            try:
+                self.commit(m, batch, *done)
+            except PositionCarriedError:
+                landed = True
+                raise
+            landed = True
             if then is not None:
                 then()
         except WalshipError as exc:
@@ -195,6 +211,7 @@ class Applier:
         finally:
             if held and self.quota is not None:  # held until here: referenced until committed
                 self.quota.release(held)
+        return landed
 
     def finish_wal(self, m: Member, name: str) -> None:
         """The queue is done with WAL ``name`` (shipped and finished): out of its queue."""
@@ -225,7 +242,7 @@ class Applier:
                 feed.server, feed.queue_id, wal.name, batch.position, last_pushed=last_pushed
             )
             if carried is not None:
-                raise QueueNotFoundError(f"{exc}; its applied batch's position carried to {carried}") from exc
+                raise PositionCarriedError(f"{exc}; its applied batch's position carried to {carried}") from exc
             raise
         m.known[wal.name] = WalPosition(wal.name, batch.position, version)
 

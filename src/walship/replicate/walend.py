@@ -50,16 +50,6 @@ class WalEnd:
             self.applier.settle(m)  # a full batch still in flight (a rest applied in the background goes behind it)
             if m.stopped:
                 return  # it failed: the WAL stays, at the position before it
-        if reader.incomplete_tail and why is not None:
-            torn = reader.edits_end - reader.stop_offset
-            m.qs.torn_tail_bytes += torn
-            log.warning(
-                "%s: %d bytes after offset %d are a torn last write of a closed WAL (a crash "
-                "before the write was acknowledged); not shipped",
-                loc.path,
-                torn,
-                reader.stop_offset,
-            )
         if why is None:
             if rest:
                 self.applier.hand_over(m, background=False)
@@ -68,6 +58,16 @@ class WalEnd:
             return
 
         def finish() -> None:
+            if reader.incomplete_tail:  # counted once the WAL is done with, not each time it is read
+                torn = reader.edits_end - reader.stop_offset
+                m.qs.torn_tail_bytes += torn
+                log.warning(
+                    "%s: %d bytes after offset %d are a torn last write of a closed WAL (a crash "
+                    "before the write was acknowledged); not shipped",
+                    loc.path,
+                    torn,
+                    reader.stop_offset,
+                )
             log.debug("queue %s/%s: %s finished (%s)", m.feed.server, m.feed.queue_id, name, why)
             self.applier.finish_wal(m, name)
             self.reader.finished(loc)
