@@ -97,14 +97,15 @@ class Applier:
         ``then`` runs once the batch is committed (never when it failed)."""
         batch = m.cut()
         self.uncount(m)
-        chain = background and bool(batch.entries) and self._executor is not None and not m.stopped
-        before = m.inflight if chain else None
+        background = background and bool(batch.entries) and self._executor is not None
+        before = m.inflight if background and not m.stopped else None
         if before is None:
             self.settle(m)
         if m.stopped:
             return  # the batch before failed: this one is dropped, read again next time
         held = held_bytes(batch) if self.quota is not None and batch.entries else 0
-        if background and batch.entries and self._executor is not None and self._room_for(batch, held):
+        if background and self._room_for(batch, held):
+            assert self._executor is not None
             future = self._executor().submit(_apply, m.feed.sink, batch, before[0] if before else None)
             if before is not None:
                 m.inflight = None
