@@ -19,7 +19,9 @@ Figures, each round (``--rounds``; medians printed, each round's ratio beside):
   values) are written into each table, in alternating ``putMultiple`` calls of 1,000 rows, so
   both backlogs lie in the same WALs. Then ``n`` is enabled and timed until B holds the last
   row of ``native`` (a queue ships in WAL order, so the last row is the end), and ``n``
-  disabled again; then one walship pass ships ``w`` in this process, timed. Rows a second each,
+  disabled again; then one walship pass ships ``w`` in this process, timed. Both tables are
+  flushed on A and B before each side's drain, so each starts on empty memstores with no
+  flush of the other's under way. Rows a second each,
   and the ratio (target: walship >= 2.0x HBase's). The CPU each side spends a cell: for HBase
   A's JVM (its ReplicationSource) and B's (the sink), for walship this process and B's JVM.
 * lag: ``--rate`` edits a second (one cell a row, ``--rate``/100 rows every 10 ms) for
@@ -113,17 +115,22 @@ def wait_row(b: HBaseProcess, table: str, row: bytes, timeout: float = 600.0) ->
             time.sleep(0.01)
 
 
-def drain_round(a: HBaseProcess, b: HBaseProcess, first: int, rows: int) -> dict[str, Step]:
-    write_backlog(a, first, rows)
+def flush_tables(a: HBaseProcess, b: HBaseProcess) -> None:
     for hb in (a, b):
         hb.call("flush", table=TABLES[NATIVE])
         hb.call("flush", table=TABLES[WALSHIP])
+
+
+def drain_round(a: HBaseProcess, b: HBaseProcess, first: int, rows: int) -> dict[str, Step]:
+    write_backlog(a, first, rows)
+    flush_tables(a, b)
     with timed(a, b) as native:
         begin = time.perf_counter()
         a.call("enable_peer", peer=NATIVE)
         enabling = Step(wall=time.perf_counter() - begin)
         wait_row(b, TABLES[NATIVE], row_key(first + rows - 1))
     a.call("disable_peer", peer=NATIVE)
+    flush_tables(a, b)
     layout = ZnodeLayout(a.znode_parent)
     with (
         zk_client(a.zk_hosts) as client,

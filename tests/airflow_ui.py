@@ -10,7 +10,7 @@ import secrets
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,23 @@ def chromium_driver(tmp: Path) -> Iterator[Any]:
         driver.quit()
 
 
+def through_navigation(condition: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``condition`` for a ``WebDriverWait`` while the page may still navigate (the UI sends
+    a fresh visitor on to its login page, and back once logged in): a look the browser
+    aborted because the page navigated is a look to take again, not a failure."""
+    from selenium.common.exceptions import WebDriverException
+
+    def check(driver: Any) -> Any:
+        try:
+            return condition(driver)
+        except WebDriverException as exc:
+            if "aborted by navigation" not in (exc.msg or ""):
+                raise
+            return False
+
+    return check
+
+
 def login(driver: Any, api_server: ApiServer) -> Any:
     """Log in through the UI's own form (SimpleAuthManager); the "Replication" nav entry."""
     from selenium.webdriver.common.by import By
@@ -129,9 +146,9 @@ def login(driver: Any, api_server: ApiServer) -> Any:
 
     wait = WebDriverWait(driver, 30)
     driver.get(api_server.url + "/")
-    wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys(USER)
+    wait.until(through_navigation(ec.presence_of_element_located((By.NAME, "username")))).send_keys(USER)
     driver.find_element(By.NAME, "password").send_keys(api_server.password)
     wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "button[type=submit]"))).click()
-    nav = wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "a[aria-label='Replication']")))
+    nav = wait.until(through_navigation(ec.element_to_be_clickable((By.CSS_SELECTOR, "a[aria-label='Replication']"))))
     assert nav.text == "Replication" and nav.get_attribute("href") == f"{api_server.url}/plugin/walship"
     return nav
