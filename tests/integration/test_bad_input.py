@@ -259,6 +259,7 @@ def test_each_found_case_is_one_line_and_changes_nothing(
         ([*flags, "tail", "--peer", "1", "--duration", "inf"], ("--duration",)),
         ([*flags, "tail", "--peer", "1", "--duration", "-1"], ("--duration",)),
         ([*flags, "tail", "--peer", "1", "--duration", "nan"], ("--duration",)),
+        ([*flags, "tail", "--peer", "1", "--gather", "-0.1"], ("--gather",)),
         (["--zk", "127.0.0.1:1", "--zk-timeout", "5", "peer", "list"], ("127.0.0.1:1",)),
     ]
     for argv, names in cases:
@@ -304,6 +305,7 @@ def _commands(flags: list[str]) -> st.SearchStrategy[list[str]]:
         number.map(lambda v: [*flags, "ship", "--peer", "1", "--lock-wait", v]),
         number.map(lambda v: [*flags, "ship", "--peer", "1", "--batch-bytes", v]),
         number.map(lambda v: [*flags, "tail", "--peer", "1", "--duration", v]),
+        number.map(lambda v: [*flags, "tail", "--peer", "1", "--gather", v]),
         number.map(lambda v: [*flags, "wait-drained", "--peer", "1", "--timeout", v]),
         number.map(lambda v: [*flags, "metrics", "serve", "--port", v]),
         number.map(lambda v: [*flags, "verify", "--peer", "1", "--versions", v]),

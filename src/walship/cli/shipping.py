@@ -81,6 +81,7 @@ def cmd_tail(args: argparse.Namespace) -> int:
             duration=args.duration,
             idle_sleep=args.idle_sleep,
             source_thrift2=args.source_thrift2,
+            gather=args.gather,
         ).run()
     print(json.dumps(summary.to_json()))
     return 1 if summary.status == "error" else 0
@@ -167,6 +168,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=defaults.TAIL_DURATION,
         metavar="SECONDS",
         help="then stop (default %(default)g)",
+    )
+    tail.add_argument(
+        "--gather",
+        type=seconds,
+        default=defaults.TAIL_GATHER,
+        metavar="SECONDS",
+        help=f"after a pass that read fewer than {defaults.TAIL_GATHER_ENTRIES:,} entries, let new edits gather "
+        "this long: fewer, fuller passes, less CPU, at most this much more lag (0: pass again at once; "
+        "default %(default)g)",
     )
     tail.add_argument("--idle-sleep", type=seconds, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
     tail.set_defaults(func=cmd_tail)
