@@ -24,7 +24,6 @@ from walship.rpc.peers import MasterPeers, peer_admin
 from walship.zk import ReplicationPeers, ZnodeLayout, zk_client
 from walship_testing.minicluster import AdminClient
 from walship_testing.minicluster.process import MiniClusterProcess
-from walship_testing.ports import steady_port
 
 pytestmark = [pytest.mark.integration, *AIRFLOW_MARKS]
 
@@ -37,12 +36,8 @@ STEPS = {
 
 @pytest.fixture
 def pair(minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str) -> tuple[Cluster, Cluster]:
-    """Source A and B, each with table t (family r scoped 1, l scoped 0); no peer yet. B's
-    Thrift2 port is one a test can start it on again after stopping it."""
-    return (
-        make_cluster(minicluster_factory, zk_hosts, "A"),
-        make_cluster(minicluster_factory, zk_hosts, "B", thrift2_port=steady_port()),
-    )
+    """Source A and B, each with table t (family r scoped 1, l scoped 0); no peer yet."""
+    return make_cluster(minicluster_factory, zk_hosts, "A"), make_cluster(minicluster_factory, zk_hosts, "B")
 
 
 def conf(b: Cluster, **changes: Any) -> dict[str, Any]:

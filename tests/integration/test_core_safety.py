@@ -24,10 +24,11 @@ from walship.cli import main
 from walship.replicate import Shipper, WalStore
 from walship.wal import WalReader, parse_wal_name
 from walship.zk import ReplicationQueues, ZnodeLayout, zk_client
-from walship.zk.localserver import LocalZooKeeper, free_port
+from walship.zk.localserver import LocalZooKeeper
 from walship.zk.locks import Holder, queue_lock, read_holder
 from walship.zk.records import ProgressStore
 from walship_testing.minicluster.process import MiniClusterProcess
+from walship_testing.ports import steady_port
 
 pytestmark = pytest.mark.integration
 
@@ -179,8 +180,9 @@ def test_a_failing_queue_leaves_its_error_in_the_progress_record(minicluster_fac
 
 @pytest.fixture
 def own_zk(tmp_path: Path) -> Iterator[LocalZooKeeper]:
-    """A ZooKeeper of this test's own: it is stopped and started again."""
-    server = LocalZooKeeper(tmp_path / "zk", free_port())
+    """A ZooKeeper of this test's own: it is stopped and started again (on a port no client
+    connection can take meanwhile)."""
+    server = LocalZooKeeper(tmp_path / "zk", steady_port())
     server.start()
     yield server
     server.stop()

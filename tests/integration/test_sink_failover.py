@@ -15,7 +15,6 @@ from waiting import wait_until
 
 from walship_testing.minicluster import AdminClient
 from walship_testing.minicluster.process import MiniClusterProcess
-from walship_testing.ports import steady_port
 
 pytestmark = pytest.mark.integration
 
@@ -37,10 +36,7 @@ def test_the_sink_fails_over_between_two_servers_and_back(
     minicluster_factory: Callable[..., MiniClusterProcess], zk_hosts: str, protocol: str
 ) -> None:
     a = make_cluster(minicluster_factory, zk_hosts, "A", regionservers=1)
-    # B's first servers on ports they can come back on once stopped
-    b = make_cluster(
-        minicluster_factory, zk_hosts, "B", regionservers=1, thrift_port=steady_port(), thrift2_port=steady_port()
-    )
+    b = make_cluster(minicluster_factory, zk_hosts, "B", regionservers=1)
     admin = AdminClient(b.mc.admin)
     reader = admin.start_thrift("thrift1")  # the test reads B through a server it never stops
     b_read = dataclasses.replace(b, mc=_At(b.mc, reader))

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from walship.childproc import wait_or_kill
 from walship.errors import MiniClusterError
+from walship_testing.ports import steady_port
 
 __all__ = ["MiniClusterProcess"]
 
@@ -64,7 +65,12 @@ class MiniClusterProcess:
         queue_claims: str = "master",
         claim_delay: float = 0.0,
     ) -> None:
-        """:param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free
+        """Ports given as 0 are picked free when the cluster first starts, below the kernel's
+        ephemeral range (:func:`~walship_testing.ports.steady_port`), and kept: a restart, or a
+        Thrift server stopped and started again, finds them free, not taken by some client's
+        connection meanwhile.
+
+        :param thrift2_port: serve Thrift2 (``THBaseService``) on this port (0: a free
             one, the default; ``None``: no Thrift2 server).
         :param master_port: serve the master's RPC (HBase's ``MasterService``) on this port
             (0: a free one, the default); it registers in ``<parent>/master``.
@@ -145,6 +151,9 @@ class MiniClusterProcess:
 
     def start(self, timeout: float = 60.0) -> MiniClusterProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        for port in ("thrift_port", "thrift2_port", "admin_port", "master_port"):
+            if getattr(self, port) == 0:
+                setattr(self, port, steady_port())
         cmd = [
             sys.executable, "-m", "walship.cli", "minicluster", "start",
             "--name", self.name, "--data-dir", str(self.data_dir), "--zk", self.zk,
