@@ -147,6 +147,13 @@ def get_provider_info() -> dict[str, Any]:
                         "600",
                         type_="float",
                     ),
+                    "tail_gather": _option(
+                        "Seconds a walship_tail pass that read few entries lets new edits gather before the "
+                        "next (the default of its Param gather): fewer passes and less CPU, for at most this "
+                        "much more lag.",
+                        "0.1",
+                        type_="float",
+                    ),
                     "cleaner_queue": _option(
                         "The executor queue walship_clean's task goes to: with Celery, the workers that may "
                         "delete WALs consume it (the WALs are read-only to every other worker).",

@@ -280,6 +280,13 @@ def test_tail_dag_run(
     for i in range(20):
         a.table().put(b"t-%02d" % i, {b"r:q": b"%d" % i})
     monkeypatch.setenv("AIRFLOW_CONN_WALSHIP_SOURCE", source_conn(a))
-    run = dagbag.dags["walship_tail"].test(run_conf={"peer_id": "1", "duration": 3})
+    run = dagbag.dags["walship_tail"].test(run_conf={"peer_id": "1", "duration": 3, "gather": 0.2})
     assert run.state == "success"
     assert contents(b) == contents(a, b"r") and len(contents(b)) == 20
+    from airflow.sdk.exceptions import ParamValidationError
+
+    gather = dagbag.dags["walship_tail"].params.get_param("gather")
+    assert gather.value == 0.1  # the default, [walship] tail_gather unset
+    for bad in (-1, 11):
+        with pytest.raises(ParamValidationError):
+            gather.resolve(bad)

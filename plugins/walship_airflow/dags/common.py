@@ -58,6 +58,22 @@ def duration_param() -> Param:
     return Param(default, type="number", minimum=1, description="seconds before this run hands over")
 
 
+def gather_param() -> Param:
+    """``gather`` of ``walship_tail``: seconds a pass that read few entries lets new edits
+    gather, ``[walship] tail_gather`` by default."""
+    from airflow.sdk import conf
+
+    default = conf.getfloat(SECTION, "tail_gather", fallback=defaults.TAIL_GATHER)
+    return Param(
+        default,
+        type="number",
+        minimum=0,
+        maximum=10,
+        description=f"after a pass that read fewer than {defaults.TAIL_GATHER_ENTRIES:,} entries, seconds to let "
+        "new edits gather: fewer, fuller passes, less CPU, at most this much more lag (0: pass again at once)",
+    )
+
+
 def spark_conn_param() -> Param:
     """``spark_conn_id`` of the DAGs that submit a Spark job."""
     return Param("spark_default", type="string", minLength=1, description="the Spark connection")
