@@ -32,7 +32,7 @@ from wal_read import VALUE_SIZE, write_wal
 import walship.replicate.batcher.filters as filters
 import walship.sinks.hbase2 as hbase2_sink
 from walship.peer import PeerConfig
-from walship.replicate.collector import fewer_collections
+from walship.replicate.interpreter import pass_settings
 from walship.sinks.base import ApplyStats
 from walship.thrift.encoded import encode_put_multiple
 from walship.wal import Cell, CellType, WalKey, WalReader, WalWriter
@@ -86,7 +86,7 @@ def write_rows(path: Path, cells: int, rows_per_entry: int) -> None:
 def one_pass(path: Path) -> tuple[dict[str, float], int]:
     """Each step's CPU seconds over the WAL, and its cells."""
     entry_filter = filters.EntryFilter(PeerConfig("1", "127.0.0.1:2181:/hbase-b"), uuid.uuid4(), uuid.uuid4())
-    with fewer_collections():
+    with pass_settings():
         t0 = cpu()
         with open(path, "rb") as f:
             entries = list(WalReader(f, str(path)).entries())

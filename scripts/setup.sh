@@ -78,8 +78,9 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
 fi
 
 # 6. A C compiler and the Python headers: pip compiles the WAL decoder, the put encoder, the
-#    batcher and the sinks' fast path (src/walship/wal/_walcodec.c, src/walship/thrift/_putencoder.c,
-#    src/walship/replicate/batcher/_batcher.c, src/walship/sinks/_fastpath.c) into the editable install
+#    batcher, the sinks' fast path and the RPC round trip (src/walship/wal/_walcodec.c,
+#    src/walship/thrift/_putencoder.c, src/walship/replicate/batcher/_batcher.c,
+#    src/walship/sinks/_fastpath.c, src/walship/rpc/_exchange.c) into the editable install
 py_include=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
   say "installing gcc (for the compiled WAL decoder)"
@@ -136,7 +137,7 @@ if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   apt_install python3-venv
 fi
 PYTHON_REAL=$("$PYTHON" -c 'import os, sys; print(os.path.realpath(sys.executable))')
-stamp_of() { { cat pyproject.toml constraints.txt src/walship/wal/_walcodec.c src/walship/wal/_walcodec_context.h src/walship/wal/_walcodec_compressed.h src/walship/thrift/_putencoder.c src/walship/wal/_tuples.h src/walship/replicate/batcher/_batcher.c src/walship/sinks/_fastpath.c src/walship/sinks/_multicall.h; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
+stamp_of() { { cat pyproject.toml constraints.txt src/walship/wal/_walcodec.c src/walship/wal/_walcodec_context.h src/walship/wal/_walcodec_compressed.h src/walship/thrift/_putencoder.c src/walship/wal/_tuples.h src/walship/replicate/batcher/_batcher.c src/walship/sinks/_fastpath.c src/walship/sinks/_multicall.h src/walship/rpc/_exchange.c; echo "$PYTHON_REAL"; } | sha256sum | cut -d' ' -f1; }
 if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.walship-python" 2>/dev/null || true)" != "$PYTHON_REAL" ]; then
   say "recreating $VENV for $PYTHON_REAL"
   rm -rf "$VENV"
@@ -148,7 +149,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; then
   say "installing Python dependencies (pinned in constraints.txt)"
-  rm -f src/walship/wal/_walcodec.*.so src/walship/thrift/_putencoder.*.so src/walship/sinks/_fastpath.*.so  # a failed (optional) build must not leave an old one behind
+  rm -f src/walship/wal/_walcodec.*.so src/walship/thrift/_putencoder.*.so src/walship/sinks/_fastpath.*.so src/walship/rpc/_exchange.*.so  # a failed (optional) build must not leave an old one behind
   log="$VENV/pip-install.log"
   if ! { "$VENV/bin/python" -m pip install --upgrade pip \
          && "$VENV/bin/python" -m pip install -c constraints.txt -e ".[spark,airflow,celery,dev]"; } >"$log" 2>&1; then
@@ -157,13 +158,13 @@ if [ "$(cat "$VENV/.walship-stamp" 2>/dev/null || true)" != "$(stamp_of)" ]; the
   stamp_of > "$VENV/.walship-stamp"
 fi
 # built, and (the batcher and the fast path) for the tuples' layout of this source tree
-decoder_built() { "$VENV/bin/python" -c 'from walship.wal.reader import default_decoder; from walship.thrift.encoded import put_encoder; from walship.sinks.compiled import FASTPATH; from walship.replicate.batcher.filters import COMPILED; import sys; sys.exit(default_decoder() != "c" or put_encoder() != "c" or FASTPATH is None or COMPILED is None)' 2>/dev/null; }
+decoder_built() { "$VENV/bin/python" -c 'from walship.wal.reader import default_decoder; from walship.thrift.encoded import put_encoder; from walship.sinks.compiled import FASTPATH; from walship.replicate.batcher.filters import COMPILED; from walship.rpc.wire import exchanges_compiled; import sys; sys.exit(default_decoder() != "c" or put_encoder() != "c" or FASTPATH is None or COMPILED is None or not exchanges_compiled())' 2>/dev/null; }
 if ! decoder_built; then
-  say "building the compiled WAL decoder, put encoder, batcher and sinks' fast path (src/walship/wal/_walcodec.c, src/walship/thrift/_putencoder.c, src/walship/replicate/batcher/_batcher.c, src/walship/sinks/_fastpath.c)"
-  rm -f src/walship/wal/_walcodec.*.so src/walship/thrift/_putencoder.*.so src/walship/replicate/batcher/_batcher.*.so src/walship/sinks/_fastpath.*.so
+  say "building the compiled WAL decoder, put encoder, batcher, sinks' fast path and RPC round trip (src/walship/wal/_walcodec.c, src/walship/thrift/_putencoder.c, src/walship/replicate/batcher/_batcher.c, src/walship/sinks/_fastpath.c, src/walship/rpc/_exchange.c)"
+  rm -f src/walship/wal/_walcodec.*.so src/walship/thrift/_putencoder.*.so src/walship/replicate/batcher/_batcher.*.so src/walship/sinks/_fastpath.*.so src/walship/rpc/_exchange.*.so
   log="$VENV/build-ext.log"
   "$VENV/bin/python" -m pip install --no-deps -e . >"$log" 2>&1 || { tail -40 "$log"; say "pip install failed (full log: $log)"; exit 1; }
-  decoder_built || { grep -iE "error|warning: build_ext" "$log" | tail -20; say "the compiled WAL decoder, put encoder, batcher or sinks' fast path did not build (full log: $log)"; exit 1; }
+  decoder_built || { grep -iE "error|warning: build_ext" "$log" | tail -20; say "the compiled WAL decoder, put encoder, batcher, sinks' fast path or RPC round trip did not build (full log: $log)"; exit 1; }
 fi
 # walship's own modules as bytecode: an editable install is compiled only where a process may
 # write it (not under PYTHONDONTWRITEBYTECODE), and every CLI run, Airflow task and Spark

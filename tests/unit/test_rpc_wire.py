@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -11,12 +13,16 @@ from walship.errors import RemoteHBaseError
 from walship.protos import Replication_pb2, RPC_pb2
 from walship.rpc.connection import remote_error
 from walship.rpc.wire import (
+    MAX_FRAME,
     RpcProtocolError,
     connection_header,
+    exchange_frame,
+    exchanges_compiled,
     preamble,
     read_delimited,
     read_frame,
     request_frame,
+    request_parts,
     response_frame,
     split_request,
     split_response,
@@ -88,3 +94,93 @@ def test_a_frame_cut_short_names_the_peer() -> None:
         left.shutdown(socket.SHUT_WR)
         with pytest.raises(RpcProtocolError, match=r"master m1:16000 closed the connection \(3 of 10 bytes read\)"):
             read_frame(right, "master m1:16000")
+
+
+def _echo_server(listener: socket.socket, answer: Callable[[bytes], bytes], got: list[bytes]) -> None:
+    """Accept one connection, read one whole call frame (slowly, to make the client's send wait
+    on a full socket buffer), then write ``answer(frame)`` in small pieces and close."""
+    conn, _ = listener.accept()
+    with conn:
+        head = b""
+        while len(head) < 4:
+            head += conn.recv(4 - len(head))
+        (length,) = struct.unpack(">I", head)
+        body = bytearray()
+        while len(body) < length:
+            body += conn.recv(min(65536, length - len(body)))
+        got.append(bytes(body))
+        data = answer(bytes(body))
+        for i in range(0, len(data), 7):
+            conn.sendall(data[i : i + 7])
+
+
+def _round_trip(
+    parts: tuple[bytes, ...], answer: Callable[[bytes], bytes], timeout: float | None = 10.0
+) -> tuple[bytes | None, list[bytes], BaseException | None]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        got: list[bytes] = []
+        server = threading.Thread(target=_echo_server, args=(listener, answer, got), daemon=True)
+        server.start()
+        with socket.create_connection(listener.getsockname(), timeout=timeout) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            try:
+                frame: bytes | None = exchange_frame(sock, parts, "region server r1:16020")
+                error = None
+            except (OSError, RpcProtocolError) as exc:
+                frame, error = None, exc
+        server.join(timeout=30)
+        return frame, got, error
+
+
+needs_exchange = pytest.mark.skipif(not exchanges_compiled(), reason="the compiled _exchange is not built")
+
+
+@needs_exchange
+def test_the_compiled_round_trip_sends_every_part_in_order_and_reads_the_whole_answer() -> None:
+    header = RPC_pb2.RequestHeader(call_id=9, method_name="Multi", request_param=True)
+    block = bytes(range(256)) * 8192  # 2 MiB: many sends on a small socket buffer
+    header.cell_block_meta.length = len(block)
+    parts = request_parts(header, b"\x01\x02\x03", block)
+    assert b"".join(parts) == request_frame(header, b"\x01\x02\x03", block)
+    reply = RPC_pb2.ResponseHeader(call_id=9)
+    answer = response_frame(reply, RPC_pb2.CellBlockMeta(length=0))
+    frame, got, error = _round_trip(parts, lambda body: answer)
+    assert error is None
+    assert got == [request_frame(header, b"\x01\x02\x03", block)[4:]]
+    assert frame == answer[4:]
+    assert split_response(frame, "test")[0].call_id == 9
+
+
+@needs_exchange
+def test_the_compiled_round_trip_names_a_server_that_closed_early_or_sent_too_much() -> None:
+    parts = (struct.pack(">I", 3) + b"abc",)
+    frame, _, error = _round_trip(parts, lambda body: struct.pack(">I", 10) + b"abc")
+    assert frame is None and isinstance(error, RpcProtocolError)
+    assert "region server r1:16020 closed the connection before its answer was whole" in str(error)
+    frame, _, error = _round_trip(parts, lambda body: struct.pack(">I", MAX_FRAME + 1))
+    assert isinstance(error, RpcProtocolError)
+    assert f"a frame of {MAX_FRAME + 1} bytes, more than {MAX_FRAME}" in str(error)
+
+
+@needs_exchange
+def test_the_compiled_round_trip_times_out_as_the_sockets_timeout_says() -> None:
+    with (
+        socket.create_server(("127.0.0.1", 0)) as listener,
+        socket.create_connection(listener.getsockname(), timeout=0.2) as sock,
+    ):
+        conn, _ = listener.accept()  # reads nothing, answers nothing
+        with conn, pytest.raises(TimeoutError):
+            exchange_frame(sock, (struct.pack(">I", 3) + b"abc",), "region server r1:16020")
+
+
+@needs_exchange
+def test_the_compiled_round_trip_reports_a_reset_connection_by_its_errno() -> None:
+    with (
+        socket.create_server(("127.0.0.1", 0)) as listener,
+        socket.create_connection(listener.getsockname(), timeout=10) as sock,
+    ):
+        conn, _ = listener.accept()
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # an RST
+        with pytest.raises((ConnectionResetError, BrokenPipeError)):
+            exchange_frame(sock, (b"x" * (8 << 20),), "region server r1:16020")

@@ -38,10 +38,10 @@ from walship.errors import BarrierUnavailableError, ConfigError, WalshipError
 from walship.peer import PeerConfig
 from walship.replicate.applier import Applier
 from walship.replicate.batcher import EntryFilter, Feed, KnownPositions, Member, Ramp
-from walship.replicate.collector import fewer_collections
 from walship.replicate.grouplocks import lock_group
 from walship.replicate.grouppass import GroupPass
 from walship.replicate.groupthreads import GroupKey, GroupThreads, Members, groups_of
+from walship.replicate.interpreter import pass_settings
 from walship.replicate.peerplan import close_grace
 from walship.replicate.planner import Planner
 from walship.replicate.progressbook import ProgressBook
@@ -280,7 +280,7 @@ class Shipper:
                         passed = self.summaries_of(locked)
                         stamps: dict[tuple[str, str], int] = {}
                         queues = self.members_of(locked, passed, group.applier, None, stamps)
-                        with fewer_collections():
+                        with pass_settings():
                             group.ship_pass(queues, max_batches)
                         self.after_pass(group.applier, queues, flush_progress=True, known=None, stamps=stamps)
                         for i, qs in zip(held, passed, strict=True):
@@ -350,7 +350,7 @@ class Shipper:
         summaries = self.summaries_of(feeds)
         stamps: dict[tuple[str, str], int] = {}  # each queue's children stamp as this pass read it
         members = self.members_of(feeds, summaries, group.applier, known, stamps)
-        with fewer_collections():
+        with pass_settings():
             group.ship_pass(members, max_batches)
         self.after_pass(group.applier, members, flush_progress=flush_progress, known=known, stamps=stamps)
         return summaries

@@ -32,9 +32,11 @@ from walship.rpc.wire import (
     CONNECTION_CALL_ID,
     RpcProtocolError,
     connection_header,
+    exchange_frame,
+    exchanges_compiled,
     preamble,
     read_frame,
-    request_frame,
+    request_parts,
     split_response,
     split_response_cells,
 )
@@ -180,18 +182,27 @@ class RpcConnection:
                 header.cell_block_meta.length = len(cellblock)
             channel = self._channel
             assert channel is not None
+            parts = request_parts(header, request, cellblock)
             send_error: OSError | None = None
+            frame: bytes | None = None
             try:
                 try:
-                    channel.sendall(request_frame(header, request, cellblock))
+                    if channel is self._sock and exchanges_compiled():
+                        # the round trip without the interpreter's lock: a busy thread beside
+                        # this one delays it once, not at every send and receive
+                        frame = exchange_frame(self._sock, parts, what)
+                    else:
+                        channel.sendall(b"".join(parts))
                 except (BrokenPipeError, ConnectionResetError) as exc:
                     # a server that refused the connection (HBase answers a refused preamble with an
                     # error, then closes) may have answered before reading the call: read its answer
                     log.debug("%s: sending %s failed (%s); reading what the server answered", what, method, exc)
                     send_error = exc
                 while True:
-                    frame = read_frame(channel, what)
+                    if frame is None:
+                        frame = read_frame(channel, what)
                     reply, body, cells = split_response_cells(frame, what)
+                    frame = None
                     if reply.call_id == call_id:
                         break
                     if reply.HasField("exception") and reply.call_id in _CONNECTION_IDS:

@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import socket
 import struct
 from typing import Protocol
 
@@ -29,6 +30,11 @@ from google.protobuf.message import DecodeError, Message
 
 from walship.errors import MasterError
 from walship.protos import RPC_pb2
+
+try:
+    from walship.rpc import _exchange
+except ImportError:  # an install without a C compiler: Python's socket methods carry each call
+    _exchange = None  # type: ignore[assignment]
 
 __all__ = [
     "AUTH_DIGEST",
@@ -42,11 +48,14 @@ __all__ = [
     "RpcProtocolError",
     "connection_header",
     "delimited",
+    "exchange_frame",
+    "exchanges_compiled",
     "preamble",
     "read_delimited",
     "read_exact",
     "read_frame",
     "request_frame",
+    "request_parts",
     "response_frame",
     "split_request",
     "split_response",
@@ -140,9 +149,40 @@ def request_frame(header: RPC_pb2.RequestHeader, request: Message | bytes, cellb
     """One call: its length, the delimited header, the delimited request (a message, or one
     already serialized), then its cell block (whose length the header's ``cell_block_meta``
     must give)."""
+    return b"".join(request_parts(header, request, cellblock))
+
+
+def request_parts(
+    header: RPC_pb2.RequestHeader, request: Message | bytes, cellblock: bytes = b""
+) -> tuple[bytes, bytes]:
+    """:func:`request_frame` in two parts, to be sent one after the other: the frame's length,
+    header and request, then the cell block (not copied)."""
     param = _varint(len(request)) + request if isinstance(request, bytes) else delimited(request)
     head = delimited(header)
-    return b"".join((struct.pack(">I", len(head) + len(param) + len(cellblock)), head, param, cellblock))
+    return b"".join((struct.pack(">I", len(head) + len(param) + len(cellblock)), head, param)), cellblock
+
+
+def exchanges_compiled() -> bool:
+    """Whether :func:`exchange_frame` is there (the compiled ``_exchange`` was built)."""
+    return _exchange is not None
+
+
+def exchange_frame(sock: socket.socket, parts: tuple[bytes, ...], what: str) -> bytes:
+    """Send a call's parts on a plain socket and read the answer's frame, in one compiled round
+    trip that holds no interpreter lock (only when :func:`exchanges_compiled`).
+
+    :raises OSError: a send or a receive failed, or the socket's timeout passed without progress.
+    :raises RpcProtocolError: the connection closed first, or the frame is too large (names
+        ``what``).
+    """
+    assert _exchange is not None
+    timeout = sock.gettimeout()
+    answer = _exchange.exchange(sock.fileno(), parts, -1.0 if timeout is None else timeout, MAX_FRAME)
+    if answer is None:
+        raise RpcProtocolError(f"{what} closed the connection before its answer was whole")
+    if isinstance(answer, int):
+        raise RpcProtocolError(f"{what}: a frame of {answer} bytes, more than {MAX_FRAME}")
+    return answer
 
 
 def response_frame(header: RPC_pb2.ResponseHeader, response: Message | None) -> bytes:
