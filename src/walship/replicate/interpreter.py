@@ -12,7 +12,7 @@ A pass reads and decodes WALs in one thread while another sends the calls made o
 a time, each waiting for the peer's answer. When an answer comes back, its thread needs the
 interpreter's lock to send the next call; by default it waits up to 5 ms for the reading thread
 to let go of it, and the peer idles meanwhile. While any pass runs, the lock changes hands
-every :data:`PASS_SWITCH_INTERVAL` instead (a backlog drained into HBase's region server 4-11%
+every :data:`PASS_SWITCH_INTERVAL` instead (a backlog drained into HBase's region server 11%
 sooner, measured by ``benchmarks/vs_native.py --sink hbase``).
 
 The process's own settings come back when the last pass ends.
