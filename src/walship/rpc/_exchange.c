@@ -57,6 +57,15 @@ static int wait_ready(Exchange *x, short events) {
     return FAILED;
 }
 
+/* After a send or recv that failed (errno set): DONE to try it again, the socket ready for
+ * `events`, or why the exchange stops. */
+static int after_error(Exchange *x, short events) {
+    if (errno == EINTR) return INTERRUPTED;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return wait_ready(x, events);
+    x->err = errno;
+    return FAILED;
+}
+
 /* What is left to send, then the answer: DONE with the frame read, or why not. */
 static int run(Exchange *x) {
     while (!x->sent_all) {
@@ -66,14 +75,9 @@ static int run(Exchange *x) {
         msg.msg_iovlen = (size_t)x->iovcnt;
         ssize_t n = sendmsg(x->fd, &msg, MSG_NOSIGNAL);
         if (n < 0) {
-            if (errno == EINTR) return INTERRUPTED;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                int w = wait_ready(x, POLLOUT);
-                if (w != DONE) return w;
-                continue;
-            }
-            x->err = errno;
-            return FAILED;
+            int w = after_error(x, POLLOUT);
+            if (w != DONE) return w;
+            continue;
         }
         size_t left = (size_t)n;
         int i = 0;
@@ -114,14 +118,8 @@ static int run(Exchange *x) {
             continue;
         }
         if (n == 0) return CLOSED;
-        if (errno == EINTR) return INTERRUPTED;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int w = wait_ready(x, POLLIN);
-            if (w != DONE) return w;
-            continue;
-        }
-        x->err = errno;
-        return FAILED;
+        int w = after_error(x, POLLIN);
+        if (w != DONE) return w;
     }
 }
 
