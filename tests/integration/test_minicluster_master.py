@@ -27,7 +27,7 @@ from waiting import wait_until
 from walship.errors import ProcedureFailedError, RemoteHBaseError
 from walship.peer import PeerConfig
 from walship.protos import HBase_pb2, Master_pb2, Replication_pb2, RPC_pb2
-from walship.rpc import MasterAdmin, SimpleAuth
+from walship.rpc import MasterAdmin, SimpleAuth, connection, wire
 from walship.rpc.connection import RpcConnection
 from walship.rpc.tables import MasterTables
 from walship.rpc.wire import connection_header, read_exact, read_frame, request_frame, split_response
@@ -441,7 +441,35 @@ def test_a_bad_preamble_gets_hbases_fatal_answer_and_others_are_still_served(
     assert [p.peer_id for p in admin.list_peers()] == ["1"]
 
 
-def test_walships_client_gets_the_fatal_answer_as_hbases_exception(source: Cluster) -> None:
+@pytest.fixture(params=["compiled", "python"])
+def round_trip(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How walship's client makes a call on a plain socket: the compiled round trip
+    (``walship.rpc._exchange``, which ``make setup`` builds) or Python's socket methods (an
+    install without it, and every SASL-wrapped channel)."""
+    if request.param == "compiled":
+        assert wire.exchanges_compiled(), "walship.rpc._exchange is not built: run make setup"
+    else:
+        monkeypatch.setattr(connection, "exchanges_compiled", lambda: False)
+    return str(request.param)
+
+
+def test_walships_client_makes_calls_the_same_by_either_round_trip(
+    source: Cluster, admin: MasterAdmin, round_trip: str
+) -> None:
+    admin.add_peer("1", PeerConfig("1", peer_key(source)).to_proto(), enabled=False)
+    host, port = address(source.mc)
+    with RpcConnection(host, port, "MasterService", SimpleAuth("tester"), timeout=10) as conn:
+        for _ in range(3):  # calls one after another on one connection
+            reply = conn.call("ListReplicationPeers", Replication_pb2.ListReplicationPeersRequest(),
+                              Replication_pb2.ListReplicationPeersResponse)  # fmt: skip
+            assert [p.id for p in reply.peer_desc] == ["1"]
+        with pytest.raises(RemoteHBaseError, match="ReplicationPeerNotFoundException"):
+            conn.call("EnableReplicationPeer", Replication_pb2.EnableReplicationPeerRequest(peer_id="9"),
+                      Replication_pb2.EnableReplicationPeerResponse)  # fmt: skip
+        assert not conn.closed  # a refused call leaves the connection as it was
+
+
+def test_walships_client_gets_the_fatal_answer_as_hbases_exception(source: Cluster, round_trip: str) -> None:
     class UnknownAuth(SimpleAuth):
         auth_byte = 0x55
 
