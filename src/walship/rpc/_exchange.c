@@ -140,10 +140,11 @@ static PyObject *exchange(PyObject *module, PyObject *args) {
     x.fd = fd;
     x.max_frame = (uint32_t)max_frame;
     x.timeout_ms = timeout < 0 ? -1 : timeout * 1000.0 > INT32_MAX ? INT32_MAX : (int)(timeout * 1000.0 + 0.999);
+    PyObject *out = NULL;
     Py_buffer views[MAX_PARTS];
     Py_ssize_t held = 0;
     for (; held < count; held++) {
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(parts, held), &views[held], PyBUF_SIMPLE) < 0) goto release;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(parts, held), &views[held], PyBUF_SIMPLE) < 0) goto done;
         if (views[held].len > 0) {
             x.iov[x.iovcnt].iov_base = views[held].buf;
             x.iov[x.iovcnt].iov_len = (size_t)views[held].len;
@@ -157,9 +158,8 @@ static PyObject *exchange(PyObject *module, PyObject *args) {
         status = run(&x);
         Py_END_ALLOW_THREADS
         if (status != INTERRUPTED) break;
-        if (PyErr_CheckSignals() < 0) goto release;
+        if (PyErr_CheckSignals() < 0) goto done;
     }
-    PyObject *out = NULL;
     switch (status) {
     case DONE:
         out = PyBytes_FromStringAndSize((const char *)x.body, (Py_ssize_t)x.length);
@@ -180,13 +180,10 @@ static PyObject *exchange(PyObject *module, PyObject *args) {
         errno = x.err;
         PyErr_SetFromErrno(PyExc_OSError);
     }
+done:
     free(x.body);
     for (Py_ssize_t i = 0; i < held; i++) PyBuffer_Release(&views[i]);
     return out;
-release:
-    free(x.body);
-    for (Py_ssize_t i = 0; i < held; i++) PyBuffer_Release(&views[i]);
-    return NULL;
 }
 
 static PyMethodDef methods[] = {

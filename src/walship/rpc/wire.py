@@ -181,7 +181,7 @@ def exchange_frame(sock: socket.socket, parts: tuple[bytes, ...], what: str) -> 
     if answer is None:
         raise RpcProtocolError(f"{what} closed the connection before its answer was whole")
     if isinstance(answer, int):
-        raise RpcProtocolError(f"{what}: a frame of {answer} bytes, more than {MAX_FRAME}")
+        raise _too_large(what, answer)
     return answer
 
 
@@ -248,5 +248,9 @@ def read_frame(sock: Readable, what: str) -> bytes:
     """A frame's bytes: a 4-byte length, then as many bytes."""
     (length,) = struct.unpack(">I", read_exact(sock, 4, what))
     if length > MAX_FRAME:
-        raise RpcProtocolError(f"{what}: a frame of {length} bytes, more than {MAX_FRAME}")
+        raise _too_large(what, length)
     return read_exact(sock, length, what)
+
+
+def _too_large(what: str, length: int) -> RpcProtocolError:
+    return RpcProtocolError(f"{what}: a frame of {length} bytes, more than {MAX_FRAME}")
